@@ -1,0 +1,1 @@
+"""Activation: settings -> per-shell script text -> files in etc/conda/{activate,deactivate}.d."""

@@ -1,0 +1,63 @@
+"""What activation must do, independent of any shell."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from envkit.recipe.model import EnvOp
+
+PHYSICAL_CORES = "physical-cores"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One variable change plus why envkit makes it; `computed` values are resolved at write time."""
+
+    op: EnvOp
+    reason: str
+    computed: str | None = None
+
+
+@dataclass(frozen=True)
+class ActivationSettings:
+    settings: tuple[Setting, ...]
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.op.name for s in self.settings)
+
+
+def physical_cores(cpuinfo: Path = Path("/proc/cpuinfo")) -> int:
+    """Count distinct (package, core) pairs; fall back to logical CPUs where that is unknown."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return os.cpu_count() or 1
+    cores: set[tuple[str, str]] = set()
+    package = core = None
+    for line in text.splitlines() + [""]:
+        if not line.strip():
+            if core is not None:
+                cores.add((package or "0", core))
+            package = core = None
+            continue
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "physical id":
+            package = value.strip()
+        elif key == "core id":
+            core = value.strip()
+    return len(cores) or os.cpu_count() or 1
+
+
+def resolve(settings: ActivationSettings, cores: int | None = None) -> tuple[EnvOp, ...]:
+    """Concrete operations, with computed values filled in once, here, not at activation time."""
+    out = []
+    for setting in settings.settings:
+        if setting.computed == PHYSICAL_CORES:
+            n = cores if cores is not None else physical_cores()
+            out.append(EnvOp(setting.op.name, "set", value=str(n), origin=setting.op.origin))
+        else:
+            out.append(setting.op)
+    return tuple(out)

@@ -1,0 +1,327 @@
+"""Pure generators: resolved operations -> activate/deactivate script text, one pair per shell.
+
+Every generator follows the same protocol, so all shells behave alike:
+- On activate, if the env's marker `_ENVKIT_<tag>_ACTIVE` is absent, save each touched variable
+  in `_ENVKIT_<tag>_OLD_<NAME>` (present only if the variable was set), then set the marker.
+  A second activation keeps the first saved state, so deactivation still restores the original.
+- Apply the operations. prepend/append drop duplicates of the new entries and empty entries.
+- On deactivate, only if the marker is present: restore each variable (unset if it was unset,
+  the saved bytes otherwise), drop the saved copies and the marker.
+Values are quoted as data for each shell; nothing in them is ever evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from envkit.errors import UsageError
+from envkit.recipe.model import EnvOp
+
+
+@dataclass(frozen=True)
+class ScriptPair:
+    activate: str
+    deactivate: str
+
+
+@dataclass(frozen=True)
+class ScriptContext:
+    tag: str  # [0-9a-f]{8}, unique per env prefix
+    header: tuple[str, ...]  # comment lines, shell-neutral text
+
+
+def _names(ops: tuple[EnvOp, ...]) -> list[str]:
+    seen: list[str] = []
+    for op in ops:
+        if op.name not in seen:
+            seen.append(op.name)
+    return seen
+
+
+def _marker(ctx: ScriptContext) -> str:
+    return f"_ENVKIT_{ctx.tag}_ACTIVE"
+
+
+def _old(ctx: ScriptContext, name: str) -> str:
+    return f"_ENVKIT_{ctx.tag}_OLD_{name}"
+
+
+# ---------------------------------------------------------------- POSIX sh (bash, zsh, dash)
+
+
+def sh_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+def _sh_list(op: EnvOp) -> list[str]:
+    patterns = "|".join(["''", *(sh_quote(e) for e in op.entries)])
+    joined = sh_quote(op.separator.join(op.entries))
+    lines = [
+        f"_envkit_sep={sh_quote(op.separator)}",
+        "_envkit_acc=''",
+        f'_envkit_rest="${{{op.name}-}}$_envkit_sep"',
+        'while [ -n "$_envkit_rest" ]; do',
+        '    _envkit_e=${_envkit_rest%%"$_envkit_sep"*}',
+        '    _envkit_rest=${_envkit_rest#*"$_envkit_sep"}',
+        "    case $_envkit_e in",
+        f"        {patterns}) ;;",
+        '        *) _envkit_acc="$_envkit_acc${_envkit_acc:+$_envkit_sep}$_envkit_e" ;;',
+        "    esac",
+        "done",
+    ]
+    if op.action == "prepend":
+        lines.append(f'export {op.name}={joined}"${{_envkit_acc:+$_envkit_sep}}$_envkit_acc"')
+    else:
+        lines.append(f'export {op.name}="$_envkit_acc${{_envkit_acc:+$_envkit_sep}}"{joined}')
+    lines.append("unset _envkit_sep _envkit_acc _envkit_rest _envkit_e")
+    return lines
+
+
+def posix(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
+    head = [f"# {line}" for line in ctx.header]
+    act = [*head, f'if [ -z "${{{_marker(ctx)}+x}}" ]; then']
+    for name in _names(ops):
+        old = _old(ctx, name)
+        act.append(f'    if [ -n "${{{name}+x}}" ]; then export {old}="${name}"; else unset {old}; fi')
+    act += [f"    export {_marker(ctx)}=1", "fi"]
+    for op in ops:
+        if op.action == "set":
+            act.append(f"export {op.name}={sh_quote(op.value)}")
+        elif op.action == "unset":
+            act.append(f"unset {op.name}")
+        else:
+            act += _sh_list(op)
+    deact = [*head, f'if [ -n "${{{_marker(ctx)}+x}}" ]; then']
+    for name in reversed(_names(ops)):
+        old = _old(ctx, name)
+        deact.append(f'    if [ -n "${{{old}+x}}" ]; then export {name}="${old}"; unset {old}; else unset {name}; fi')
+    deact += [f"    unset {_marker(ctx)}", "fi"]
+    return ScriptPair("\n".join(act) + "\n", "\n".join(deact) + "\n")
+
+
+# ---------------------------------------------------------------- fish
+
+
+def fish_quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def fish(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
+    head = [f"# {line}" for line in ctx.header]
+    act = [*head, f"if not set -q {_marker(ctx)}"]
+    for name in _names(ops):
+        old = _old(ctx, name)
+        act += [
+            f"    if set -q {name}",
+            f'        set -gx {old} "${name}"',
+            "    else",
+            f"        set -e -g {old}",
+            "    end",
+        ]
+    act += [f"    set -gx {_marker(ctx)} 1", "end"]
+    for op in ops:
+        if op.action == "set":
+            act.append(f"set -gx {op.name} {fish_quote(op.value)}")
+        elif op.action == "unset":
+            act.append(f"set -e -g {op.name}")
+        else:
+            sep = fish_quote(op.separator)
+            entries = " ".join(fish_quote(e) for e in op.entries)
+            act += [
+                "set -l _envkit_old",
+                f"if set -q {op.name}",
+                f'    for _envkit_e in (string split -- {sep} "${op.name}")',
+                f'        if test -n "$_envkit_e"; and not contains -- "$_envkit_e" {entries}',
+                '            set -a _envkit_old "$_envkit_e"',
+                "        end",
+                "    end",
+                "end",
+            ]
+            parts = f"{entries} $_envkit_old" if op.action == "prepend" else f"$_envkit_old {entries}"
+            act += [f"set -gx {op.name} (string join -- {sep} {parts})", "set -e _envkit_old"]
+    deact = [*head, f"if set -q {_marker(ctx)}"]
+    for name in reversed(_names(ops)):
+        old = _old(ctx, name)
+        deact += [
+            f"    if set -q {old}",
+            f'        set -gx {name} "${old}"',
+            f"        set -e -g {old}",
+            "    else",
+            f"        set -e -g {name}",
+            "    end",
+        ]
+    deact += [f"    set -e -g {_marker(ctx)}", "end"]
+    return ScriptPair("\n".join(act) + "\n", "\n".join(deact) + "\n")
+
+
+# ---------------------------------------------------------------- csh / tcsh
+
+
+def csh_quote(value: str) -> str:
+    """Single quotes; csh still treats `!` (history) and a bare newline specially inside them."""
+    return "'" + value.replace("'", "'\\''").replace("!", "\\!").replace("\n", "\\\n") + "'"
+
+
+_CSH_DELIMS = "/|#,^~@%+="
+
+
+def _csh_delim(texts: list[str]) -> str:
+    for delim in _CSH_DELIMS:
+        if not any(delim in t for t in texts):
+            return delim
+    raise UsageError("a path entry uses every csh substitution delimiter", hint="simplify the entry")
+
+
+def _csh_list(op: EnvOp) -> list[str]:
+    sep = op.separator
+    d = _csh_delim([*op.entries, sep])
+    lines = [
+        f"if ( $?{op.name} ) then",
+        f'    set _envkit_v = {csh_quote(sep)}"${op.name}"{csh_quote(sep)}',
+        "else",
+        f"    set _envkit_v = {csh_quote(sep + sep)}",
+        "endif",
+    ]
+    for entry in op.entries:
+        needle = csh_quote(f"{sep}{entry}{sep}")[1:-1]
+        lines.append(f'set _envkit_v = "$_envkit_v:as{d}{needle}{d}{csh_quote(sep)[1:-1]}{d}"')
+    lines.append(f'set _envkit_v = "$_envkit_v:as{d}{sep}{sep}{d}{sep}{d}"')
+    joined = csh_quote(sep.join(op.entries))
+    if op.action == "prepend":
+        lines.append(f'set _envkit_v = {joined}"$_envkit_v"{csh_quote("@@ENVKIT@@")}')
+        lines.append(f'setenv {op.name} "$_envkit_v:s{d}{sep}@@ENVKIT@@{d}{d}"')
+    else:
+        lines.append(f'set _envkit_v = {csh_quote("@@ENVKIT@@")}"$_envkit_v"{joined}')
+        lines.append(f'setenv {op.name} "$_envkit_v:s{d}@@ENVKIT@@{sep}{d}{d}"')
+    lines.append("unset _envkit_v")
+    return lines
+
+
+def csh(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
+    head = [f"# {line}" for line in ctx.header]
+    act = [*head, f"if ( ! $?{_marker(ctx)} ) then"]
+    for name in _names(ops):
+        old = _old(ctx, name)
+        act += [f"    if ( $?{name} ) then", f"        setenv {old} ${name}:q", "    else", f"        unsetenv {old}", "    endif"]
+    act += [f"    setenv {_marker(ctx)} 1", "endif"]
+    for op in ops:
+        if op.action == "set":
+            act.append(f"setenv {op.name} {csh_quote(op.value)}")
+        elif op.action == "unset":
+            act.append(f"unsetenv {op.name}")
+        else:
+            act += _csh_list(op)
+    deact = [*head, f"if ( $?{_marker(ctx)} ) then"]
+    for name in reversed(_names(ops)):
+        old = _old(ctx, name)
+        deact += [
+            f"    if ( $?{old} ) then",
+            f"        setenv {name} ${old}:q",
+            f"        unsetenv {old}",
+            "    else",
+            f"        unsetenv {name}",
+            "    endif",
+        ]
+    deact += [f"    unsetenv {_marker(ctx)}", "endif"]
+    return ScriptPair("\n".join(act) + "\n", "\n".join(deact) + "\n")
+
+
+# ---------------------------------------------------------------- cmd.exe
+
+
+def _cmd_value(value: str) -> str:
+    return value.replace("%", "%%")
+
+
+def _cmd_unrepresentable(name: str) -> str:
+    return f"@ECHO envkit: {name} holds a newline, which cmd.exe cannot represent; it was not set 1>&2"
+
+
+def cmd(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
+    """cmd.exe has no unset-vs-empty distinction (an empty SET deletes), so none is kept here."""
+    head = [f"@REM {line}" for line in ctx.header]
+    label = f"envkit_{ctx.tag}"
+    act = [*head, f"@IF DEFINED {_marker(ctx)} GOTO {label}_apply"]
+    for name in _names(ops):
+        act.append(f'@IF DEFINED {name} (SET "{_old(ctx, name)}=%{name}%") ELSE (SET "{_old(ctx, name)}=")')
+    act += [f'@SET "{_marker(ctx)}=1"', f":{label}_apply"]
+    for op in ops:
+        if op.action == "set" and ("\n" in op.value or "\r" in op.value):
+            act.append(_cmd_unrepresentable(op.name))
+        elif op.action == "set":
+            act.append(f'@SET "{op.name}={_cmd_value(op.value)}"')
+        elif op.action == "unset":
+            act.append(f'@SET "{op.name}="')
+        else:
+            joined = _cmd_value(op.separator.join(op.entries))
+            both = f"{joined}{op.separator}%{op.name}%" if op.action == "prepend" else f"%{op.name}%{op.separator}{joined}"
+            act.append(f'@IF DEFINED {op.name} (SET "{op.name}={both}") ELSE (SET "{op.name}={joined}")')
+    deact = [*head, f"@IF NOT DEFINED {_marker(ctx)} GOTO :EOF"]
+    for name in reversed(_names(ops)):
+        old = _old(ctx, name)
+        deact += [f'@SET "{name}=%{old}%"', f'@SET "{old}="']
+    deact.append(f'@SET "{_marker(ctx)}="')
+    return ScriptPair("\r\n".join(act) + "\r\n", "\r\n".join(deact) + "\r\n")
+
+
+# ---------------------------------------------------------------- PowerShell
+
+
+def ps_quote(value: str) -> str:
+    return "'" + value.replace("'", "''").replace("\u2018", "\u2018\u2018").replace("\u2019", "\u2019\u2019") + "'"
+
+
+def powershell(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
+    head = [f"# {line}" for line in ctx.header]
+    act = [*head, f"if (-not (Test-Path Env:{_marker(ctx)})) {{"]
+    for name in _names(ops):
+        old = _old(ctx, name)
+        act.append(
+            f"    if (Test-Path Env:{name}) {{ $env:{old} = $env:{name} }} "
+            f"else {{ Remove-Item Env:{old} -ErrorAction SilentlyContinue }}"
+        )
+    act += [f"    $env:{_marker(ctx)} = '1'", "}"]
+    for op in ops:
+        if op.action == "set":
+            act.append(f"$env:{op.name} = {ps_quote(op.value)}")
+        elif op.action == "unset":
+            act.append(f"Remove-Item Env:{op.name} -ErrorAction SilentlyContinue")
+        else:
+            sep = ps_quote(op.separator)
+            entries = ", ".join(ps_quote(e) for e in op.entries)
+            act += [
+                f"$envkitNew = @({entries})",
+                f"$envkitOld = @(if (Test-Path Env:{op.name}) {{ $env:{op.name}.Split({sep}) | Where-Object {{ $_ -and ($envkitNew -notcontains $_) }} }})",
+                f"$env:{op.name} = ("
+                + ("@($envkitNew) + @($envkitOld)" if op.action == "prepend" else "@($envkitOld) + @($envkitNew)")
+                + f") -join {sep}",
+                "Remove-Variable envkitNew, envkitOld",
+            ]
+    deact = [*head, f"if (Test-Path Env:{_marker(ctx)}) {{"]
+    for name in reversed(_names(ops)):
+        old = _old(ctx, name)
+        deact.append(
+            f"    if (Test-Path Env:{old}) {{ $env:{name} = $env:{old}; Remove-Item Env:{old} }} "
+            f"else {{ Remove-Item Env:{name} -ErrorAction SilentlyContinue }}"
+        )
+    deact += [f"    Remove-Item Env:{_marker(ctx)}", "}"]
+    return ScriptPair("\n".join(act) + "\n", "\n".join(deact) + "\n")
+
+
+Generator = Callable[[ScriptContext, tuple[EnvOp, ...]], ScriptPair]
+
+# suffix -> generator; conda sources activate.d files by these suffixes per shell.
+GENERATORS: dict[str, Generator] = {
+    "sh": posix,
+    "fish": fish,
+    "csh": csh,
+    "bat": cmd,
+    "ps1": powershell,
+}
+
+SHELL_SUFFIX: dict[str, str] = {
+    "bash": "sh", "zsh": "sh", "dash": "sh", "sh": "sh", "posix": "sh",
+    "fish": "fish", "csh": "csh", "tcsh": "csh", "cmd": "bat", "cmd.exe": "bat",
+    "powershell": "ps1", "pwsh": "ps1",
+}

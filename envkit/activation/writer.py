@@ -1,0 +1,100 @@
+"""Write and read envkit's activation files in a prefix; files envkit did not write are never touched."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from envkit import __version__
+from envkit.activation.shells import GENERATORS, ScriptContext
+from envkit.fsutil import atomic_write_text
+from envkit.recipe.model import EnvOp
+
+FILE_PREFIX = "envkit-"
+MARK = "envkit-settings-sha256:"
+
+
+def prefix_tag(prefix: Path) -> str:
+    return hashlib.sha256(str(prefix.resolve()).encode()).hexdigest()[:8]
+
+
+def ops_digest(ops: tuple[EnvOp, ...]) -> str:
+    data = [{k: v for k, v in asdict(op).items() if k != "origin"} for op in ops]
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def ops_to_json(ops: tuple[EnvOp, ...]) -> list[dict[str, object]]:
+    return [
+        {"name": op.name, "action": op.action, "value": op.value, "entries": list(op.entries), "separator": op.separator}
+        for op in ops
+    ]
+
+
+def ops_from_json(data: list[dict[str, object]]) -> tuple[EnvOp, ...]:
+    out = []
+    for item in data:
+        entries = item.get("entries") or []
+        assert isinstance(entries, list)
+        out.append(
+            EnvOp(
+                name=str(item["name"]),
+                action=str(item["action"]),  # type: ignore[arg-type]
+                value=str(item.get("value", "")),
+                entries=tuple(str(e) for e in entries),
+                separator=str(item.get("separator", ":")),
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ActivationFile:
+    path: Path
+    text: str
+
+
+def render_files(prefix: Path, recipe_name: str, ops: tuple[EnvOp, ...], suffixes: tuple[str, ...] = tuple(GENERATORS)) -> list[ActivationFile]:
+    """The exact files envkit would write for these operations (pure apart from resolving the prefix)."""
+    ctx = ScriptContext(
+        tag=prefix_tag(prefix),
+        header=(
+            f"Written by envkit {__version__} for recipe '{recipe_name}'. Do not edit:",
+            "`envkit audit --fix` rewrites this file from conda-meta/envkit.json.",
+            f"{MARK} {ops_digest(ops)}",
+        ),
+    )
+    files = []
+    for suffix in suffixes:
+        pair = GENERATORS[suffix](ctx, ops)
+        name = f"{FILE_PREFIX}{recipe_name}.{suffix}"
+        files.append(ActivationFile(prefix / "etc" / "conda" / "activate.d" / name, pair.activate))
+        files.append(ActivationFile(prefix / "etc" / "conda" / "deactivate.d" / name, pair.deactivate))
+    return files
+
+
+def write_files(files: list[ActivationFile]) -> list[Path]:
+    """Replace each file atomically; returns the paths that changed."""
+    changed = []
+    for f in files:
+        current = f.path.read_text(encoding="utf-8") if f.path.exists() else None
+        if current != f.text:
+            atomic_write_text(f.path, f.text, mode=0o644)
+            changed.append(f.path)
+    return changed
+
+
+def remove_stale(prefix: Path, keep: list[ActivationFile]) -> list[Path]:
+    """Drop envkit files for recipes this env no longer uses (only files named envkit-*)."""
+    keep_paths = {f.path for f in keep}
+    removed = []
+    for sub in ("activate.d", "deactivate.d"):
+        folder = prefix / "etc" / "conda" / sub
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            if path.name.startswith(FILE_PREFIX) and path not in keep_paths and MARK in path.read_text(encoding="utf-8", errors="replace"):
+                path.unlink()
+                removed.append(path)
+    return removed

@@ -1,0 +1,92 @@
+"""One error root, caught once in the CLI; each subclass carries its documented exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FINDINGS = 1
+    USAGE = 2
+    SOLVE = 3
+    INSTALL = 4
+    INTERRUPTED = 130
+
+
+class EnvkitError(Exception):
+    """A user-facing failure: the message says what went wrong, where, and how to fix it."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def lines(self) -> list[str]:
+        return [self.message + (f" ({self.hint})" if self.hint else "")]
+
+
+class UsageError(EnvkitError):
+    exit_code = ExitCode.USAGE
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a value came from, so every complaint can point at a file:line:col."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    location: Location | None
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.location}: " if self.location else ""
+        field = f"{self.path}: " if self.path else ""
+        return f"{where}{field}{self.message}"
+
+
+class RecipeError(EnvkitError):
+    """One or more problems in recipe files; each problem is one line."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    def lines(self) -> list[str]:
+        return [str(p) for p in self.problems]
+
+
+class SourceError(EnvkitError):
+    exit_code = ExitCode.USAGE
+
+
+class SolveError(EnvkitError):
+    exit_code = ExitCode.SOLVE
+
+
+class InstallError(EnvkitError):
+    exit_code = ExitCode.INSTALL
+
+
+class Interrupted(EnvkitError):
+    exit_code = ExitCode.INTERRUPTED
+
+
+class ProbeError(EnvkitError):
+    """The probe could not run at all (as opposed to running and reporting failures)."""
+
+    exit_code = ExitCode.FINDINGS

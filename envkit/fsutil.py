@@ -1,0 +1,57 @@
+"""Filesystem edges: atomic writes and advisory locks, so nothing is ever half-written."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from envkit.errors import EnvkitError
+
+
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Write via a temp file in the same directory and rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+class LockBusy(EnvkitError):
+    pass
+
+
+@contextlib.contextmanager
+def exclusive_lock(lock_path: Path, what: str) -> Iterator[None]:
+    """Non-blocking flock: a second envkit working on the same target fails at once."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise LockBusy(
+                    f"{what} is locked by another envkit process ({lock_path})",
+                    hint="wait for it to finish, then retry",
+                ) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        os.close(fd)

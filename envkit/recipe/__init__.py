@@ -1,0 +1,1 @@
+"""Recipes: YAML intent -> validated layers -> merged recipe -> compiled specs and settings."""

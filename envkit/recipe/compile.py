@@ -1,0 +1,194 @@
+"""Compile a recipe's intent into the specs the real channels understand and activation settings.
+
+Spec shapes follow the feedstocks: conda-forge picks a BLAS through the libblas build string
+(conda-forge/blas-feedstock), the OpenMP runtime through `_openmp_mutex` (openmp-feedstock), and a
+pytorch flavour through its build string (`cpu_mkl_*`, `cuda129_generic_*`, pytorch-cpu-feedstock).
+The legacy pytorch channel selects through `pytorch-mutex`, `cpuonly` and `pytorch-cuda`
+(pytorch/builder) and needs `mkl<2024.1` (pytorch/pytorch#123097).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import rattler
+
+from envkit.activation.model import PHYSICAL_CORES, ActivationSettings, Setting
+from envkit.errors import Location
+from envkit.recipe.model import EnvOp, Recipe
+from envkit.recipe.schema import VERSIONISH_RE, python_spec
+
+
+@dataclass(frozen=True)
+class CompiledSpec:
+    spec: str
+    reason: str
+    origin: Location | None = None
+
+    @property
+    def name(self) -> str:
+        match = rattler.MatchSpec(self.spec, strict=False)
+        return getattr(match.name, "normalized", None) or str(match.name)
+
+
+@dataclass(frozen=True)
+class CompiledRecipe:
+    recipe: Recipe
+    channels: tuple[str, ...]
+    platforms: tuple[str, ...]
+    conda_specs: tuple[CompiledSpec, ...]
+    pip_specs: tuple[str, ...]
+    activation: ActivationSettings
+    threading_layer: str | None
+
+
+def _strict(spec: str) -> str:
+    return str(rattler.MatchSpec(spec, strict=False))
+
+
+def _version_part(version: str | None) -> str:
+    if not version:
+        return "*"
+    return f"{version}.*" if VERSIONISH_RE.match(version) and "*" not in version and version.count(".") < 2 else version
+
+
+def toolchain_specs(recipe: Recipe) -> list[CompiledSpec]:
+    tc = recipe.toolchain
+    torch = tc.pytorch
+    source = torch.source if torch else "conda-forge"
+    out: list[CompiledSpec] = []
+
+    def add(spec: str, reason: str) -> None:
+        out.append(CompiledSpec(_strict(spec), reason))
+
+    if source == "pytorch-channel":
+        if tc.blas in (None, "mkl"):
+            add("blas=*=mkl", "pytorch-channel builds link MKL through the defaults-style blas mutex")
+            add(f"mkl {tc.mkl}" if tc.mkl else "mkl <2024.1", "mkl>=2024.1 drops iJIT_NotifyEvent that pytorch-channel builds need (pytorch/pytorch#123097)")
+        add("llvm-openmp <16", "llvm-openmp>=16 collapses CPU affinity with pytorch-channel builds (pytorch/builder#1389)")
+    else:
+        if tc.blas is not None:
+            add(f"libblas=*=*{tc.blas}", f"conda-forge selects the {tc.blas} BLAS through the libblas build string (blas-feedstock)")
+            if tc.blas != "mkl":
+                add("nomkl", "keeps MKL out so only one BLAS is in the process")
+        if tc.mkl:
+            add(f"mkl {tc.mkl}", "toolchain.mkl pin")
+        if tc.openmp == "llvm":
+            add("_openmp_mutex=*=*_llvm", "conda-forge switches the OpenMP runtime with the _openmp_mutex build (openmp-feedstock)")
+            add("llvm-openmp", "the LLVM OpenMP runtime")
+        elif tc.openmp == "gnu":
+            add("_openmp_mutex=*=*_gnu", "conda-forge switches the OpenMP runtime with the _openmp_mutex build (openmp-feedstock)")
+        elif tc.openmp == "intel":
+            add("intel-openmp", "the Intel OpenMP runtime (libiomp5)")
+        if torch is not None and tc.blas == "openblas":
+            add("libopenblas=*=*openmp*", "a pthreads OpenBLAS inside OpenMP regions hangs (pytorch/pytorch#52047)")
+    if torch is not None:
+        version = _version_part(torch.version)
+        if source == "conda-forge":
+            flavour = "mkl" if tc.blas in (None, "mkl") else "generic"
+            build = "cpu_" + flavour + "*" if torch.variant == "cpu" else f"cuda*_{flavour}*"
+            add(f"pytorch {version} {build}", f"conda-forge pytorch, {torch.variant} build with {flavour} BLAS")
+            if torch.variant == "cuda" and torch.cuda:
+                add(f"cuda-version {torch.cuda}.*", "conda-forge picks the CUDA major/minor through cuda-version")
+        elif source == "pytorch-channel":
+            if torch.variant == "cpu":
+                add(f"pytorch {version} *cpu*", "pytorch-channel CPU build")
+                add("pytorch-mutex=1.0=cpu", "pytorch-channel CPU/CUDA mutex")
+                add("cpuonly", "keeps CUDA builds out (pytorch-channel)")
+            else:
+                add(f"pytorch {version} *cuda*", "pytorch-channel CUDA build")
+                add("pytorch-mutex=1.0=cuda", "pytorch-channel CPU/CUDA mutex")
+                if torch.cuda:
+                    add(f"pytorch-cuda {torch.cuda}.*", "pytorch-channel CUDA runtime metapackage")
+    return out
+
+
+def pip_torch(recipe: Recipe) -> list[str]:
+    torch = recipe.toolchain.pytorch
+    if torch is None or torch.source != "pip":
+        return []
+    if not torch.version:
+        return ["torch"]
+    return [f"torch=={torch.version}" if VERSIONISH_RE.match(torch.version) else f"torch{torch.version}"]
+
+
+def effective_threading_layer(recipe: Recipe) -> str | None:
+    """MKL_THREADING_LAYER for the env, or None when MKL is not in play.
+
+    auto: any libgomp in the process (GNU OpenMP, pip torch, pytorch-channel torch) needs GNU.
+    mkl-service treats every runtime other than libiomp5 as foreign and aborts on an explicit INTEL,
+    so LLVM's libomp (which also serves the GOMP entry points) gets GNU too; only a pure Intel
+    OpenMP toolchain gets INTEL.
+    """
+    tc = recipe.toolchain
+    chosen = recipe.threading.mkl_threading_layer
+    if chosen is not None and chosen != "auto":
+        return chosen.upper()
+    uses_mkl = tc.blas == "mkl" or tc.mkl is not None or any(s.name in ("mkl", "mkl-service") for s in recipe.packages)
+    torch = tc.pytorch
+    if torch is not None and torch.source == "pytorch-channel" and tc.blas in (None, "mkl"):
+        uses_mkl = True
+    if not uses_mkl and chosen is None:
+        return None
+    torch_gomp = torch is not None and torch.source in ("pip", "pytorch-channel")
+    if tc.openmp == "intel" and not torch_gomp:
+        return "INTEL"
+    return "GNU"
+
+
+def activation_settings(recipe: Recipe) -> ActivationSettings:
+    th = recipe.threading
+    out: list[Setting] = []
+    layer = effective_threading_layer(recipe)
+    if layer is not None:
+        why = (
+            "explicit threading.mkl_threading_layer"
+            if th.mkl_threading_layer not in (None, "auto")
+            else "MKL must use the OpenMP runtime already in the process (mkl-service aborts on INTEL with libgomp)"
+        )
+        out.append(Setting(EnvOp("MKL_THREADING_LAYER", "set", value=layer), why))
+    for var, count in (
+        ("OMP_NUM_THREADS", th.omp_num_threads),
+        ("MKL_NUM_THREADS", th.mkl_num_threads),
+        ("OPENBLAS_NUM_THREADS", th.openblas_num_threads),
+    ):
+        if count is None:
+            continue
+        if count == PHYSICAL_CORES:
+            out.append(Setting(EnvOp(var, "set", value=""), "one thread per physical core", computed=PHYSICAL_CORES))
+        else:
+            out.append(Setting(EnvOp(var, "set", value=str(count)), f"threading.{var.lower()}"))
+    taken = {s.op.name for s in out}
+    for op in th.env:
+        if op.name in taken:
+            out = [s for s in out if s.op.name != op.name]
+        out.append(Setting(op, "threading.env"))
+    return ActivationSettings(tuple(out))
+
+
+def compile_recipe(recipe: Recipe) -> CompiledRecipe:
+    """Pure: recipe in, specs and settings out. Consistency is checked separately."""
+    specs: list[CompiledSpec] = []
+    if recipe.python:
+        specs.append(CompiledSpec(python_spec(recipe.python), "python", None))
+    toolchain = toolchain_specs(recipe)
+    user_names = {s.name for s in recipe.packages}
+    for spec in toolchain:
+        if spec.name not in user_names:
+            specs.append(spec)
+    for pkg in recipe.packages:
+        specs.append(CompiledSpec(pkg.normalized, "recipe package", pkg.origin))
+    # A spec the user wrote for a toolchain package replaces envkit's default for that name.
+    pip = [*pip_torch(recipe), *(p.normalized for p in recipe.pip)]
+    if pip and "pip" not in {s.name for s in specs}:
+        specs.append(CompiledSpec("pip", "installs the recipe's pip list"))
+    channels = list(recipe.channels)
+    return CompiledRecipe(
+        recipe=recipe,
+        channels=tuple(channels),
+        platforms=recipe.platforms,
+        conda_specs=tuple(specs),
+        pip_specs=tuple(pip),
+        activation=activation_settings(recipe),
+        threading_layer=effective_threading_layer(recipe),
+    )

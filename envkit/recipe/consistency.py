@@ -1,0 +1,276 @@
+"""Recipe-level consistency rules: refuse toolchains known to crash before anything is solved.
+
+Each rule is data (id, severity, title, rationale, source) plus a small pure check. Rules of
+severity "error" stop `create`; a recipe may list a rule id under `force:` to accept the risk,
+which turns it into a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import rattler
+
+from envkit.errors import Location, Problem, RecipeError
+from envkit.recipe.compile import effective_threading_layer
+from envkit.recipe.model import Recipe
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class ConsistencyRule:
+    id: str
+    severity: Severity
+    title: str
+    rationale: str
+    source: str
+    check: Callable[[Recipe], str | None]
+
+
+@dataclass(frozen=True)
+class ConsistencyFinding:
+    rule: ConsistencyRule
+    message: str
+    forced: bool
+
+    @property
+    def severity(self) -> Severity:
+        return "warning" if self.forced else self.rule.severity
+
+
+def _names(recipe: Recipe) -> set[str]:
+    return {s.name for s in recipe.packages}
+
+
+def _spec_for(recipe: Recipe, name: str) -> str | None:
+    for spec in recipe.packages:
+        if spec.name == name:
+            return spec.normalized
+    return None
+
+
+def _admits(spec_text: str | None, name: str, version: str) -> bool:
+    """Whether a recipe's spec for `name` (None = unpinned) admits `version`."""
+    if spec_text is None:
+        return True
+    match = rattler.MatchSpec(spec_text if spec_text.startswith(name) else f"{name} {spec_text}", strict=False)
+    if match.version is None:
+        return True
+    return bool(rattler.VersionSpec(str(match.version)).matches(rattler.Version(version)))
+
+
+def _torch_source(recipe: Recipe) -> str | None:
+    return recipe.toolchain.pytorch.source if recipe.toolchain.pytorch else None
+
+
+def _gomp_torch(recipe: Recipe) -> bool:
+    return _torch_source(recipe) in ("pip", "pytorch-channel") or recipe.toolchain.openmp == "gnu"
+
+
+def _check_legacy_mkl(recipe: Recipe) -> str | None:
+    if _torch_source(recipe) != "pytorch-channel":
+        return None
+    pin = recipe.toolchain.mkl
+    spec = _spec_for(recipe, "mkl") or (f"mkl {pin}" if pin else "mkl <2024.1")
+    if _admits(spec, "mkl", "2024.1.0"):
+        return f"the mkl spec '{spec}' admits mkl>=2024.1, which pytorch-channel builds cannot load; pin toolchain.mkl: \"<2024.1\""
+    return None
+
+
+def _check_intel_layer_gomp(recipe: Recipe) -> str | None:
+    if recipe.threading.mkl_threading_layer == "intel" and _gomp_torch(recipe):
+        return "mkl_threading_layer 'intel' with a torch that loads libgomp aborts in mkl-service; use 'gnu' or 'auto'"
+    return None
+
+
+def _check_two_openmp(recipe: Recipe) -> str | None:
+    names = _names(recipe)
+    omp = recipe.toolchain.openmp
+    has_intel = "intel-openmp" in names or omp == "intel"
+    has_llvm = "llvm-openmp" in names or omp == "llvm"
+    if has_intel and has_llvm:
+        return "intel-openmp and llvm-openmp both requested: libiomp5 and libomp in one process crash or deadlock"
+    return None
+
+
+def _env_names(recipe: Recipe) -> dict[str, str]:
+    return {op.name: op.value for op in recipe.threading.env if op.action == "set"}
+
+
+def _check_kmp_duplicate(recipe: Recipe) -> str | None:
+    if "KMP_DUPLICATE_LIB_OK" in _env_names(recipe):
+        return "KMP_DUPLICATE_LIB_OK hides two OpenMP runtimes in one process, which 'may cause crashes or silently produce incorrect results'"
+    return None
+
+
+def _check_force_intel(recipe: Recipe) -> str | None:
+    if "MKL_SERVICE_FORCE_INTEL" in _env_names(recipe):
+        return "MKL_SERVICE_FORCE_INTEL silences mkl-service's abort but keeps two OpenMP runtimes loaded"
+    return None
+
+
+def _check_blas_mkl_pin(recipe: Recipe) -> str | None:
+    tc = recipe.toolchain
+    if tc.blas in ("openblas", "blis", "accelerate") and (tc.mkl or "mkl" in _names(recipe)):
+        return f"blas is '{tc.blas}' but MKL is pinned or listed: two BLAS libraries would be installed"
+    return None
+
+
+def _check_legacy_llvm(recipe: Recipe) -> str | None:
+    if _torch_source(recipe) == "pytorch-channel" and not _admits(_spec_for(recipe, "llvm-openmp"), "llvm-openmp", "15.0.7"):
+        return "pytorch-channel builds need llvm-openmp<16 (CPU affinity collapses to one core with 16+)"
+    if _torch_source(recipe) == "pytorch-channel" and recipe.toolchain.openmp == "llvm" and recipe.toolchain.blas in (None, "mkl") and "conda-forge" in recipe.channels and recipe.toolchain.mkl is None:
+        return None
+    return None
+
+
+def _check_accelerate(recipe: Recipe) -> str | None:
+    if recipe.toolchain.blas == "accelerate":
+        bad = [p for p in recipe.platforms if not p.startswith("osx-")]
+        if bad:
+            return f"blas 'accelerate' exists only on macOS, but platforms include {', '.join(bad)}"
+    return None
+
+
+def _check_cf_intel_openmp(recipe: Recipe) -> str | None:
+    if recipe.toolchain.openmp == "intel" and _torch_source(recipe) in (None, "conda-forge") and "conda-forge" in recipe.channels:
+        linux = [p for p in recipe.platforms if p.startswith("linux-")]
+        if linux:
+            return "conda-forge ships intel-openmp for Windows only and builds mkl against llvm-openmp; use openmp: llvm"
+    return None
+
+
+def _check_cuda(recipe: Recipe) -> str | None:
+    torch = recipe.toolchain.pytorch
+    if torch is None:
+        return None
+    if torch.variant == "cuda" and not torch.cuda and torch.source != "pip":
+        return "pytorch variant 'cuda' needs toolchain.pytorch.cuda (e.g. \"12.4\") to pick the CUDA runtime"
+    if torch.variant == "cpu" and torch.cuda:
+        return "toolchain.pytorch.cuda is set but the variant is 'cpu'"
+    if torch.variant == "cuda" and any(p.startswith("osx-") for p in recipe.platforms):
+        return "there are no CUDA builds of pytorch for macOS"
+    return None
+
+
+def _check_legacy_version(recipe: Recipe) -> str | None:
+    torch = recipe.toolchain.pytorch
+    if torch is None or torch.source != "pytorch-channel":
+        return None
+    if "pytorch" not in recipe.channels and not any(c.rstrip("/").endswith("/pytorch") for c in recipe.channels):
+        return "source 'pytorch-channel' but the 'pytorch' channel is not in channels"
+    if torch.version and not _admits(f"pytorch {torch.version}", "pytorch", "2.5.1") and not _admits(f"pytorch {torch.version}", "pytorch", "2.4.1"):
+        return f"the pytorch channel published its last release (2.5.1) in Oct 2024; version '{torch.version}' does not exist there"
+    return None
+
+
+def _check_two_torches(recipe: Recipe) -> str | None:
+    pip_names = {s.name for s in recipe.pip}
+    conda_torch = "pytorch" in _names(recipe) or _torch_source(recipe) in ("conda-forge", "pytorch-channel")
+    if "torch" in pip_names and conda_torch:
+        return "torch from pip and pytorch from conda: two copies with their own OpenMP and BLAS runtimes"
+    if "numpy" in pip_names and ("numpy" in _names(recipe) or conda_torch):
+        return "numpy from pip over conda packages brings a second BLAS (the wheel's OpenBLAS)"
+    return None
+
+
+def _check_mkl_debug_cpu(recipe: Recipe) -> str | None:
+    if "MKL_DEBUG_CPU_TYPE" in _env_names(recipe):
+        return "MKL_DEBUG_CPU_TYPE has had no effect since MKL 2020.1"
+    return None
+
+
+def _check_layer_without_mkl(recipe: Recipe) -> str | None:
+    layer = recipe.threading.mkl_threading_layer
+    if layer not in (None, "auto") and recipe.toolchain.blas in ("openblas", "blis", "accelerate"):
+        return f"mkl_threading_layer is set but blas is '{recipe.toolchain.blas}': the setting has no effect"
+    return None
+
+
+def _check_oversubscription(recipe: Recipe) -> str | None:
+    th = recipe.threading
+    counts = [c for c in (th.omp_num_threads, th.mkl_num_threads) if isinstance(c, int)]
+    if recipe.probe.ddp and recipe.probe.nproc > 1 and th.omp_num_threads == "physical-cores":
+        return f"omp_num_threads 'physical-cores' with {recipe.probe.nproc} DDP ranks per node oversubscribes the CPU; divide by the rank count"
+    if counts and max(counts) > 512:
+        return "thread counts above 512 are almost certainly a mistake"
+    return None
+
+
+RULES: tuple[ConsistencyRule, ...] = (
+    ConsistencyRule("RC001", "error", "pytorch-channel build with mkl>=2024.1",
+                    "mkl 2024.1 dropped iJIT_NotifyEvent, which pytorch-channel libtorch_cpu.so imports: 'undefined symbol: iJIT_NotifyEvent'.",
+                    "https://github.com/pytorch/pytorch/issues/123097", _check_legacy_mkl),
+    ConsistencyRule("RC002", "error", "MKL_THREADING_LAYER=INTEL with a libgomp torch",
+                    "mkl-service exits when the layer is INTEL and a non-Intel OpenMP runtime is already loaded: the DDP crash.",
+                    "https://github.com/IntelPython/mkl-service/issues/14", _check_intel_layer_gomp),
+    ConsistencyRule("RC003", "error", "intel-openmp and llvm-openmp together",
+                    "libiomp5 and libomp in one process is the one OpenMP mix threadpoolctl calls unrecoverable.",
+                    "https://github.com/joblib/threadpoolctl/blob/master/multiple_openmp.md", _check_two_openmp),
+    ConsistencyRule("RC004", "error", "KMP_DUPLICATE_LIB_OK set",
+                    "It silences OMP Error #15 while two OpenMP runtimes keep running; results may be wrong.",
+                    "https://github.com/llvm/llvm-project/blob/main/openmp/runtime/src/i18n/en_US.txt", _check_kmp_duplicate),
+    ConsistencyRule("RC005", "error", "MKL_SERVICE_FORCE_INTEL set",
+                    "Forces the INTEL layer next to libgomp: two OpenMP runtimes stay loaded and every process prints the error.",
+                    "https://github.com/pytorch/pytorch/issues/37377", _check_force_intel),
+    ConsistencyRule("RC006", "error", "non-MKL BLAS with MKL pinned",
+                    "A BLAS variant other than MKL plus an MKL pin installs two BLAS libraries.",
+                    "https://conda-forge.org/docs/maintainer/knowledge_base/#switching-blas-implementation", _check_blas_mkl_pin),
+    ConsistencyRule("RC007", "error", "pytorch-channel build with llvm-openmp>=16",
+                    "llvm-openmp 16+ collapses CPU affinity to one core under pytorch-channel builds.",
+                    "https://github.com/pytorch/pytorch/issues/99625", _check_legacy_llvm),
+    ConsistencyRule("RC008", "error", "accelerate BLAS off macOS",
+                    "Apple's Accelerate exists only on macOS.",
+                    "https://github.com/conda-forge/blas-feedstock", _check_accelerate),
+    ConsistencyRule("RC009", "error", "Intel OpenMP with conda-forge on Linux",
+                    "conda-forge's intel-openmp is Windows-only; its mkl depends on llvm-openmp.",
+                    "https://github.com/conda-forge/intel_repack-feedstock", _check_cf_intel_openmp),
+    ConsistencyRule("RC010", "error", "CUDA choice incoherent",
+                    "A CUDA pytorch needs a CUDA version and a platform with CUDA builds.",
+                    "https://github.com/conda-forge/pytorch-cpu-feedstock", _check_cuda),
+    ConsistencyRule("RC011", "error", "pytorch channel misuse",
+                    "The pytorch channel's last release was 2.5.1 (Oct 2024); its builds need that channel listed.",
+                    "https://github.com/pytorch/pytorch/issues/138506", _check_legacy_version),
+    ConsistencyRule("RC012", "error", "pip and conda copies of torch or numpy",
+                    "Two copies bring two BLAS and OpenMP runtimes into one process.",
+                    "https://github.com/prefix-dev/pixi/issues/6818", _check_two_torches),
+    ConsistencyRule("RC013", "warning", "MKL_DEBUG_CPU_TYPE set",
+                    "The variable stopped working in MKL 2020.1.",
+                    "https://github.com/pytorch/builder/issues/460", _check_mkl_debug_cpu),
+    ConsistencyRule("RC014", "warning", "MKL threading layer without MKL",
+                    "MKL_THREADING_LAYER only affects MKL.",
+                    "https://www.intel.com/content/www/us/en/docs/onemkl/developer-guide-linux/2024-0/mkl-threading-layer.html", _check_layer_without_mkl),
+    ConsistencyRule("RC015", "warning", "thread counts oversubscribe DDP ranks",
+                    "Every rank starts its own pool; ranks x threads above the core count thrashes.",
+                    "https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py", _check_oversubscription),
+)
+
+RULES_BY_ID = {rule.id: rule for rule in RULES}
+assert len(RULES_BY_ID) == len(RULES), "duplicate consistency rule id"
+
+
+def check_recipe(recipe: Recipe) -> list[ConsistencyFinding]:
+    findings = []
+    for rule in RULES:
+        message = rule.check(recipe)
+        if message:
+            findings.append(ConsistencyFinding(rule, message, forced=rule.id in recipe.force))
+    return findings
+
+
+def require_consistent(recipe: Recipe) -> list[ConsistencyFinding]:
+    """Raise for unforced errors (one line each); return every finding for display."""
+    unknown = [rid for rid in recipe.force if rid not in RULES_BY_ID]
+    loc = Location(recipe.origin.path, 1, 1)
+    if unknown:
+        raise RecipeError([Problem(loc, "force", f"unknown consistency rule id '{rid}'") for rid in unknown])
+    findings = check_recipe(recipe)
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        raise RecipeError(
+            [Problem(loc, f.rule.id, f"{f.message} [{f.rule.source}; add '{f.rule.id}' to force: to accept the risk]") for f in errors]
+        )
+    return findings

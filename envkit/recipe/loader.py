@@ -1,0 +1,134 @@
+"""Resolve a recipe by name or path: load every file in its extends chain, merge, type it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from envkit.errors import Location, Problem, RecipeError, SourceError
+from envkit.recipe.merge import merge_layers
+from envkit.recipe.model import (
+    EnvOp,
+    ProbeSpec,
+    PytorchChoice,
+    Recipe,
+    RecipeOrigin,
+    Threading,
+    Toolchain,
+)
+from envkit.recipe.schema import Layer, validate_layer
+from envkit.recipe.sources import RecipeSource, find_recipe
+from envkit.recipe.yamlsource import load_yaml
+
+
+def read_layer(path: Path) -> Layer:
+    """Load and validate one file on its own; raises with every problem it has."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecipeError([Problem(Location(str(path), 1, 1), "", f"not UTF-8 text ({exc.reason})")]) from None
+    except OSError as exc:
+        raise SourceError(f"cannot read recipe {path}: {exc.strerror}") from None
+    layer, problems = validate_layer(load_yaml(text, str(path)))
+    if problems:
+        raise RecipeError(problems)
+    return layer
+
+
+def _resolve(
+    name: str,
+    source: RecipeSource | None,
+    path: Path | None,
+    stack: tuple[str, ...],
+    files: list[str],
+) -> tuple[Layer, RecipeSource | None, Path]:
+    if path is None:
+        source, path = find_recipe(name, prefer=source)
+    layer = read_layer(path)
+    files.append(str(path))
+    own = layer.get("name", name)
+    if own in stack:
+        chain = " -> ".join((*stack, own))
+        raise RecipeError([Problem(Location(str(path), 1, 1), "extends", f"extends cycle: {chain}")])
+    merged: Layer = {}
+    for parent in layer.get("extends", []):
+        if parent in (*stack, own):
+            chain = " -> ".join((*stack, own, parent))
+            raise RecipeError([Problem(Location(str(path), 1, 1), "extends", f"extends cycle: {chain}")])
+        try:
+            parent_layer, _, _ = _resolve(parent, source, None, (*stack, own), files)
+        except SourceError as exc:
+            raise SourceError(f"{path}: extends '{parent}': {exc.message}", hint=exc.hint) from None
+        merged = merge_layers(merged, parent_layer)
+    result = merge_layers(merged, layer)
+    if "extends" in layer:
+        result["extends"] = layer["extends"]
+    return result, source, path
+
+
+def load_recipe(name_or_path: str) -> Recipe:
+    """Load a recipe by name (searched in sources) or by a path to a .yaml file."""
+    candidate = Path(name_or_path)
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+        if not candidate.is_file():
+            raise SourceError(f"recipe file not found: {name_or_path}")
+        files: list[str] = []
+        layer, source, path = _resolve(candidate.stem, None, candidate, (), files)
+        origin = RecipeOrigin("file", str(path))
+    else:
+        files = []
+        layer, source, path = _resolve(name_or_path, None, None, (), files)
+        assert source is not None
+        origin = RecipeOrigin(source.name, str(path), source.commit)
+    return build_recipe(layer, origin, tuple(files))
+
+
+def build_recipe(layer: Layer, origin: RecipeOrigin, chain: tuple[str, ...]) -> Recipe:
+    """Turn a merged layer into the typed recipe, applying defaults."""
+    problems = []
+    if not layer.get("channels"):
+        problems.append(Problem(Location(origin.path, 1, 1), "channels", "no channels given (in this recipe or any it extends)"))
+    if problems:
+        raise RecipeError(problems)
+    tc: dict[str, Any] = layer.get("toolchain", {})
+    torch = tc.get("pytorch")
+    toolchain = Toolchain(
+        blas=tc.get("blas"),
+        mkl=tc.get("mkl"),
+        openmp=tc.get("openmp"),
+        pytorch=PytorchChoice(**torch) if torch is not None else None,
+    )
+    th: dict[str, Any] = layer.get("threading", {})
+    env: dict[str, EnvOp] = th.get("env", {})
+    threading = Threading(
+        mkl_threading_layer=th.get("mkl_threading_layer"),
+        omp_num_threads=th.get("omp_num_threads"),
+        mkl_num_threads=th.get("mkl_num_threads"),
+        openblas_num_threads=th.get("openblas_num_threads"),
+        env=tuple(env.values()),
+    )
+    pr: dict[str, Any] = layer.get("probe", {})
+    probe = ProbeSpec(
+        imports=tuple(pr.get("imports", ())),
+        import_orders=tuple(tuple(o) for o in pr.get("import_orders", ())),
+        ddp=pr.get("ddp", True),
+        nproc=pr.get("nproc", 2),
+        expect=tuple(sorted(pr.get("expect", {}).items())),
+        timeout=pr.get("timeout", 120),
+    )
+    return Recipe(
+        name=layer["name"],
+        description=layer.get("description", ""),
+        origin=origin,
+        extends=tuple(layer.get("extends", ())),
+        chain=chain,
+        channels=tuple(layer.get("channels", ())),
+        platforms=tuple(layer.get("platforms", ("linux-64",))),
+        python=layer.get("python"),
+        packages=tuple(layer.get("packages", ())),
+        pip=tuple(layer.get("pip", ())),
+        toolchain=toolchain,
+        threading=threading,
+        probe=probe,
+        force=tuple(layer.get("force", ())),
+    )

@@ -1,0 +1,87 @@
+"""`extends` composition: one explicit merge rule per field, child over parent.
+
+| field                        | rule                                              |
+|------------------------------|---------------------------------------------------|
+| name, description, python    | scalar: child wins                                |
+| extends                      | not inherited                                     |
+| channels                     | child's order first, then parents' not yet listed |
+| platforms                    | child replaces                                    |
+| packages, pip                | keyed by package name: child replaces in place, new ones appended |
+| toolchain, threading, probe  | mappings merge key by key (deep), scalars child wins |
+| threading.env                | keyed by variable name: child's operation wins    |
+| probe.imports, import_orders, force | union, first occurrence kept             |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envkit.recipe.model import Spec
+from envkit.recipe.schema import Layer
+
+
+def _union(parent: list[Any], child: list[Any]) -> list[Any]:
+    out = list(child)
+    for item in parent:
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _append_union(parent: list[Any], child: list[Any]) -> list[Any]:
+    out = list(parent)
+    for item in child:
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _by_name(parent: list[Spec], child: list[Spec]) -> list[Spec]:
+    out = list(parent)
+    index = {spec.name: i for i, spec in enumerate(out)}
+    for spec in child:
+        if spec.name in index:
+            out[index[spec.name]] = spec
+        else:
+            index[spec.name] = len(out)
+            out.append(spec)
+    return out
+
+
+def _deep(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    out = dict(parent)
+    for key, value in child.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def merge_layers(parent: Layer, child: Layer) -> Layer:
+    """Return the layer `child` would be if it extended `parent`."""
+    out: Layer = {}
+    for key in ("name", "description", "python", "platforms"):
+        if key in child:
+            out[key] = child[key]
+        elif key in parent and key != "name":
+            out[key] = parent[key]
+    if "channels" in child or "channels" in parent:
+        out["channels"] = _union(parent.get("channels", []), child.get("channels", []))
+    for key in ("packages", "pip"):
+        if key in child or key in parent:
+            out[key] = _by_name(parent.get(key, []), child.get(key, []))
+    if "toolchain" in child or "toolchain" in parent:
+        out["toolchain"] = _deep(parent.get("toolchain", {}), child.get("toolchain", {}))
+    if "threading" in child or "threading" in parent:
+        out["threading"] = _deep(parent.get("threading", {}), child.get("threading", {}))
+    if "probe" in child or "probe" in parent:
+        p, c = parent.get("probe", {}), child.get("probe", {})
+        probe = _deep(p, c)
+        for key in ("imports", "import_orders"):
+            if key in p or key in c:
+                probe[key] = _append_union(p.get(key, []), c.get(key, []))
+        out["probe"] = probe
+    if "force" in child or "force" in parent:
+        out["force"] = _append_union(parent.get("force", []), child.get("force", []))
+    return out

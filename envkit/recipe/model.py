@@ -1,0 +1,111 @@
+"""Typed, frozen recipe data. Raw YAML never leaves recipe/ without becoming one of these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from envkit.errors import Location
+
+SCHEMA_VERSION = 1
+
+Blas = Literal["mkl", "openblas", "blis", "accelerate"]
+OpenMP = Literal["gnu", "llvm", "intel"]
+TorchSource = Literal["conda-forge", "pytorch-channel", "pip"]
+TorchVariant = Literal["cpu", "cuda"]
+ThreadingLayer = Literal["gnu", "intel", "sequential", "tbb", "auto"]
+EnvAction = Literal["set", "unset", "prepend", "append"]
+ThreadCount = int | Literal["physical-cores"] | None
+
+BLAS_CHOICES: tuple[str, ...] = ("mkl", "openblas", "blis", "accelerate")
+OPENMP_CHOICES: tuple[str, ...] = ("gnu", "llvm", "intel")
+TORCH_SOURCES: tuple[str, ...] = ("conda-forge", "pytorch-channel", "pip")
+TORCH_VARIANTS: tuple[str, ...] = ("cpu", "cuda")
+LAYER_CHOICES: tuple[str, ...] = ("gnu", "intel", "sequential", "tbb", "auto")
+KNOWN_PLATFORMS: tuple[str, ...] = (
+    "linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64", "noarch",
+)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A requirement as written in a recipe, with its normalised form and its origin."""
+
+    text: str
+    name: str
+    normalized: str
+    origin: Location | None = None
+
+
+@dataclass(frozen=True)
+class PytorchChoice:
+    version: str | None = None
+    variant: TorchVariant = "cpu"
+    cuda: str | None = None
+    source: TorchSource = "conda-forge"
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    blas: Blas | None = None
+    mkl: str | None = None
+    openmp: OpenMP | None = None
+    pytorch: PytorchChoice | None = None
+
+
+@dataclass(frozen=True)
+class EnvOp:
+    """One activation change. Values are data: they are quoted, never evaluated."""
+
+    name: str
+    action: EnvAction
+    value: str = ""
+    entries: tuple[str, ...] = ()
+    separator: str = ":"
+    origin: Location | None = None
+
+
+@dataclass(frozen=True)
+class Threading:
+    mkl_threading_layer: ThreadingLayer | None = None
+    omp_num_threads: ThreadCount = None
+    mkl_num_threads: ThreadCount = None
+    openblas_num_threads: ThreadCount = None
+    env: tuple[EnvOp, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    imports: tuple[str, ...] = ()
+    import_orders: tuple[tuple[str, ...], ...] = ()
+    ddp: bool = True
+    nproc: int = 2
+    expect: tuple[tuple[str, str | int], ...] = ()
+    timeout: int = 120
+
+
+@dataclass(frozen=True)
+class RecipeOrigin:
+    """Which source a recipe came from: shown by `recipes list` and recorded in envs."""
+
+    source: str
+    path: str
+    commit: str | None = None
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    description: str
+    origin: RecipeOrigin
+    extends: tuple[str, ...]
+    chain: tuple[str, ...]
+    channels: tuple[str, ...]
+    platforms: tuple[str, ...]
+    python: str | None
+    packages: tuple[Spec, ...]
+    pip: tuple[Spec, ...]
+    toolchain: Toolchain
+    threading: Threading
+    probe: ProbeSpec
+    force: tuple[str, ...] = field(default=())

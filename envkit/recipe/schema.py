@@ -1,0 +1,483 @@
+"""Validate one recipe file into a layer of checked values, collecting every problem at once.
+
+A layer is a dict holding only the fields the file sets; merging layers (extends) happens later
+with an explicit rule per field, see merge.py.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from typing import Any
+
+import rattler
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from envkit.errors import Problem
+from envkit.recipe.model import (
+    BLAS_CHOICES,
+    KNOWN_PLATFORMS,
+    LAYER_CHOICES,
+    OPENMP_CHOICES,
+    SCHEMA_VERSION,
+    TORCH_SOURCES,
+    TORCH_VARIANTS,
+    EnvOp,
+    Spec,
+)
+from envkit.recipe.yamlsource import PathKey, YamlDocument, dotted
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+VERSIONISH_RE = re.compile(r"^[0-9][0-9A-Za-z.*_+!-]*$")
+
+Layer = dict[str, Any]
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "mapping"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _found(value: object) -> str:
+    text = repr(value) if isinstance(value, str | int | float | bool) else _type_name(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Checker:
+    def __init__(self, doc: YamlDocument) -> None:
+        self.doc = doc
+        self.problems: list[Problem] = []
+
+    def fail(self, path: PathKey, message: str) -> None:
+        self.problems.append(Problem(self.doc.where(path), dotted(path), message))
+
+    def expect(self, path: PathKey, expected: str, value: object) -> None:
+        self.fail(path, f"expected {expected}, found {_found(value)}")
+
+    def mapping(self, path: PathKey, value: object, allowed: tuple[str, ...]) -> dict[str, Any] | None:
+        if not isinstance(value, dict):
+            self.expect(path, "a mapping", value)
+            return None
+        for key in value:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), allowed, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else f" (allowed: {', '.join(allowed)})"
+                self.fail((*path, key), f"unknown key '{key}'{hint}")
+        return value
+
+    def string(self, path: PathKey, value: object) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            self.expect(path, "a string", value)
+            return None
+        if isinstance(value, float) and path[-1] in ("python", "mkl", "version", "cuda"):
+            # 3.10 read as a float becomes 3.1: refuse rather than silently change the meaning.
+            self.fail(path, f"expected a quoted string, found number {value!r} (write it as \"{value}\")")
+            return None
+        return str(value)
+
+    def choice(self, path: PathKey, value: object, choices: tuple[str, ...]) -> str | None:
+        if not isinstance(value, str) or value not in choices:
+            close = difflib.get_close_matches(str(value), choices, n=1) if isinstance(value, str) else []
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            self.expect(path, "one of " + "|".join(choices), value)
+            if hint:
+                self.problems[-1] = Problem(self.problems[-1].location, self.problems[-1].path, self.problems[-1].message + hint)
+            return None
+        return value
+
+    def str_list(self, path: PathKey, value: object, item: Callable[[PathKey, object], Any]) -> list[Any] | None:
+        if isinstance(value, str):
+            value = [value]
+            single = True
+        else:
+            single = False
+        if not isinstance(value, list):
+            self.expect(path, "a list", value)
+            return None
+        out = []
+        for index, entry in enumerate(value):
+            checked = item(path if single else (*path, index), entry)
+            if checked is not None:
+                out.append(checked)
+        return out
+
+    def count(self, path: PathKey, value: object) -> int | str | None:
+        if value == "physical-cores":
+            return "physical-cores"
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > 4096:
+            self.expect(path, "a positive integer or 'physical-cores'", value)
+            return None
+        return value
+
+
+def conda_spec(text: str) -> Spec:
+    """Parse a conda MatchSpec the lenient way users write them and return its strict form."""
+    match = rattler.MatchSpec(text, strict=False)
+    name_obj = match.name
+    name = getattr(name_obj, "normalized", None) or str(name_obj)
+    if not name or any(ch in name for ch in "*?[]"):
+        raise ValueError("a package spec must name one package exactly")
+    normalized = str(match)
+    rattler.MatchSpec(normalized, strict=True)
+    return Spec(text=text, name=name, normalized=normalized)
+
+
+def pip_spec(text: str) -> Spec:
+    req = Requirement(text)
+    return Spec(text=text, name=canonicalize_name(req.name), normalized=str(req))
+
+
+TOP_KEYS = (
+    "envkit", "name", "description", "extends", "channels", "platforms", "python",
+    "packages", "pip", "toolchain", "threading", "probe", "force",
+)
+
+
+def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
+    """Check every field of one file; return what is valid plus every problem found."""
+    c = _Checker(doc)
+    layer: Layer = {}
+    root = c.mapping((), doc.data, TOP_KEYS)
+    if root is None:
+        return layer, c.problems
+    if "envkit" not in root:
+        c.fail((), f"missing 'envkit: {SCHEMA_VERSION}' (the recipe schema version)")
+    elif root["envkit"] != SCHEMA_VERSION or isinstance(root["envkit"], bool):
+        c.fail(("envkit",), f"unsupported schema version {_found(root['envkit'])}; this envkit reads version {SCHEMA_VERSION}")
+    if "name" not in root:
+        c.fail((), "missing 'name'")
+    else:
+        name = root["name"]
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            c.expect(("name",), "a lowercase identifier ([a-z0-9][a-z0-9_-]*)", name)
+        else:
+            layer["name"] = name
+    if "description" in root:
+        desc = root["description"]
+        if isinstance(desc, str):
+            layer["description"] = desc.strip()
+        else:
+            c.expect(("description",), "a string", desc)
+    if "extends" in root:
+        def _parent(path: PathKey, value: object) -> str | None:
+            if not isinstance(value, str) or not NAME_RE.match(value):
+                c.expect(path, "a recipe name", value)
+                return None
+            return value
+
+        parents = c.str_list(("extends",), root["extends"], _parent)
+        if parents is not None:
+            layer["extends"] = parents
+    if "channels" in root:
+        def _channel(path: PathKey, value: object) -> str | None:
+            if not isinstance(value, str) or not value.strip() or any(ch.isspace() for ch in value):
+                c.expect(path, "a channel name or URL", value)
+                return None
+            return value.rstrip("/")
+
+        channels = c.str_list(("channels",), root["channels"], _channel)
+        if channels is not None:
+            layer["channels"] = channels
+    if "platforms" in root:
+        platforms = c.str_list(("platforms",), root["platforms"], lambda p, v: c.choice(p, v, KNOWN_PLATFORMS))
+        if platforms is not None:
+            layer["platforms"] = platforms
+    if "python" in root:
+        py = c.string(("python",), root["python"])
+        if py is not None:
+            try:
+                _python_spec(py)
+                layer["python"] = py
+            except Exception as exc:  # rattler raises its own exception types
+                c.fail(("python",), f"invalid python version {py!r}: {_first_line(exc)}")
+    if "packages" in root:
+        def _conda(path: PathKey, value: object) -> Spec | None:
+            text = c.string(path, value)
+            if text is None:
+                return None
+            try:
+                spec = conda_spec(text)
+            except Exception as exc:
+                c.fail(path, f"invalid conda spec {text!r}: {_first_line(exc)}")
+                return None
+            return Spec(spec.text, spec.name, spec.normalized, doc.where(path))
+
+        packages = c.str_list(("packages",), root["packages"], _conda)
+        if packages is not None:
+            _no_duplicate_names(c, ("packages",), packages)
+            layer["packages"] = packages
+    if "pip" in root:
+        def _pip(path: PathKey, value: object) -> Spec | None:
+            text = c.string(path, value)
+            if text is None:
+                return None
+            try:
+                spec = pip_spec(text)
+            except InvalidRequirement as exc:
+                c.fail(path, f"invalid PEP 508 requirement {text!r}: {_first_line(exc)}")
+                return None
+            return Spec(spec.text, spec.name, spec.normalized, doc.where(path))
+
+        pips = c.str_list(("pip",), root["pip"], _pip)
+        if pips is not None:
+            _no_duplicate_names(c, ("pip",), pips)
+            layer["pip"] = pips
+    if "toolchain" in root:
+        layer["toolchain"] = _toolchain(c, root["toolchain"])
+    if "threading" in root:
+        layer["threading"] = _threading(c, doc, root["threading"])
+    if "probe" in root:
+        layer["probe"] = _probe(c, root["probe"])
+    if "force" in root:
+        def _rule(path: PathKey, value: object) -> str | None:
+            if not isinstance(value, str) or not re.match(r"^[A-Z]{2,4}\d{3}$", value):
+                c.expect(path, "a consistency rule id such as RC004", value)
+                return None
+            return value
+
+        forced = c.str_list(("force",), root["force"], _rule)
+        if forced is not None:
+            layer["force"] = forced
+    return layer, c.problems
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def _python_spec(py: str) -> str:
+    text = f"python={py}" if VERSIONISH_RE.match(py) else f"python {py}"
+    return str(rattler.MatchSpec(text, strict=False))
+
+
+python_spec = _python_spec
+
+
+def _no_duplicate_names(c: _Checker, path: PathKey, specs: list[Spec]) -> None:
+    seen: dict[str, int] = {}
+    for index, spec in enumerate(specs):
+        if spec.name in seen:
+            c.fail((*path, index), f"'{spec.name}' is listed twice (also item {seen[spec.name]}); keep one spec per package")
+        seen[spec.name] = index
+
+
+def _toolchain(c: _Checker, value: object) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    tc = c.mapping(("toolchain",), value, ("blas", "mkl", "openmp", "pytorch"))
+    if tc is None:
+        return out
+    if "blas" in tc and (blas := c.choice(("toolchain", "blas"), tc["blas"], BLAS_CHOICES)):
+        out["blas"] = blas
+    if "mkl" in tc and tc["mkl"] is None:
+        out["mkl"] = None
+    elif "mkl" in tc:
+        mkl = c.string(("toolchain", "mkl"), tc["mkl"])
+        if mkl is not None:
+            try:
+                rattler.VersionSpec(mkl)
+                out["mkl"] = mkl
+            except Exception as exc:
+                c.fail(("toolchain", "mkl"), f"invalid version spec {mkl!r}: {_first_line(exc)}")
+    if "openmp" in tc and (omp := c.choice(("toolchain", "openmp"), tc["openmp"], OPENMP_CHOICES)):
+        out["openmp"] = omp
+    if "pytorch" in tc:
+        path: PathKey = ("toolchain", "pytorch")
+        pt = c.mapping(path, tc["pytorch"], ("version", "variant", "cuda", "source"))
+        if pt is not None:
+            torch: dict[str, Any] = {}
+            if "version" in pt and pt["version"] is None:
+                torch["version"] = None
+            elif "version" in pt:
+                ver = c.string((*path, "version"), pt["version"])
+                if ver is not None:
+                    try:
+                        rattler.VersionSpec(ver)
+                        torch["version"] = ver
+                    except Exception as exc:
+                        c.fail((*path, "version"), f"invalid version spec {ver!r}: {_first_line(exc)}")
+            if "variant" in pt and (variant := c.choice((*path, "variant"), pt["variant"], TORCH_VARIANTS)):
+                torch["variant"] = variant
+            if "cuda" in pt and pt["cuda"] is None:
+                torch["cuda"] = None  # null clears a value inherited through extends
+            elif "cuda" in pt:
+                cuda = c.string((*path, "cuda"), pt["cuda"])
+                if cuda is not None:
+                    if re.match(r"^\d+\.\d+$", cuda):
+                        torch["cuda"] = cuda
+                    else:
+                        c.expect((*path, "cuda"), "a CUDA major.minor such as \"12.4\"", cuda)
+            if "source" in pt and (source := c.choice((*path, "source"), pt["source"], TORCH_SOURCES)):
+                torch["source"] = source
+            out["pytorch"] = torch
+    return out
+
+
+def _threading(c: _Checker, doc: YamlDocument, value: object) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    keys = ("mkl_threading_layer", "omp_num_threads", "mkl_num_threads", "openblas_num_threads", "env")
+    th = c.mapping(("threading",), value, keys)
+    if th is None:
+        return out
+    if "mkl_threading_layer" in th:
+        layer = c.choice(("threading", "mkl_threading_layer"), th["mkl_threading_layer"], LAYER_CHOICES)
+        if layer:
+            out["mkl_threading_layer"] = layer
+    for key in ("omp_num_threads", "mkl_num_threads", "openblas_num_threads"):
+        if key in th:
+            if th[key] is None:
+                out[key] = None
+            else:
+                count = c.count(("threading", key), th[key])
+                if count is not None:
+                    out[key] = count
+    if "env" in th:
+        env = th["env"]
+        if not isinstance(env, dict):
+            c.expect(("threading", "env"), "a mapping of variable names to operations", env)
+        else:
+            ops: dict[str, EnvOp] = {}
+            for name, spec in env.items():
+                op = _env_op(c, doc, ("threading", "env", name), str(name), spec)
+                if op is not None:
+                    ops[op.name] = op
+            out["env"] = ops
+    return out
+
+
+def _env_value(c: _Checker, path: PathKey, value: object) -> str | None:
+    if isinstance(value, bool) or value is None or not isinstance(value, str | int | float):
+        c.expect(path, "a string (quote booleans and empty values)", value)
+        return None
+    return str(value)
+
+
+def _env_op(c: _Checker, doc: YamlDocument, path: PathKey, name: str, spec: object) -> EnvOp | None:
+    if not VAR_RE.match(name):
+        c.fail(path, f"invalid variable name {name!r}: must match [A-Za-z_][A-Za-z0-9_]*")
+        return None
+    origin = doc.where(path)
+    if not isinstance(spec, dict):
+        value = _env_value(c, path, spec)
+        return EnvOp(name, "set", value=value, origin=origin) if value is not None else None
+    actions = [key for key in ("set", "unset", "prepend", "append") if key in spec]
+    allowed = ("set", "unset", "prepend", "append", "separator")
+    if c.mapping(path, spec, allowed) is None:
+        return None
+    if len(actions) != 1:
+        c.fail(path, f"expected exactly one of set|unset|prepend|append, found {len(actions)}")
+        return None
+    action = actions[0]
+    separator = ":"
+    if "separator" in spec:
+        sep = spec["separator"]
+        if not isinstance(sep, str) or len(sep) != 1 or sep.isalnum() or sep in "\n\r\0":
+            c.expect((*path, "separator"), "a single punctuation character such as ':' or ';'", sep)
+            return None
+        if action not in ("prepend", "append"):
+            c.fail((*path, "separator"), "separator only applies to prepend/append")
+        separator = sep
+    if action == "set":
+        value = _env_value(c, (*path, "set"), spec["set"])
+        return EnvOp(name, "set", value=value, origin=origin) if value is not None else None
+    if action == "unset":
+        if spec["unset"] is not True:
+            c.expect((*path, "unset"), "true", spec["unset"])
+            return None
+        return EnvOp(name, "unset", origin=origin)
+    entries = c.str_list((*path, action), spec[action], lambda p, v: _env_value(c, p, v))
+    if entries is None:
+        return None
+    if not entries:
+        c.fail((*path, action), "expected at least one entry")
+        return None
+    for index, entry in enumerate(entries):
+        if entry == "" or separator in entry or "\n" in entry or "\0" in entry:
+            c.fail((*path, action, index), f"path entries must be non-empty and contain neither {separator!r} nor a newline")
+            return None
+    return EnvOp(name, action, entries=tuple(entries), separator=separator, origin=origin)
+
+
+EXPECT_KEYS = ("blas", "openmp_runtimes", "mkl_threading_layer", "torch_threads")
+
+
+def _probe(c: _Checker, value: object) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    pr = c.mapping(("probe",), value, ("imports", "import_orders", "ddp", "expect", "timeout"))
+    if pr is None:
+        return out
+
+    def _module(path: PathKey, v: object) -> str | None:
+        if not isinstance(v, str) or not MODULE_RE.match(v):
+            c.expect(path, "a Python module name", v)
+            return None
+        return v
+
+    if "imports" in pr:
+        mods = c.str_list(("probe", "imports"), pr["imports"], _module)
+        if mods is not None:
+            out["imports"] = mods
+    if "import_orders" in pr:
+        orders = pr["import_orders"]
+        if not isinstance(orders, list):
+            c.expect(("probe", "import_orders"), "a list of module lists", orders)
+        else:
+            checked = []
+            for index, order in enumerate(orders):
+                if not isinstance(order, list) or len(order) < 2:
+                    c.expect(("probe", "import_orders", index), "a list of at least two module names", order)
+                    continue
+                mods = c.str_list(("probe", "import_orders", index), order, _module)
+                if mods is not None and len(mods) == len(order):
+                    checked.append(tuple(mods))
+            out["import_orders"] = checked
+    if "ddp" in pr:
+        ddp = pr["ddp"]
+        if isinstance(ddp, bool):
+            out["ddp"] = ddp
+        else:
+            dd = c.mapping(("probe", "ddp"), ddp, ("enabled", "nproc"))
+            if dd is not None:
+                if "enabled" in dd:
+                    if isinstance(dd["enabled"], bool):
+                        out["ddp"] = dd["enabled"]
+                    else:
+                        c.expect(("probe", "ddp", "enabled"), "true or false", dd["enabled"])
+                if "nproc" in dd:
+                    n = dd["nproc"]
+                    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:
+                        c.expect(("probe", "ddp", "nproc"), "an integer from 1 to 64", n)
+                    else:
+                        out["nproc"] = n
+    if "expect" in pr:
+        ex = c.mapping(("probe", "expect"), pr["expect"], EXPECT_KEYS)
+        if ex is not None:
+            expect: dict[str, Any] = {}
+            if "blas" in ex and (b := c.choice(("probe", "expect", "blas"), ex["blas"], BLAS_CHOICES)):
+                expect["blas"] = b
+            if "mkl_threading_layer" in ex:
+                layer = c.choice(("probe", "expect", "mkl_threading_layer"), ex["mkl_threading_layer"], LAYER_CHOICES[:-1])
+                if layer:
+                    expect["mkl_threading_layer"] = layer
+            for key in ("openmp_runtimes", "torch_threads"):
+                if key in ex:
+                    n = ex[key]
+                    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                        c.expect(("probe", "expect", key), "a non-negative integer", n)
+                    else:
+                        expect[key] = n
+            out["expect"] = expect
+    if "timeout" in pr:
+        t = pr["timeout"]
+        if isinstance(t, bool) or not isinstance(t, int) or not 5 <= t <= 3600:
+            c.expect(("probe", "timeout"), "seconds, an integer from 5 to 3600", t)
+        else:
+            out["timeout"] = t
+    return out

@@ -1,0 +1,115 @@
+"""Where recipes come from, in precedence order, and how names map to files safely.
+
+Precedence (first match wins): ENVKIT_RECIPE_PATH dirs, the user dir, git sources in the order
+they were added, the built-in recipes. A parent named in `extends` is looked up in the child's own
+source first, then in that same order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from envkit import paths
+from envkit.errors import SourceError
+from envkit.recipe.schema import NAME_RE
+
+
+@dataclass(frozen=True)
+class RecipeSource:
+    name: str
+    kind: str  # "path" | "user" | "git" | "builtin"
+    root: Path
+    url: str | None = None
+    ref: str | None = None
+    commit: str | None = None
+
+
+@dataclass(frozen=True)
+class GitSourceEntry:
+    name: str
+    url: str
+    ref: str
+    commit: str
+
+
+SOURCES_FILE_VERSION = 1
+
+
+def sources_file() -> Path:
+    return paths.config_dir() / "sources.json"
+
+
+def git_checkout_dir(name: str) -> Path:
+    return paths.cache_dir() / "sources" / name
+
+
+def read_git_sources() -> list[GitSourceEntry]:
+    path = sources_file()
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("version") != SOURCES_FILE_VERSION:
+            raise SourceError(f"{path}: unsupported sources file version {data.get('version')!r}", hint="upgrade envkit")
+        return [GitSourceEntry(e["name"], e["url"], e["ref"], e["commit"]) for e in data["sources"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SourceError(f"{path}: corrupt sources file ({exc})", hint="fix or delete it, then add sources again") from None
+
+
+def all_sources() -> list[RecipeSource]:
+    out: list[RecipeSource] = []
+    for index, entry in enumerate(p for p in os.environ.get("ENVKIT_RECIPE_PATH", "").split(os.pathsep) if p):
+        out.append(RecipeSource(f"path{index}", "path", Path(entry).expanduser()))
+    out.append(RecipeSource("user", "user", paths.user_recipe_dir()))
+    for git in read_git_sources():
+        out.append(RecipeSource(git.name, "git", git_checkout_dir(git.name), git.url, git.ref, git.commit))
+    out.append(RecipeSource("builtin", "builtin", paths.builtin_recipe_dir()))
+    return out
+
+
+def recipe_file(source: RecipeSource, name: str) -> Path | None:
+    """The file for `name` in `source`, never outside its root (names are checked, links resolved)."""
+    if not NAME_RE.match(name):
+        return None
+    root = source.root.resolve()
+    for suffix in (".yaml", ".yml"):
+        candidate = source.root / f"{name}{suffix}"
+        if candidate.is_file():
+            real = candidate.resolve()
+            if root not in real.parents:
+                raise SourceError(f"{candidate}: recipe file links outside its source directory {root}", hint="replace the link with a real file")
+            return candidate
+    return None
+
+
+def list_names(source: RecipeSource) -> list[str]:
+    if not source.root.is_dir():
+        return []
+    names = set()
+    for path in source.root.iterdir():
+        match = re.match(r"^(.*)\.ya?ml$", path.name)
+        if match and NAME_RE.match(match.group(1)) and path.is_file():
+            names.add(match.group(1))
+    return sorted(names)
+
+
+def find_recipe(name: str, prefer: RecipeSource | None = None) -> tuple[RecipeSource, Path]:
+    if not NAME_RE.match(name):
+        raise SourceError(f"invalid recipe name {name!r}", hint="recipe names are lowercase identifiers such as 'yolov8'")
+    sources = all_sources()
+    if prefer is not None:
+        sources = [prefer, *[s for s in sources if s != prefer]]
+    for source in sources:
+        found = recipe_file(source, name)
+        if found is not None:
+            return source, found
+    known = sorted({n for s in all_sources() for n in list_names(s)})
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean '{close[0]}'?" if close else "run 'envkit recipes list' to see what is available"
+    raise SourceError(f"no recipe named '{name}'", hint=hint)

@@ -1,0 +1,101 @@
+"""Load YAML safely and remember where every value sits, so errors can say file:line:col."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from envkit.errors import Location, Problem, RecipeError
+
+PathKey = tuple[str | int, ...]
+
+# Recipes are small; a document whose node walk passes this is an alias bomb or junk.
+MAX_NODES = 20_000
+MAX_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class YamlDocument:
+    """Plain data plus a side table of positions keyed by the path to each value."""
+
+    file: str
+    data: Any
+    positions: dict[PathKey, Location]
+
+    def where(self, path: PathKey) -> Location:
+        """The position of `path`, or of its nearest ancestor that has one."""
+        probe = tuple(path)
+        while probe:
+            if probe in self.positions:
+                return self.positions[probe]
+            probe = probe[:-1]
+        return self.positions.get((), Location(self.file, 1, 1))
+
+
+def _loc(file: str, node: yaml.Node) -> Location:
+    return Location(file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def load_yaml(text: str, file: str) -> YamlDocument:
+    """Parse one YAML document with the safe loader; every failure is a RecipeError."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        raise RecipeError([Problem(Location(file, 1, 1), "", f"file is larger than {MAX_BYTES} bytes")])
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise RecipeError([Problem(Location(file, 1, 1), "", "empty document: expected a mapping")])
+        positions: dict[PathKey, Location] = {}
+        _walk(node, (), file, positions, [0])
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        loc = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file, 1, 1)
+        reason = (exc.problem or exc.context or "invalid YAML").strip()
+        raise RecipeError([Problem(loc, "", f"invalid YAML: {reason}")]) from None
+    except yaml.YAMLError as exc:
+        raise RecipeError([Problem(Location(file, 1, 1), "", f"invalid YAML: {exc}")]) from None
+    except RecursionError:
+        raise RecipeError([Problem(Location(file, 1, 1), "", "document is nested too deeply")]) from None
+    finally:
+        loader.dispose()
+    return YamlDocument(file, data, positions)
+
+
+def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location], budget: list[int]) -> None:
+    budget[0] += 1
+    if budget[0] > MAX_NODES:
+        raise RecipeError([Problem(_loc(file, node), "", f"document expands to more than {MAX_NODES} values")])
+    if len(path) > 50:
+        raise RecipeError([Problem(_loc(file, node), "", "document is nested too deeply")])
+    out.setdefault(path, _loc(file, node))
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[object, Location] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise RecipeError([Problem(_loc(file, key_node), _dotted(path), "mapping keys must be plain strings")])
+            key = key_node.value
+            if key == "<<":
+                raise RecipeError([Problem(_loc(file, key_node), _dotted(path), "YAML merge keys ('<<') are not supported; use extends")])
+            if key in seen:
+                raise RecipeError(
+                    [Problem(_loc(file, key_node), _dotted((*path, key)), f"duplicate key (first defined at line {seen[key].line})")]
+                )
+            seen[key] = _loc(file, key_node)
+            out[(*path, key)] = _loc(file, key_node)
+            _walk(value_node, (*path, key), file, out, budget)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk(item, (*path, index), file, out, budget)
+
+
+def _dotted(path: PathKey) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+dotted = _dotted
