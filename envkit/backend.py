@@ -1,0 +1,92 @@
+"""The one seam to py-rattler: solve, install, read prefixes. Everything rattler raises,
+including Rust panics (BaseException), becomes an envkit error here."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import rattler
+
+from envkit.errors import EnvkitError, InstallError, SolveError
+
+T = TypeVar("T")
+
+
+def _run(coro: Coroutine[Any, Any, T], wrap: Callable[[BaseException], EnvkitError]) -> T:
+    try:
+        return asyncio.run(coro)
+    except (KeyboardInterrupt, SystemExit, EnvkitError):
+        raise
+    except BaseException as exc:  # pyo3 PanicException derives from BaseException
+        raise wrap(exc) from None
+
+
+def native_platform() -> str:
+    return str(rattler.Platform.current())
+
+
+def virtual_packages(platform: str) -> list[Any]:
+    """Detected on the native platform (CONDA_OVERRIDE_* honoured); for others, from overrides only."""
+    if platform == native_platform():
+        return list(rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env()))
+    out = []
+    for var, name in (("CONDA_OVERRIDE_GLIBC", "__glibc"), ("CONDA_OVERRIDE_CUDA", "__cuda"), ("CONDA_OVERRIDE_OSX", "__osx")):
+        if os.environ.get(var):
+            out.append(rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(os.environ[var]), "0"))
+    if platform.startswith("linux"):
+        out.append(rattler.GenericVirtualPackage(rattler.PackageName("__unix"), rattler.Version("0"), "0"))
+        out.append(rattler.GenericVirtualPackage(rattler.PackageName("__linux"), rattler.Version("5.0"), "0"))
+        if not os.environ.get("CONDA_OVERRIDE_GLIBC"):
+            out.append(rattler.GenericVirtualPackage(rattler.PackageName("__glibc"), rattler.Version("2.28"), "0"))
+    return out
+
+
+def describe_virtual(pkg: Any) -> str:
+    generic = pkg.into_generic() if hasattr(pkg, "into_generic") else pkg
+    return f"{generic.name.normalized}={generic.version}"
+
+
+def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: list[Any]) -> list[Any]:
+    def wrap(exc: BaseException) -> EnvkitError:
+        text = str(exc).strip()
+        if type(exc).__name__ == "SolverError":
+            return SolveError(text)
+        return SolveError(f"the solver could not read the channels: {text.splitlines()[0] if text else type(exc).__name__}")
+
+    return _run(
+        rattler.solve(
+            channel_urls,
+            specs,
+            platforms=[platform, "noarch"],
+            virtual_packages=virtual,
+            channel_priority=rattler.ChannelPriority.Strict,
+        ),
+        wrap,
+    )
+
+
+def install(records: list[Any], prefix: Path, cache_dir: Path | None, specs: list[str], reporter: Any | None) -> None:
+    def wrap(exc: BaseException) -> EnvkitError:
+        text = str(exc).strip().splitlines()
+        return InstallError(f"installing into {prefix} failed: {text[0] if text else type(exc).__name__}")
+
+    _run(
+        rattler.install(
+            records,
+            prefix,
+            cache_dir=cache_dir,
+            show_progress=False,
+            reporter=reporter,
+            requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs],
+        ),
+        wrap,
+    )
+
+
+def prefix_records(prefix: Path) -> list[Any]:
+    meta = prefix / "conda-meta"
+    return [rattler.PrefixRecord.from_path(p) for p in sorted(meta.glob("*.json")) if p.name.count("-") >= 2 and p.name != "envkit.json"]

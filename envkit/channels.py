@@ -1,0 +1,103 @@
+"""Turn recipe channel names into URLs, honouring mirrors from flags, envkit config and .condarc."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import yaml
+
+from envkit import paths
+from envkit.errors import UsageError
+
+DEFAULT_ALIAS = "https://conda.anaconda.org"
+
+
+@dataclass(frozen=True)
+class ResolvedChannel:
+    name: str
+    url: str
+    via: str  # "default" | "--mirror" | "envkit config" | ".condarc custom_channels" | ".condarc channel_alias" | "url"
+
+
+def parse_mirror_flags(values: list[str]) -> dict[str, str]:
+    out = {}
+    for value in values:
+        name, sep, url = value.partition("=")
+        if not sep or not name or not url:
+            raise UsageError(f"--mirror {value!r}: expected NAME=URL", hint="e.g. --mirror conda-forge=file:///srv/mirror/conda-forge")
+        out[name] = url.rstrip("/")
+    return out
+
+
+def _read_yaml(path: Path) -> dict[str, object]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"cannot read {path}: {str(exc).splitlines()[0]}", hint="fix the file's YAML") from None
+    return data if isinstance(data, dict) else {}
+
+
+def condarc_files() -> list[Path]:
+    candidates = [Path("/etc/conda/.condarc"), Path.home() / ".condarc", Path.home() / ".config" / "conda" / ".condarc"]
+    if os.environ.get("CONDARC"):
+        candidates.append(Path(os.environ["CONDARC"]))
+    return [p for p in candidates if p.is_file()]
+
+
+def envkit_config() -> dict[str, object]:
+    path = paths.config_dir() / "config.yaml"
+    return _read_yaml(path) if path.is_file() else {}
+
+
+def _is_url(channel: str) -> bool:
+    return bool(re.match(r"^[a-z][a-z0-9+.-]*://", channel))
+
+
+def resolve_channels(names: list[str], flag_mirrors: dict[str, str]) -> list[ResolvedChannel]:
+    """Precedence: --mirror, envkit config `mirrors:`, .condarc custom_channels, channel_alias."""
+    config_mirrors = envkit_config().get("mirrors") or {}
+    if not isinstance(config_mirrors, dict):
+        raise UsageError(f"{paths.config_dir() / 'config.yaml'}: 'mirrors' must map channel names to URLs")
+    custom: dict[str, str] = {}
+    alias = DEFAULT_ALIAS
+    alias_from = "default"
+    for rc in condarc_files():
+        data = _read_yaml(rc)
+        cc = data.get("custom_channels")
+        if isinstance(cc, dict):
+            custom.update({str(k): str(v).rstrip("/") for k, v in cc.items()})
+        if isinstance(data.get("channel_alias"), str):
+            alias = str(data["channel_alias"]).rstrip("/")
+            alias_from = ".condarc channel_alias"
+    out = []
+    for name in names:
+        if _is_url(name):
+            out.append(ResolvedChannel(name, name, "url"))
+        elif name.startswith("/"):
+            out.append(ResolvedChannel(name, Path(name).as_uri(), "url"))
+        elif name in flag_mirrors:
+            out.append(ResolvedChannel(name, flag_mirrors[name], "--mirror"))
+        elif name in config_mirrors:
+            out.append(ResolvedChannel(name, str(config_mirrors[name]).rstrip("/"), "envkit config"))
+        elif name in custom:
+            out.append(ResolvedChannel(name, f"{custom[name]}/{name}", ".condarc custom_channels"))
+        else:
+            out.append(ResolvedChannel(name, f"{alias}/{name}", alias_from))
+    return out
+
+
+def check_local_channel(channel: ResolvedChannel, platform: str) -> None:
+    """rattler silently finds nothing in a missing file:// channel; say so instead."""
+    parsed = urlparse(channel.url)
+    if parsed.scheme != "file":
+        return
+    root = Path(parsed.path)
+    if not any((root / sub / "repodata.json").is_file() for sub in (platform, "noarch")):
+        raise UsageError(
+            f"channel '{channel.name}' ({channel.url}) has no {platform}/repodata.json or noarch/repodata.json",
+            hint=f"check the path or index it; map the name with --mirror {channel.name}=URL",
+        )

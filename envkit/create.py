@@ -1,0 +1,169 @@
+"""Materialise a solved plan as a conda env, all or nothing.
+
+py-rattler installs in place and never rolls back (a failed package leaves the ones before it
+linked), does not check sha256 for file:// channels, and can panic. So envkit owns the
+transaction: lock the target, verify every archive, move an old env aside, install, write the
+activation scripts and the record, and on any failure (Ctrl-C included) delete what it made and
+put the old env back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from envkit import __version__, backend, envs, paths
+from envkit.activation.writer import ActivationFile, ops_to_json, remove_stale, render_files, write_files
+from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
+from envkit.fsutil import exclusive_lock
+from envkit.record import write_record
+from envkit.recipe.model import RecipeOrigin
+from envkit.solve import Plan
+
+
+@dataclass(frozen=True)
+class CreatedEnv:
+    prefix: Path
+    activation_files: tuple[Path, ...]
+    replaced_existing: bool
+
+
+def lock_for(prefix: Path) -> Path:
+    digest = hashlib.sha256(str(prefix).encode()).hexdigest()[:16]
+    return paths.cache_dir() / "locks" / f"{digest}.lock"
+
+
+def verify_archives(records: list[Any]) -> None:
+    """Check sha256 of local archives against repodata (rattler skips this for file://)."""
+    for rec in records:
+        url = str(rec.url)
+        parsed = urlparse(url)
+        if parsed.scheme != "file" or rec.sha256 is None:
+            continue
+        path = Path(unquote(parsed.path))
+        digest = hashlib.sha256()
+        try:
+            with path.open("rb") as handle:
+                for block in iter(lambda h=handle: h.read(1 << 20), b""):  # type: ignore[misc]
+                    digest.update(block)
+        except OSError as exc:
+            raise InstallError(f"cannot read package {path}: {exc.strerror}") from None
+        if digest.hexdigest() != rec.sha256.hex():
+            raise InstallError(
+                f"package {path.name} does not match its channel index (sha256 {digest.hexdigest()[:12]}... != {rec.sha256.hex()[:12]}...)",
+                hint="the archive is corrupt or was replaced; re-download it or re-index the channel",
+            )
+
+
+def _remove_tree(path: Path) -> None:
+    # Background extraction in rattler can outlive a failed install(); sweep twice.
+    for _ in range(2):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            time.sleep(0.2)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _is_populated(prefix: Path) -> bool:
+    return prefix.exists() and (not prefix.is_dir() or any(prefix.iterdir()))
+
+
+def pip_install(prefix: Path, specs: tuple[str, ...]) -> None:
+    if not specs:
+        return
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        raise InstallError(f"the recipe has a pip list but {python} does not exist", hint="add python to the recipe")
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-input", *specs],
+        capture_output=True, text=True, timeout=3600, check=False,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise InstallError(f"pip install failed: {tail[0]}")
+
+
+def create_env(
+    plan: Plan,
+    records: list[Any],
+    origin: RecipeOrigin,
+    *,
+    force: bool,
+    reporter: Any | None = None,
+) -> CreatedEnv:
+    prefix = plan.prefix
+    with exclusive_lock(lock_for(prefix), f"env {prefix}"):
+        replaced = False
+        backup: Path | None = None
+        if _is_populated(prefix):
+            if not force:
+                raise UsageError(f"{prefix} already exists", hint="pass --force to replace it (the old env is restored if the new one fails)")
+            if not (prefix / "conda-meta").is_dir():
+                raise UsageError(f"{prefix} exists and is not a conda env; refusing to replace it", hint="remove it yourself or pick another name")
+            backup = prefix.with_name(f".{prefix.name}.envkit-old-{os.getpid()}")
+            os.rename(prefix, backup)
+            replaced = True
+        try:
+            verify_archives(records)
+            prefix.parent.mkdir(parents=True, exist_ok=True)
+            backend.install(records, prefix, envs.pkgs_dir(), [s.spec for s in plan.specs], reporter)
+            pip_install(prefix, plan.pip_specs)
+            files = render_files(prefix, plan.recipe, plan.activation)
+            write_files(files)
+            remove_stale(prefix, files)
+            write_record(prefix, build_record(plan, origin, files))
+        except BaseException as exc:
+            _remove_tree(prefix)
+            if backup is not None:
+                os.rename(backup, prefix)
+            if isinstance(exc, KeyboardInterrupt):
+                raise Interrupted(f"interrupted: nothing was left at {prefix}" + (" (the previous env was restored)" if backup else "")) from None
+            if isinstance(exc, EnvkitError):
+                raise
+            raise InstallError(f"creating {prefix} failed: {exc}") from None
+        envs.register(prefix)
+        if backup is not None:
+            _remove_tree(backup)
+        return CreatedEnv(prefix, tuple(f.path for f in files), replaced)
+
+
+def build_record(plan: Plan, origin: RecipeOrigin, files: list[ActivationFile]) -> dict[str, Any]:
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    return {
+        "envkit_version": __version__,
+        "created": now,
+        "updated": now,
+        "recipe": {"name": plan.recipe, "source": origin.source, "path": origin.path, "commit": origin.commit},
+        "platform": plan.platform,
+        "channels": [{"name": c.name, "url": c.url} for c in plan.channels],
+        "specs": [{"spec": s.spec, "reason": s.reason, "origin": str(s.origin) if s.origin else None} for s in plan.specs],
+        "pip": list(plan.pip_specs),
+        "virtual_packages": list(plan.virtual_packages),
+        "packages": [asdict(p) for p in plan.packages],
+        "activation": {"ops": ops_to_json(plan.activation), "files": [str(f.path.relative_to(plan.prefix)) for f in files]},
+        "probe": None,
+        "healthy": None,
+    }
+
+
+def update_record_probe(prefix: Path, summary: dict[str, Any], healthy: bool) -> None:
+    from envkit.record import read_record
+
+    record = read_record(prefix)
+    if record is None:
+        return
+    record.pop("envkit_record_version", None)
+    record["probe"] = summary
+    record["healthy"] = healthy
+    record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
+    with contextlib.suppress(OSError):
+        write_record(prefix, record)

@@ -1,0 +1,136 @@
+"""Recipe -> channels + specs -> a solved plan. Nothing here touches the target prefix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envkit import backend
+from envkit.activation.model import resolve
+from envkit.channels import ResolvedChannel, check_local_channel, resolve_channels
+from envkit.errors import SolveError
+from envkit.recipe.compile import CompiledRecipe, CompiledSpec
+from envkit.recipe.model import EnvOp
+
+# Packages whose presence or build decides BLAS, OpenMP or torch behaviour: shown highlighted.
+TOOLCHAIN_ROLES: dict[str, str] = {
+    "libblas": "blas", "libcblas": "blas", "liblapack": "blas", "blas": "blas", "mkl": "blas",
+    "libopenblas": "blas", "openblas": "blas", "blis": "blas", "nomkl": "blas", "mkl-service": "blas",
+    "_openmp_mutex": "openmp", "llvm-openmp": "openmp", "intel-openmp": "openmp", "libgomp": "openmp",
+    "pytorch": "pytorch", "libtorch": "pytorch", "pytorch-mutex": "pytorch", "pytorch-cuda": "pytorch",
+    "cuda-version": "pytorch", "cpuonly": "pytorch", "pytorch-cpu": "pytorch", "pytorch-gpu": "pytorch",
+}
+
+
+@dataclass(frozen=True)
+class PlannedPackage:
+    name: str
+    version: str
+    build: str
+    channel: str
+    subdir: str
+    url: str
+    sha256: str | None
+    role: str | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    recipe: str
+    prefix: Path
+    platform: str
+    channels: tuple[ResolvedChannel, ...]
+    specs: tuple[CompiledSpec, ...]
+    pip_specs: tuple[str, ...]
+    virtual_packages: tuple[str, ...]
+    packages: tuple[PlannedPackage, ...]
+    activation: tuple[EnvOp, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SolveOutcome:
+    plan: Plan
+    records: list[Any]
+
+
+def choose_channels(compiled: CompiledRecipe, extra: list[str], override: bool) -> list[str]:
+    if override:
+        if not extra:
+            from envkit.errors import UsageError
+
+            raise UsageError("--override-channels needs at least one -c CHANNEL")
+        return list(dict.fromkeys(extra))
+    return list(dict.fromkeys([*extra, *compiled.channels]))
+
+
+def _hint(error_text: str, specs: tuple[CompiledSpec, ...]) -> str:
+    """Name the recipe lines and toolchain pins that take part in the conflict."""
+    involved = []
+    lowered = error_text.lower()
+    for spec in specs:
+        name = spec.name
+        if name and (f"{name} " in lowered or f"{name}\n" in lowered or lowered.endswith(name)):
+            where = str(spec.origin) if spec.origin else f"toolchain ({spec.reason})"
+            involved.append(f"'{spec.spec}' from {where}")
+    if not involved:
+        return "no recipe spec is named in the conflict; check the channels with 'envkit create --dry-run -c ...'"
+    return "recipe specs in the conflict: " + "; ".join(involved)
+
+
+def solve_recipe(
+    compiled: CompiledRecipe,
+    prefix: Path,
+    *,
+    extra_channels: list[str],
+    override_channels: bool,
+    mirrors: dict[str, str],
+    platform: str | None = None,
+    warnings: tuple[str, ...] = (),
+) -> SolveOutcome:
+    platform = platform or backend.native_platform()
+    channels = resolve_channels(choose_channels(compiled, extra_channels, override_channels), mirrors)
+    for channel in channels:
+        check_local_channel(channel, platform)
+    virtual = backend.virtual_packages(platform)
+    specs = [s.spec for s in compiled.conda_specs]
+    try:
+        records = backend.solve([c.url for c in channels], specs, platform, virtual)
+    except SolveError as exc:
+        text = exc.message
+        if "could not read the channels" in text or "GatewayError" in text or "failed to" in text.lower() and "repodata" in text.lower():
+            names = ", ".join(c.name for c in channels if not c.url.startswith("file:"))
+            raise SolveError(
+                f"cannot reach channel(s) {names or ', '.join(c.name for c in channels)}: {text.splitlines()[0]}",
+                hint="map each to a reachable mirror with --mirror NAME=URL (or custom_channels in .condarc)",
+            ) from None
+        raise SolveError(f"the recipe '{compiled.recipe.name}' cannot be solved:\n{text}", hint=_hint(text, compiled.conda_specs)) from None
+    packages = []
+    for rec in sorted(records, key=lambda r: r.name.normalized):
+        name = rec.name.normalized
+        packages.append(
+            PlannedPackage(
+                name=name,
+                version=str(rec.version),
+                build=str(rec.build),
+                channel=str(rec.channel or ""),
+                subdir=str(rec.subdir),
+                url=str(rec.url),
+                sha256=rec.sha256.hex() if rec.sha256 else None,
+                role=TOOLCHAIN_ROLES.get(name),
+            )
+        )
+    plan = Plan(
+        recipe=compiled.recipe.name,
+        prefix=prefix,
+        platform=platform,
+        channels=tuple(channels),
+        specs=compiled.conda_specs,
+        pip_specs=compiled.pip_specs,
+        virtual_packages=tuple(backend.describe_virtual(v) for v in virtual),
+        packages=tuple(packages),
+        activation=resolve(compiled.activation),
+        warnings=warnings,
+    )
+    return SolveOutcome(plan, records)

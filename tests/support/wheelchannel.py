@@ -1,0 +1,168 @@
+"""A real-payload local channel: conda packages converted from PyPI wheels, plus a `python` package
+that is a venv-style shim over the host interpreter (pyvenv.cfg + bin/python3.X link).
+
+Built once and cached under ~/.cache/envkit-tests keyed by the wheels' sha256, so CI pays for the
+conversion of torch (about 1 GB unpacked) once per machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda
+
+CONVERTER_VERSION = "3"
+PY_VER = f"{sys.version_info.major}.{sys.version_info.minor}"
+SITE = f"lib/python{PY_VER}/site-packages"
+# The payload the acceptance tests need: the seed crash is `import mkl` in a parent, then
+# `import torch; import mkl` in a child (mkl-service + the torch wheel's vendored libgomp).
+WHEEL_REQUIREMENTS = ("torch==2.13.0", "mkl-service", "numpy", "threadpoolctl")
+CONDA_NAME = {"torch": "pytorch"}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("ENVKIT_TEST_CACHE", Path.home() / ".cache" / "envkit-tests"))
+
+
+def download_wheels(dest: Path) -> list[Path]:
+    marker = dest / ".complete"
+    if not marker.exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(dest), *WHEEL_REQUIREMENTS],
+            check=True, timeout=1800,
+        )
+        marker.write_text("ok")
+    return sorted(dest.glob("*.whl"))
+
+
+def _conda_version(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def _conda_dep(req: Requirement) -> str:
+    name = CONDA_NAME.get(canonicalize_name(req.name), canonicalize_name(req.name))
+    parts = []
+    for spec in req.specifier:
+        version = _conda_version(spec.version)
+        if spec.operator == "~=":
+            parts.append(f">={version}")
+        elif spec.operator == "===":
+            parts.append(f"=={version}")
+        else:
+            parts.append(f"{spec.operator}{version}")
+    return f"{name} {','.join(parts)}" if parts else name
+
+
+def _wheel_depends(metadata: str, wheel_tag_python: str) -> list[str]:
+    msg = Parser().parsestr(metadata)
+    env = default_environment()
+    env["extra"] = ""
+    deps = []
+    for text in msg.get_all("Requires-Dist") or []:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        deps.append(_conda_dep(req))
+    deps.append(f"python {PY_VER}.*" if wheel_tag_python.startswith("cp") else "python")
+    return deps
+
+
+def convert_wheel(wheel: Path, channel: Path) -> Path:
+    name, version, _build, tags = parse_wheel_filename(wheel.name)
+    canonical = canonicalize_name(name)
+    conda_name = CONDA_NAME.get(canonical, canonical)
+    files: list[PkgFile] = []
+    metadata = ""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if info.is_dir():
+                continue
+            path = info.filename
+            data = zf.read(info)
+            mode = (info.external_attr >> 16) & 0o777 or 0o644
+            top, _, rest = path.partition("/")
+            if top.endswith(".data"):
+                kind, _, inner = rest.partition("/")
+                target = {"purelib": f"{SITE}/{inner}", "platlib": f"{SITE}/{inner}", "data": inner, "scripts": f"bin/{inner}", "headers": f"include/{inner}"}[kind]
+                if kind == "scripts":
+                    mode = 0o755
+            else:
+                target = f"{SITE}/{path}"
+            if top.endswith(".dist-info"):
+                base = rest
+                if base == "METADATA":
+                    metadata = data.decode("utf-8", "replace")
+                if base == "RECORD":
+                    continue
+                if base == "INSTALLER":
+                    data = b"conda\n"
+            files.append(PkgFile(target, data, mode | 0o644))
+    dist_info = next(f.path.rsplit("/", 1)[0] for f in files if f.path.endswith(".dist-info/METADATA"))
+    if not any(f.path == f"{dist_info}/INSTALLER" for f in files):
+        files.append(PkgFile(f"{dist_info}/INSTALLER", b"conda\n"))
+    tag = next(iter(tags))
+    meta = PkgMeta(conda_name, _conda_version(str(version)), f"pypi_{tag.interpreter}_0", depends=_wheel_depends(metadata, tag.interpreter))
+    return write_conda(channel, meta, files)
+
+
+def host_interpreter() -> Path:
+    base = Path(sys.base_prefix) / "bin" / f"python{PY_VER}"
+    return base.resolve() if base.exists() else Path(os.path.realpath(sys.executable))
+
+
+def python_shim(channel: Path) -> Path:
+    real = host_interpreter()
+    version = sysconfig.get_python_version()
+    full = ".".join(map(str, sys.version_info[:3]))
+    files = [
+        PkgFile("pyvenv.cfg", f"home = {real.parent}\ninclude-system-site-packages = false\nversion = {full}\n".encode()),
+        PkgFile(f"bin/python{version}", link_target=str(real)),
+        PkgFile("bin/python3", link_target=f"python{version}"),
+        PkgFile("bin/python", link_target=f"python{version}"),
+        PkgFile(f"{SITE}/README.envkit-shim", b"site-packages of a venv-style python shim over the host interpreter\n"),
+    ]
+    meta = PkgMeta("python", full, "0_envkit_shim", depends=[])
+    return write_conda(channel, meta, files)
+
+
+def build_wheel_channel() -> Path:
+    """Download (once), convert (once per wheel set) and index; returns the channel directory."""
+    wheels = download_wheels(cache_root() / "wheels")
+    key = hashlib.sha256()
+    key.update(CONVERTER_VERSION.encode())
+    key.update(str(host_interpreter()).encode())
+    for wheel in wheels:
+        key.update(wheel.name.encode())
+        key.update(hashlib.sha256(wheel.read_bytes()).digest())
+    channel = cache_root() / "channels" / key.hexdigest()[:16]
+    if (channel / ".complete").exists():
+        return channel
+    staging = channel.with_name(channel.name + f".tmp{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    python_shim(staging)
+    seen = set()
+    for wheel in wheels:
+        name = canonicalize_name(parse_wheel_filename(wheel.name)[0])
+        if name in seen or re.match(r"^(pip|wheel)$", name):
+            continue
+        seen.add(name)
+        convert_wheel(wheel, staging)
+    index_channel(staging)
+    (staging / ".complete").write_text("ok")
+    shutil.rmtree(channel, ignore_errors=True)
+    staging.rename(channel)
+    return channel
