@@ -1,0 +1,55 @@
+"""The environment a user gets after `conda activate`, obtained by sourcing the env's activate.d
+scripts in a real sh (as conda does), not re-derived in Python."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from envkit.errors import UsageError
+
+# conda's own activation sets these before sourcing activate.d.
+_DRIVER = r"""
+set +e
+for f in "$CONDA_PREFIX"/etc/conda/activate.d/*.sh; do
+    [ -f "$f" ] && . "$f"
+done
+env -0
+"""
+
+
+def activated_environment(prefix: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    for stale in [k for k in env if k.startswith("_ENVKIT_")]:
+        del env[stale]
+    env["CONDA_PREFIX"] = str(prefix)
+    env["CONDA_DEFAULT_ENV"] = prefix.name
+    env["CONDA_SHLVL"] = str(int(env.get("CONDA_SHLVL", "0") or 0) + 1)
+    env["PATH"] = os.pathsep.join([str(prefix / "bin"), env.get("PATH", "")]).rstrip(os.pathsep)
+    try:
+        proc = subprocess.run(["/bin/sh", "-c", _DRIVER], env=env, capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"could not source the activation scripts of {prefix}: {exc}") from None
+    if proc.returncode != 0:
+        raise UsageError(f"sourcing {prefix}/etc/conda/activate.d failed: {proc.stderr.decode(errors='replace').strip()[:200]}")
+    out: dict[str, str] = {}
+    for item in proc.stdout.split(b"\0"):
+        if item:
+            key, _, value = item.partition(b"=")
+            out[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+    for noise in ("PWD", "OLDPWD", "SHLVL", "_"):
+        if noise in out and noise not in env:
+            del out[noise]
+    return out
+
+
+def run_in_env(prefix: Path, argv: list[str]) -> int:
+    """`envkit run`: the command runs under the env's activation; its exit code is returned."""
+    if not argv:
+        raise UsageError("envkit run needs a command after --", hint="e.g. envkit run -n yolov8 -- python train.py")
+    env = activated_environment(prefix)
+    try:
+        return subprocess.run(argv, env=env, check=False).returncode
+    except FileNotFoundError:
+        raise UsageError(f"command not found in {prefix}: {argv[0]}") from None

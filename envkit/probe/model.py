@@ -1,0 +1,68 @@
+"""Typed probe results, parsed from the probe script's versioned JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from envkit.errors import ProbeError
+
+Status = Literal["pass", "warn", "fail", "skip"]
+PROBE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    id: str
+    title: str
+    status: Status
+    evidence: str
+    remedy: str
+    data: dict[str, Any]
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    prefix: str
+    python: str
+    seconds: float
+    checks: tuple[CheckResult, ...]
+
+    @property
+    def status(self) -> Status:
+        statuses = {c.status for c in self.checks}
+        for level in ("fail", "warn"):
+            if level in statuses:
+                return level  # type: ignore[return-value]
+        return "pass"
+
+    @property
+    def healthy(self) -> bool:
+        return self.status != "fail"
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "seconds": self.seconds,
+            "checks": {c.id: c.status for c in self.checks},
+            "failed": [c.id for c in self.checks if c.status == "fail"],
+        }
+
+
+def parse_report(text: str) -> ProbeReport:
+    import json
+
+    try:
+        doc = json.loads(text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise ProbeError("the probe printed no JSON report", hint="run 'envkit probe' with the env's python on PATH to see its output") from None
+    if doc.get("envkit_probe") != PROBE_VERSION:
+        raise ProbeError(f"unsupported probe report version {doc.get('envkit_probe')!r}")
+    checks = []
+    for c in doc["checks"]:
+        status = c["status"]
+        if status not in ("pass", "warn", "fail", "skip"):
+            raise ProbeError(f"probe check {c.get('id')!r} has unknown status {status!r}")
+        checks.append(CheckResult(c["id"], c["title"], status, c.get("evidence", ""), c.get("remedy", ""), c.get("data", {}), c.get("seconds")))
+    return ProbeReport(doc["prefix"], doc["python"], doc["seconds"], tuple(checks))
