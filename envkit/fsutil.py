@@ -31,6 +31,15 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
         raise
 
 
+def read_exact(path: Path) -> str | None:
+    """File text with line endings untouched (CRLF scripts compare byte for byte); None if absent."""
+    try:
+        with path.open(encoding="utf-8", errors="surrogateescape", newline="") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
 class LockBusy(EnvkitError):
     pass
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from envkit import __version__
 from envkit.activation.shells import GENERATORS, ScriptContext
-from envkit.fsutil import atomic_write_text
+from envkit.fsutil import atomic_write_text, read_exact
 from envkit.recipe.model import EnvOp
 
 FILE_PREFIX = "envkit-"
@@ -78,8 +78,7 @@ def write_files(files: list[ActivationFile]) -> list[Path]:
     """Replace each file atomically; returns the paths that changed."""
     changed = []
     for f in files:
-        current = f.path.read_text(encoding="utf-8") if f.path.exists() else None
-        if current != f.text:
+        if read_exact(f.path) != f.text:
             atomic_write_text(f.path, f.text, mode=0o644)
             changed.append(f.path)
     return changed
@@ -94,7 +93,7 @@ def remove_stale(prefix: Path, keep: list[ActivationFile]) -> list[Path]:
         if not folder.is_dir():
             continue
         for path in folder.iterdir():
-            if path.name.startswith(FILE_PREFIX) and path not in keep_paths and MARK in path.read_text(encoding="utf-8", errors="replace"):
+            if path.name.startswith(FILE_PREFIX) and path not in keep_paths and MARK in (read_exact(path) or ""):
                 path.unlink()
                 removed.append(path)
     return removed

@@ -41,9 +41,10 @@ def loaded_paths():
                     if len(parts) == 6 and parts[5].strip().startswith("/"):
                         paths.append(parts[5].strip())
     return sorted(set(paths))
-KINDS = [("blas", "mkl", ("libmkl_rt",)), ("blas", "openblas", ("libopenblas", "libscipy_openblas")), ("blas", "blis", ("libblis",)),
-         ("blas", "flexiblas", ("libflexiblas",)), ("openmp", "libgomp", ("libgomp",)), ("openmp", "libiomp5", ("libiomp5", "libiomp")),
-         ("openmp", "libomp", ("libomp",))]
+import re
+KINDS = [("blas", "mkl", r"^libmkl_rt\."), ("blas", "openblas", r"^lib(scipy_)?openblas"), ("blas", "blis", r"^libblis\."),
+         ("blas", "flexiblas", r"^libflexiblas\."), ("openmp", "libgomp", r"^libgomp(-[0-9a-f]+)?\."), ("openmp", "libiomp5", r"^libiomp5(md)?\."),
+         ("openmp", "libomp", r"^libomp\.")]
 LAYERS = {0: "intel", 1: "sequential", 2: "pgi", 3: "gnu", 4: "tbb", -1: "not specified"}
 def sym(lib, names):
     for n in names:
@@ -94,8 +95,8 @@ for mod in order:
 libs = []
 for path in loaded_paths():
     base = os.path.basename(path).lower()
-    for kind, api, prefixes in KINDS:
-        if base.startswith(prefixes):
+    for kind, api, pattern in KINDS:
+        if re.match(pattern, base):
             libs.append(describe(kind, api, path))
             break
 out = {"imported": imported, "libraries": libs, "env": {k: os.environ.get(k) for k in ("MKL_THREADING_LAYER", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "KMP_DUPLICATE_LIB_OK", "MKL_SERVICE_FORCE_INTEL")}}

@@ -1,0 +1,260 @@
+"""Everything the rules look at, read from disk without running the env's python."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envkit.activation.writer import FILE_PREFIX
+from envkit.record import read_record
+
+# (kind, api, basename pattern): runtimes only, not their helpers (libiomp5_db, libomptarget, ...).
+NATIVE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    ("openmp", "libgomp", re.compile(r"^libgomp(-[0-9a-f]{8})?\.(so|dylib)")),
+    ("openmp", "libiomp5", re.compile(r"^libiomp5(md)?\.(so|dylib|dll)")),
+    ("openmp", "libomp", re.compile(r"^libomp\.(so|dylib)")),
+    ("blas", "mkl", re.compile(r"^libmkl_rt\.(so|dylib)")),
+    ("blas", "openblas", re.compile(r"^lib(scipy_)?openblas[^/]*\.(so|dylib)")),
+)
+EXPORT_RE = re.compile(r"""^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=(?:'([^']*)'|"([^"]*)"|(\S*))\s*$""")
+
+
+@dataclass(frozen=True)
+class CondaPackage:
+    name: str
+    version: str
+    build: str
+    channel: str
+    depends: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PipDist:
+    name: str
+    version: str
+    installer: str
+    dist_info: str
+    top_level: tuple[str, ...]
+    outside_files: tuple[str, ...]  # RECORD entries outside site-packages (pip wheels' data files)
+
+
+@dataclass(frozen=True)
+class NativeLib:
+    kind: str
+    api: str
+    path: str  # relative to the prefix
+    realpath: str
+    owner: str  # "conda" | "pip:<dist>" | "unknown"
+
+
+@dataclass(frozen=True)
+class ActivationVar:
+    value: str | None  # None: the variable is unset by activation
+    source: str
+
+
+@dataclass(frozen=True)
+class Inventory:
+    prefix: Path
+    packages: dict[str, CondaPackage]
+    pip: dict[str, PipDist]
+    libs: tuple[NativeLib, ...]
+    activation: dict[str, ActivationVar]
+    activation_files: tuple[str, ...]
+    numpy_imports_mkl: bool
+    record: dict[str, Any] | None
+    cpu_vendor: str | None
+    cuda_driver: str | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def setting(self, name: str) -> str | None:
+        var = self.activation.get(name)
+        return var.value if var else None
+
+    def torch_source(self) -> str | None:
+        """'pip', 'pytorch-channel', 'conda-forge', 'conda' or None."""
+        if "torch" in self.pip and self.pip["torch"].installer == "pip":
+            return "pip"
+        pkg = self.packages.get("pytorch")
+        if pkg is None:
+            return "pip" if "torch" in self.pip else None
+        if pkg.channel.rstrip("/").endswith("/pytorch") or pkg.channel == "pytorch":
+            return "pytorch-channel"
+        if "conda-forge" in pkg.channel:
+            return "conda-forge"
+        return "conda"
+
+
+def _read_conda_meta(prefix: Path) -> dict[str, CondaPackage]:
+    out = {}
+    for path in (prefix / "conda-meta").glob("*.json"):
+        if path.name == "envkit.json":
+            continue
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or "name" not in data:
+            continue
+        out[data["name"]] = CondaPackage(
+            data["name"], str(data.get("version", "")), str(data.get("build", "")), str(data.get("channel") or data.get("url") or ""),
+            tuple(data.get("depends") or ()),
+        )
+    return out
+
+
+def site_packages(prefix: Path) -> list[Path]:
+    return sorted(prefix.glob("lib/python3*/site-packages"))
+
+
+def _read_pip(prefix: Path) -> dict[str, PipDist]:
+    out = {}
+    for site in site_packages(prefix):
+        for dist in site.glob("*.dist-info"):
+            stem = dist.name[: -len(".dist-info")]
+            name, _, version = stem.partition("-")
+            name = name.lower().replace("_", "-")
+            installer_file = dist / "INSTALLER"
+            installer = installer_file.read_text(errors="replace").strip() if installer_file.exists() else "unknown"
+            top = dist / "top_level.txt"
+            top_level = tuple(t.strip() for t in top.read_text(errors="replace").splitlines() if t.strip()) if top.exists() else (name.replace("-", "_"),)
+            outside: list[str] = []
+            record = dist / "RECORD"
+            if installer == "pip" and record.exists():
+                for line in record.read_text(errors="replace").splitlines():
+                    rel = line.split(",", 1)[0]
+                    if rel.startswith("../"):
+                        outside.append(os.path.normpath(str(site.relative_to(prefix) / rel)))
+            out[name] = PipDist(name, version, installer, str(dist.relative_to(prefix)), top_level, tuple(outside))
+    return out
+
+
+def _candidate_lib_paths(prefix: Path) -> list[Path]:
+    found: list[Path] = []
+    for pattern in ("lib/lib*.so*", "lib/lib*.dylib"):
+        found.extend(prefix.glob(pattern))
+    for site in site_packages(prefix):
+        for pattern in ("*/lib/lib*.so*", "*.libs/lib*.so*", "*/.dylibs/lib*.dylib", "*/lib/*.dylib"):
+            found.extend(site.glob(pattern))
+    return found
+
+
+def _owner(rel: str, pip: dict[str, PipDist]) -> str:
+    parts = rel.split("/")
+    if "site-packages" in parts:
+        idx = parts.index("site-packages")
+        top = parts[idx + 1] if len(parts) > idx + 1 else ""
+        top = top[: -len(".libs")] if top.endswith(".libs") else top
+        for dist in pip.values():
+            if top in dist.top_level or top == dist.name.replace("-", "_"):
+                return f"pip:{dist.name}" if dist.installer == "pip" else "conda"
+        return "unknown"
+    for dist in pip.values():
+        if rel in dist.outside_files:
+            return f"pip:{dist.name}"
+    return "conda"
+
+
+def _read_libs(prefix: Path, pip: dict[str, PipDist]) -> tuple[NativeLib, ...]:
+    out = []
+    seen = set()
+    for path in _candidate_lib_paths(prefix):
+        base = path.name.lower()
+        for kind, api, pattern in NATIVE_PATTERNS:
+            if pattern.match(base):
+                rel = str(path.relative_to(prefix))
+                if rel in seen:
+                    break
+                seen.add(rel)
+                out.append(NativeLib(kind, api, rel, os.path.realpath(path), _owner(rel, pip)))
+                break
+    return tuple(sorted(out, key=lambda lib: lib.path))
+
+
+def _read_activation(prefix: Path, record: dict[str, Any] | None) -> tuple[dict[str, ActivationVar], tuple[str, ...]]:
+    """Variables the env's activation sets: conda-meta/state env_vars, envkit's record, simple exports."""
+    out: dict[str, ActivationVar] = {}
+    files: list[str] = []
+    state = prefix / "conda-meta" / "state"
+    if state.is_file():
+        try:
+            env_vars = json.loads(state.read_text()).get("env_vars", {})
+            for k, v in env_vars.items():
+                out[str(k)] = ActivationVar(str(v), "conda-meta/state")
+        except (OSError, ValueError, AttributeError):
+            pass
+    folder = prefix / "etc" / "conda" / "activate.d"
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.sh")):
+            rel = str(path.relative_to(prefix))
+            files.append(rel)
+            if path.name.startswith(FILE_PREFIX) and record is not None:
+                continue
+            for line in path.read_text(errors="replace").splitlines():
+                m = EXPORT_RE.match(line)
+                if m:
+                    value = next((g for g in m.groups()[1:] if g is not None), "")
+                    out[m.group(1)] = ActivationVar(value, rel)
+    if record is not None:
+        for op in record.get("activation", {}).get("ops", []):
+            if op["action"] == "set":
+                out[op["name"]] = ActivationVar(op["value"], "envkit")
+            elif op["action"] == "unset":
+                out[op["name"]] = ActivationVar(None, "envkit")
+    return out, tuple(files)
+
+
+def _numpy_imports_mkl(prefix: Path) -> bool:
+    for site in site_packages(prefix):
+        init = site / "numpy" / "_distributor_init.py"
+        if init.is_file() and re.search(r"^\s*import mkl\b", init.read_text(errors="replace"), re.M):
+            return True
+    return False
+
+
+def _cpu_vendor() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def cuda_driver_version() -> str | None:
+    """The driver's maximum CUDA as conda sees it (__cuda); CONDA_OVERRIDE_CUDA wins."""
+    if "CONDA_OVERRIDE_CUDA" in os.environ:
+        return os.environ["CONDA_OVERRIDE_CUDA"] or None
+    try:
+        import rattler
+
+        for pkg in rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env()):
+            generic = pkg.into_generic()
+            if generic.name.normalized == "__cuda":
+                return str(generic.version)
+    except Exception:  # detection must never break an audit
+        return None
+    return None
+
+
+def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: str | None = None) -> Inventory:
+    record = read_record(prefix)
+    pip = _read_pip(prefix)
+    activation, files = _read_activation(prefix, record)
+    return Inventory(
+        prefix=prefix,
+        packages=_read_conda_meta(prefix),
+        pip=pip,
+        libs=_read_libs(prefix, pip),
+        activation=activation,
+        activation_files=files,
+        numpy_imports_mkl=_numpy_imports_mkl(prefix),
+        record=record,
+        cpu_vendor=cpu_vendor if cpu_vendor is not None else _cpu_vendor(),
+        cuda_driver=cuda_driver,
+    )

@@ -1,0 +1,145 @@
+"""Team recipe repos: clone into the user cache, pin a commit, and move the pin only on update
+after showing what changed."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from envkit.errors import SourceError
+from envkit.fsutil import atomic_write_text, exclusive_lock
+from envkit.recipe.sources import (
+    SOURCES_FILE_VERSION,
+    GitSourceEntry,
+    git_checkout_dir,
+    read_git_sources,
+    sources_file,
+)
+
+SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class RecipeChange:
+    name: str
+    change: str  # "added" | "removed" | "changed"
+
+
+@dataclass(frozen=True)
+class SourceUpdate:
+    name: str
+    old_commit: str
+    new_commit: str
+    changes: tuple[RecipeChange, ...]
+    applied: bool
+
+
+def _git(args: list[str], cwd: Path | None = None) -> str:
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False,
+                              env={"GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(Path.home()), "LANG": "C"})
+    except FileNotFoundError:
+        raise SourceError("git is not installed", hint="install git to use recipe repos") from None
+    except subprocess.TimeoutExpired:
+        raise SourceError(f"git {args[0]} timed out") from None
+    if proc.returncode != 0:
+        msg = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+        raise SourceError(f"git {args[0]} failed: {msg}")
+    return proc.stdout.strip()
+
+
+def _save(entries: list[GitSourceEntry]) -> None:
+    data = {"version": SOURCES_FILE_VERSION, "sources": [e.__dict__ for e in entries]}
+    atomic_write_text(sources_file(), json.dumps(data, indent=2) + "\n")
+
+
+def _lock() -> object:
+    return exclusive_lock(sources_file().with_name(".sources.lock"), "the recipe source list")
+
+
+def default_name(url: str) -> str:
+    stem = url.rstrip("/").rsplit("/", 1)[-1]
+    stem = stem[:-4] if stem.endswith(".git") else stem
+    return re.sub(r"[^a-z0-9_-]", "-", stem.lower()).strip("-") or "recipes"
+
+
+def add_source(url: str, name: str | None = None, ref: str | None = None) -> GitSourceEntry:
+    name = name or default_name(url)
+    if not SOURCE_NAME_RE.match(name) or name in ("user", "builtin") or name.startswith("path"):
+        raise SourceError(f"invalid source name {name!r}", hint="use lowercase letters, digits, '-' and '_' (not 'user', 'builtin', 'path*')")
+    with _lock():  # type: ignore[attr-defined]
+        entries = read_git_sources()
+        if any(e.name == name for e in entries):
+            raise SourceError(f"a recipe source named '{name}' already exists", hint="pick another --name or run 'envkit recipes update'")
+        dest = git_checkout_dir(name)
+        tmp = dest.with_name(dest.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            _git(["clone", "--quiet", "--no-checkout", "--", url, str(tmp)])
+            target = ref or _git(["symbolic-ref", "--short", "HEAD"], tmp)
+            commit = _resolve(tmp, target)
+            _git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit], tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+        entry = GitSourceEntry(name, url, target, commit)
+        _save([*entries, entry])
+        return entry
+
+
+def _resolve(repo: Path, ref: str) -> str:
+    for candidate in (f"origin/{ref}", ref):
+        try:
+            return _git(["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], repo)
+        except SourceError:
+            continue
+    raise SourceError(f"ref '{ref}' not found in the repository", hint="pass an existing branch, tag or commit with --ref")
+
+
+def _recipe_changes(repo: Path, old: str, new: str) -> tuple[RecipeChange, ...]:
+    if old == new:
+        return ()
+    out = _git(["diff", "--name-status", "--no-renames", old, new, "--", "*.yaml", "*.yml"], repo)
+    changes = []
+    for line in out.splitlines():
+        status, _, path = line.partition("\t")
+        if "/" in path:
+            continue
+        name = path.rsplit(".", 1)[0]
+        kind = {"A": "added", "D": "removed"}.get(status[:1], "changed")
+        changes.append(RecipeChange(name, kind))
+    return tuple(sorted(changes, key=lambda c: c.name))
+
+
+def update_sources(name: str | None = None, *, apply: bool = True) -> list[SourceUpdate]:
+    with _lock():  # type: ignore[attr-defined]
+        entries = read_git_sources()
+        if name is not None and not any(e.name == name for e in entries):
+            raise SourceError(f"no recipe source named '{name}'", hint="see 'envkit recipes list' for sources")
+        results = []
+        updated = []
+        for entry in entries:
+            if name is not None and entry.name != name:
+                updated.append(entry)
+                continue
+            repo = git_checkout_dir(entry.name)
+            if not (repo / ".git").exists():
+                raise SourceError(f"the checkout of source '{entry.name}' is missing ({repo})", hint="remove it from sources.json and add it again")
+            _git(["fetch", "--quiet", "--prune", "origin"], repo)
+            new = _resolve(repo, entry.ref)
+            changes = _recipe_changes(repo, entry.commit, new)
+            if apply and new != entry.commit:
+                _git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", new], repo)
+                updated.append(GitSourceEntry(entry.name, entry.url, entry.ref, new))
+            else:
+                updated.append(entry)
+            results.append(SourceUpdate(entry.name, entry.commit, new, changes, apply and new != entry.commit))
+        _save(updated)
+        return results

@@ -1,0 +1,243 @@
+"""Rendering only: results to rich text or to the versioned JSON envelope. No logic lives here."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from envkit import __version__
+from envkit.commands import Result
+
+JSON_SCHEMA_VERSION = 1
+STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim", "error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value) if f.name not in ("check", "records")}
+        if hasattr(value, "status") and not isinstance(getattr(type(value), "status", None), dataclasses.Field):
+            status = getattr(value, "status", None)
+            if isinstance(status, str):
+                out.setdefault("status", status)
+        return out
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def envelope(result: Result | None, *, command: str, exit_code: int, errors: list[str] | None = None, hint: str | None = None) -> dict[str, Any]:
+    return {
+        "envkit_json": JSON_SCHEMA_VERSION,
+        "envkit_version": __version__,
+        "command": command,
+        "ok": exit_code == 0,
+        "exit_code": exit_code,
+        "data": jsonable(result.data) if result is not None else None,
+        "messages": list(result.messages) if result is not None else [],
+        "errors": errors or [],
+        "hint": hint,
+    }
+
+
+def print_json(console: Console, doc: dict[str, Any]) -> None:
+    console.file.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    console.file.flush()
+
+
+# ------------------------------------------------------------------ human renderers
+
+
+def _recipes_list(c: Console, rows: list[Any]) -> None:
+    table = Table("recipe", "source", "commit", "description", box=None, pad_edge=False)
+    for r in rows:
+        name = r.name if not r.shadowed_by else f"[dim]{r.name} (shadowed by {r.shadowed_by})[/dim]"
+        table.add_row(name, f"{r.source} ({r.kind})", (r.commit or "")[:10], escape(r.description))
+    c.print(table)
+
+
+def _spec_line(spec: Any) -> str:
+    where = f"  [dim]# {escape(str(spec.origin))}[/dim]" if spec.origin else f"  [dim]# {escape(spec.reason)}[/dim]"
+    return f"  {escape(spec.spec)}{where}"
+
+
+def _ops_lines(c: Console, ops: Any) -> None:
+    for op in ops:
+        if op.action == "set":
+            c.print(f"  {op.name}={escape(repr(op.value))}")
+        elif op.action == "unset":
+            c.print(f"  unset {op.name}")
+        else:
+            c.print(f"  {op.name}: {op.action} {escape(op.separator.join(op.entries))}")
+
+
+def _recipes_show(c: Console, shown: Any) -> None:
+    r = shown.recipe
+    c.print(f"[bold]{r.name}[/bold]  {escape(r.description)}")
+    c.print(f"source: {r.origin.source} {escape(r.origin.path)}" + (f" @ {r.origin.commit[:10]}" if r.origin.commit else ""))
+    if r.extends:
+        c.print("extends: " + ", ".join(r.extends))
+    c.print("channels: " + ", ".join(r.channels) + f"   platforms: {', '.join(r.platforms)}   python: {r.python or '-'}")
+    tc = r.toolchain
+    torch = tc.pytorch
+    c.print(f"toolchain: blas={tc.blas or '-'} mkl={tc.mkl or '-'} openmp={tc.openmp or '-'} pytorch="
+            + (f"{torch.source}/{torch.variant}{'/' + torch.cuda if torch.cuda else ''} {torch.version or ''}" if torch else "-"))
+    if shown.compiled is not None:
+        c.print("[bold]conda specs[/bold]")
+        for spec in shown.compiled.conda_specs:
+            c.print(_spec_line(spec))
+        if shown.compiled.pip_specs:
+            c.print("[bold]pip[/bold]")
+            for p in shown.compiled.pip_specs:
+                c.print(f"  {escape(p)}")
+        c.print("[bold]activation settings[/bold]")
+        for s in shown.compiled.activation.settings:
+            value = "<physical cores, resolved when written>" if s.computed else s.op.value
+            c.print(f"  {s.op.name} {s.op.action} {escape(str(value or ':'.join(s.op.entries)))}  [dim]# {escape(s.reason)}[/dim]")
+    else:
+        c.print("packages: " + ", ".join(p.text for p in r.packages))
+    for f in shown.findings:
+        c.print(f"[{STATUS_STYLE[f.severity]}]{f.severity}[/] {f.rule.id} {escape(f.message)}" + (" (forced)" if f.forced else ""))
+
+
+def _validate(c: Console, rows: list[Any]) -> None:
+    for v in rows:
+        if v.ok:
+            c.print(f"[green]ok[/green] {escape(v.path)}")
+            for w in v.warnings:
+                c.print(f"  [yellow]warning[/yellow] {escape(w)}")
+        else:
+            for p in v.problems:
+                c.print(f"[red]error[/red] {escape(p)}")
+
+
+def _plan(c: Console, plan: Any) -> None:
+    c.print(f"[bold]Plan[/bold] for [bold]{plan.recipe}[/bold] -> {escape(str(plan.prefix))} ({plan.platform})")
+    c.print("channels: " + ", ".join(f"{ch.name} ({escape(ch.url)}, {ch.via})" for ch in plan.channels))
+    c.print("virtual packages: " + (", ".join(plan.virtual_packages) or "none"))
+    table = Table("name", "version", "build", "channel", "role", box=None, pad_edge=False)
+    for p in plan.packages:
+        style = "bold cyan" if p.role else None
+        table.add_row(p.name, p.version, p.build, p.channel.rstrip("/").rsplit("/", 1)[-1], p.role or "", style=style)
+    c.print(table)
+    if plan.pip_specs:
+        c.print("pip: " + ", ".join(plan.pip_specs))
+    c.print("[bold]activation[/bold] (etc/conda/activate.d/envkit-" + plan.recipe + ".*)")
+    _ops_lines(c, plan.activation)
+    for w in plan.warnings:
+        c.print(f"[yellow]warning[/yellow] {escape(w)}")
+
+
+def _probe(c: Console, report: Any) -> None:
+    table = Table("check", "status", "evidence", box=None, pad_edge=False)
+    for ch in report.checks:
+        evidence = ch.evidence if ch.status != "pass" else ch.evidence.splitlines()[0] if ch.evidence else ""
+        table.add_row(ch.id, f"[{STATUS_STYLE[ch.status]}]{ch.status}[/]", escape(evidence[:400]))
+    c.print(table)
+    for ch in report.checks:
+        if ch.status in ("fail", "warn") and ch.remedy:
+            c.print(f"[{STATUS_STYLE[ch.status]}]{ch.id}[/]: {escape(ch.remedy)}")
+    c.print(f"probe [{STATUS_STYLE[report.status]}]{report.status}[/] in {report.seconds:.1f}s ({escape(report.prefix)})")
+
+
+def _create(c: Console, out: Any) -> None:
+    if out.dry_run:
+        _plan(c, out.plan)
+        c.print("[dim]dry run: nothing was written[/dim]")
+        return
+    if out.aborted:
+        return
+    if out.created is not None:
+        c.print(f"[green]created[/green] {escape(str(out.created.prefix))}" + (" (replaced the previous env)" if out.created.replaced_existing else ""))
+        c.print(f"activate with: conda activate {escape(str(out.created.prefix))}   or run: envkit run -p {escape(str(out.created.prefix))} -- CMD")
+    if out.probe is not None:
+        _probe(c, out.probe)
+
+
+def _audit(c: Console, out: Any) -> None:
+    if len(out.audits) > 1:
+        table = Table("env", "packages", "envkit", "errors", "warnings", "info", box=None, pad_edge=False)
+        for a in out.audits:
+            counts = {s: sum(1 for f in a.findings if f.severity == s) for s in ("error", "warning", "info")}
+            table.add_row(escape(str(a.prefix)), str(a.packages), "yes" if a.envkit_managed else "", str(counts["error"]), str(counts["warning"]), str(counts["info"]))
+        c.print(table)
+    for a in out.audits:
+        if a.error:
+            c.print(f"[red]error[/red] {escape(str(a.prefix))}: {escape(a.error)}")
+            continue
+        if len(out.audits) == 1 or a.findings:
+            c.print(f"[bold]{escape(str(a.prefix))}[/bold]: " + (f"{len(a.findings)} finding(s)" if a.findings else "[green]clean[/green]"))
+        for f in a.findings:
+            c.print(f"  [{STATUS_STYLE[f.severity]}]{f.severity}[/] {f.rule_id} {escape(f.title)}")
+            c.print(f"    {escape(f.evidence)}")
+            c.print(f"    fix: {escape(f.fix)}" + ("  [dim](envkit audit --fix)[/dim]" if f.fixable else ""))
+    for plan in out.fixes:
+        if plan.changes:
+            c.print(f"[bold]fix[/bold] {escape(str(plan.prefix))}: " + "; ".join(plan.reasons))
+    for path in out.applied:
+        c.print(f"  wrote {escape(path)}")
+
+
+def _explain(c: Console, rule: Any) -> None:
+    c.print(f"[bold]{rule.id}[/bold] ({rule.slug}) [{STATUS_STYLE[rule.severity]}]{rule.severity}[/]: {escape(rule.title)}")
+    c.print(f"\n[bold]Why[/bold]\n{escape(rule.rationale)}")
+    c.print(f"\n[bold]Fix[/bold]\n{escape(rule.fix)}" + ("\n(safe fix: envkit audit --fix applies it)" if rule.safe_fix else ""))
+    c.print("\n[bold]Sources[/bold]\n" + "\n".join(rule.sources))
+
+
+def _activation_show(c: Console, view: Any) -> None:
+    c.print(f"# {view.prefix} ({view.recipe}), shell {view.shell}")
+    _ops_lines(c, view.ops)
+    c.file.write("# --- activate ---\n" + view.activate + "# --- deactivate ---\n" + view.deactivate)
+
+
+def _sources_add(c: Console, entry: Any) -> None:
+    c.print(f"added source [bold]{entry.name}[/bold] {escape(entry.url)} ({entry.ref} @ {entry.commit[:10]})")
+
+
+def _sources_update(c: Console, updates: Any) -> None:
+    for u in updates:
+        verb = "moved" if u.applied else ("would move" if u.old_commit != u.new_commit else "unchanged")
+        c.print(f"[bold]{u.name}[/bold]: {verb} {u.old_commit[:10]} -> {u.new_commit[:10]}")
+        for ch in u.changes:
+            c.print(f"  {ch.change:8} {ch.name}")
+
+
+RENDERERS = {
+    "recipes list": _recipes_list,
+    "recipes show": _recipes_show,
+    "recipes validate": _validate,
+    "recipes add-source": _sources_add,
+    "recipes update": _sources_update,
+    "create": _create,
+    "probe": _probe,
+    "audit": _audit,
+    "audit explain": _explain,
+    "activation show": _activation_show,
+}
+
+
+def render_human(console: Console, result: Result) -> None:
+    renderer = RENDERERS.get(result.command)
+    if renderer is not None:
+        renderer(console, result.data)
+    for message in result.messages:
+        console.print(escape(message))
+
+
+def render_plan(console: Console, plan: Any) -> None:
+    _plan(console, plan)
