@@ -7,7 +7,7 @@ import asyncio
 import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import rattler
 
@@ -36,12 +36,12 @@ def virtual_packages(platform: str) -> list[Any]:
     out = []
     for var, name in (("CONDA_OVERRIDE_GLIBC", "__glibc"), ("CONDA_OVERRIDE_CUDA", "__cuda"), ("CONDA_OVERRIDE_OSX", "__osx")):
         if os.environ.get(var):
-            out.append(rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(os.environ[var]), "0"))
+            out.append(rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(os.environ[var]), rattler.BuildString("0")))
     if platform.startswith("linux"):
-        out.append(rattler.GenericVirtualPackage(rattler.PackageName("__unix"), rattler.Version("0"), "0"))
-        out.append(rattler.GenericVirtualPackage(rattler.PackageName("__linux"), rattler.Version("5.0"), "0"))
+        out.append(rattler.GenericVirtualPackage(rattler.PackageName("__unix"), rattler.Version("0"), rattler.BuildString("0")))
+        out.append(rattler.GenericVirtualPackage(rattler.PackageName("__linux"), rattler.Version("5.0"), rattler.BuildString("0")))
         if not os.environ.get("CONDA_OVERRIDE_GLIBC"):
-            out.append(rattler.GenericVirtualPackage(rattler.PackageName("__glibc"), rattler.Version("2.28"), "0"))
+            out.append(rattler.GenericVirtualPackage(rattler.PackageName("__glibc"), rattler.Version("2.28"), rattler.BuildString("0")))
     return out
 
 
@@ -61,7 +61,7 @@ def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: lis
         rattler.solve(
             channel_urls,
             specs,
-            platforms=[platform, "noarch"],
+            platforms=cast(Any, [platform, "noarch"]),
             virtual_packages=virtual,
             channel_priority=rattler.ChannelPriority.Strict,
         ),

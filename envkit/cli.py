@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from envkit import __version__
-from envkit.errors import EnvkitError, ExitCode
+from envkit.errors import EnvkitError, ExitCode, one_line
 
 EPILOG = "exit codes: 0 ok, 1 findings or probe failure, 2 usage or invalid input, 3 solve failure, 4 install failure, 130 interrupted"
 
@@ -23,7 +23,9 @@ def _env_args(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="envkit", description="Consistent numeric toolchains for conda envs, proven by a probe.", epilog=EPILOG)
+    parser = argparse.ArgumentParser(
+        prog="envkit", description="Consistent numeric toolchains for conda envs, proven by a probe.", epilog=EPILOG
+    )
     parser.add_argument("--version", action="version", version=f"envkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -113,13 +115,19 @@ def dispatch(args: argparse.Namespace, console: object) -> object:
             return recipes.add(args.url, args.name, args.ref)
         return recipes.update(args.source, args.check)
     if args.command == "create":
-        from envkit.commands.create import CreateRequest, create
         from envkit.channels import parse_mirror_flags
+        from envkit.commands.create import CreateRequest, create
 
         request = CreateRequest(
-            recipe=args.recipe, name=args.name, prefix=args.prefix, channels=tuple(args.channel),
-            override_channels=args.override_channels, mirrors=tuple(parse_mirror_flags(args.mirror).items()),
-            dry_run=args.dry_run, force=args.force, probe=not args.no_probe,
+            recipe=args.recipe,
+            name=args.name,
+            prefix=args.prefix,
+            channels=tuple(args.channel),
+            override_channels=args.override_channels,
+            mirrors=tuple(parse_mirror_flags(args.mirror).items()),
+            dry_run=args.dry_run,
+            force=args.force,
+            probe=not args.no_probe,
         )
         reporter = None
         if interactive:
@@ -154,7 +162,11 @@ def dispatch(args: argparse.Namespace, console: object) -> object:
             return console.input("Apply these changes? [y/N] ").strip().lower() in ("y", "yes")
 
         return audit.audit(
-            args.targets, all_envs_flag=args.all, probe=args.probe, fix=args.fix, min_severity=args.min_severity,
+            args.targets,
+            all_envs_flag=args.all,
+            probe=args.probe,
+            fix=args.fix,
+            min_severity=args.min_severity,
             confirm_fix=confirm_fix if interactive and not args.yes else None,
         )
     if args.command == "activation":
@@ -189,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_json(out, envelope(None, command=command, exit_code=code, errors=exc.lines(), hint=exc.hint))
         else:
             for line in exc.lines():
-                err.print(f"envkit: error: {line}", markup=False)
+                err.print(f"envkit: error: {one_line(line)}", markup=False)
         return code
     except KeyboardInterrupt:
         err.print("envkit: interrupted", markup=False)

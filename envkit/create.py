@@ -25,8 +25,8 @@ from envkit import __version__, backend, envs, paths
 from envkit.activation.writer import ActivationFile, ops_to_json, remove_stale, render_files, write_files
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
 from envkit.fsutil import exclusive_lock
-from envkit.record import write_record
 from envkit.recipe.model import RecipeOrigin
+from envkit.record import write_record
 from envkit.solve import Plan
 
 
@@ -85,7 +85,10 @@ def pip_install(prefix: Path, specs: tuple[str, ...]) -> None:
         raise InstallError(f"the recipe has a pip list but {python} does not exist", hint="add python to the recipe")
     proc = subprocess.run(
         [str(python), "-m", "pip", "install", "--no-input", *specs],
-        capture_output=True, text=True, timeout=3600, check=False,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
     )
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -106,9 +109,13 @@ def create_env(
         backup: Path | None = None
         if _is_populated(prefix):
             if not force:
-                raise UsageError(f"{prefix} already exists", hint="pass --force to replace it (the old env is restored if the new one fails)")
+                raise UsageError(
+                    f"{prefix} already exists", hint="pass --force to replace it (the old env is restored if the new one fails)"
+                )
             if not (prefix / "conda-meta").is_dir():
-                raise UsageError(f"{prefix} exists and is not a conda env; refusing to replace it", hint="remove it yourself or pick another name")
+                raise UsageError(
+                    f"{prefix} exists and is not a conda env; refusing to replace it", hint="remove it yourself or pick another name"
+                )
             backup = prefix.with_name(f".{prefix.name}.envkit-old-{os.getpid()}")
             os.rename(prefix, backup)
             replaced = True
@@ -126,7 +133,9 @@ def create_env(
             if backup is not None:
                 os.rename(backup, prefix)
             if isinstance(exc, KeyboardInterrupt):
-                raise Interrupted(f"interrupted: nothing was left at {prefix}" + (" (the previous env was restored)" if backup else "")) from None
+                raise Interrupted(
+                    f"interrupted: nothing was left at {prefix}" + (" (the previous env was restored)" if backup else "")
+                ) from None
             if isinstance(exc, EnvkitError):
                 raise
             raise InstallError(f"creating {prefix} failed: {exc}") from None

@@ -54,7 +54,12 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.location}: " if self.location else ""
         field = f"{self.path}: " if self.path else ""
-        return f"{where}{field}{self.message}"
+        return one_line(f"{where}{field}{self.message}")
+
+
+def one_line(text: str) -> str:
+    """Problems quote user text; control characters in it must not split the line."""
+    return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in text)
 
 
 class RecipeError(EnvkitError):

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 
-class RichInstallReporter(rattler.InstallerReporter):  # type: ignore[misc]
+class RichInstallReporter(rattler.InstallerReporter):
     """Callbacks arrive from rattler's worker threads and interleave; a lock keeps counts right."""
 
     def __init__(self, console: Console) -> None:
@@ -46,3 +46,43 @@ class RichInstallReporter(rattler.InstallerReporter):  # type: ignore[misc]
 
     def on_transaction_complete(self) -> None:
         self._progress.stop()
+
+    # Events this display does not show (downloads do not fire for file:// channels).
+    def on_download_start(self, cache_entry: int) -> int:
+        return self._id()
+
+    def on_download_progress(self, download_idx: int, progress: int, total: int | None) -> None:
+        return None
+
+    def on_download_completed(self, download_idx: int) -> None:
+        return None
+
+    def on_validate_start(self, cache_entry: int) -> int:
+        return self._id()
+
+    def on_validate_complete(self, validate_idx: int) -> None:
+        return None
+
+    def on_transaction_operation_start(self, operation: int) -> None:
+        return None
+
+    def on_transaction_operation_complete(self, operation: int) -> None:
+        return None
+
+    def on_unlink_start(self, operation: int, package_name: str) -> int:
+        return self._id()
+
+    def on_unlink_complete(self, index: int) -> None:
+        return None
+
+    def on_pre_unlink_start(self, package_name: str, script_path: str) -> int:
+        return self._id()
+
+    def on_pre_unlink_complete(self, index: int, success: bool) -> None:
+        return None
+
+    def on_post_link_start(self, package_name: str, script_path: str) -> int:
+        return self._id()
+
+    def on_post_link_complete(self, index: int, success: bool) -> None:
+        return None

@@ -29,5 +29,8 @@ def read_record(prefix: Path) -> dict[str, Any] | None:
     except ValueError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})", hint="delete it and run 'envkit audit --fix'") from None
     if not isinstance(data, dict) or data.get("envkit_record_version") != RECORD_VERSION:
-        raise UsageError(f"{path}: unsupported record version {data.get('envkit_record_version') if isinstance(data, dict) else None!r}", hint="upgrade envkit")
+        raise UsageError(
+            f"{path}: unsupported record version {data.get('envkit_record_version') if isinstance(data, dict) else None!r}",
+            hint="upgrade envkit",
+        )
     return data

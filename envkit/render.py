@@ -16,7 +16,15 @@ from envkit import __version__
 from envkit.commands import Result
 
 JSON_SCHEMA_VERSION = 1
-STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim", "error": "bold red", "warning": "yellow", "info": "cyan"}
+STATUS_STYLE = {
+    "pass": "green",
+    "warn": "yellow",
+    "fail": "bold red",
+    "skip": "dim",
+    "error": "bold red",
+    "warning": "yellow",
+    "info": "cyan",
+}
 
 
 def jsonable(value: Any) -> Any:
@@ -40,7 +48,9 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def envelope(result: Result | None, *, command: str, exit_code: int, errors: list[str] | None = None, hint: str | None = None) -> dict[str, Any]:
+def envelope(
+    result: Result | None, *, command: str, exit_code: int, errors: list[str] | None = None, hint: str | None = None
+) -> dict[str, Any]:
     return {
         "envkit_json": JSON_SCHEMA_VERSION,
         "envkit_version": __version__,
@@ -94,8 +104,10 @@ def _recipes_show(c: Console, shown: Any) -> None:
     c.print("channels: " + ", ".join(r.channels) + f"   platforms: {', '.join(r.platforms)}   python: {r.python or '-'}")
     tc = r.toolchain
     torch = tc.pytorch
-    c.print(f"toolchain: blas={tc.blas or '-'} mkl={tc.mkl or '-'} openmp={tc.openmp or '-'} pytorch="
-            + (f"{torch.source}/{torch.variant}{'/' + torch.cuda if torch.cuda else ''} {torch.version or ''}" if torch else "-"))
+    c.print(
+        f"toolchain: blas={tc.blas or '-'} mkl={tc.mkl or '-'} openmp={tc.openmp or '-'} pytorch="
+        + (f"{torch.source}/{torch.variant}{'/' + torch.cuda if torch.cuda else ''} {torch.version or ''}" if torch else "-")
+    )
     if shown.compiled is not None:
         c.print("[bold]conda specs[/bold]")
         for spec in shown.compiled.conda_specs:
@@ -162,8 +174,13 @@ def _create(c: Console, out: Any) -> None:
     if out.aborted:
         return
     if out.created is not None:
-        c.print(f"[green]created[/green] {escape(str(out.created.prefix))}" + (" (replaced the previous env)" if out.created.replaced_existing else ""))
-        c.print(f"activate with: conda activate {escape(str(out.created.prefix))}   or run: envkit run -p {escape(str(out.created.prefix))} -- CMD")
+        c.print(
+            f"[green]created[/green] {escape(str(out.created.prefix))}"
+            + (" (replaced the previous env)" if out.created.replaced_existing else "")
+        )
+        c.print(
+            f"activate with: conda activate {escape(str(out.created.prefix))}   or run: envkit run -p {escape(str(out.created.prefix))} -- CMD"
+        )
     if out.probe is not None:
         _probe(c, out.probe)
 
@@ -173,7 +190,14 @@ def _audit(c: Console, out: Any) -> None:
         table = Table("env", "packages", "envkit", "errors", "warnings", "info", box=None, pad_edge=False)
         for a in out.audits:
             counts = {s: sum(1 for f in a.findings if f.severity == s) for s in ("error", "warning", "info")}
-            table.add_row(escape(str(a.prefix)), str(a.packages), "yes" if a.envkit_managed else "", str(counts["error"]), str(counts["warning"]), str(counts["info"]))
+            table.add_row(
+                escape(str(a.prefix)),
+                str(a.packages),
+                "yes" if a.envkit_managed else "",
+                str(counts["error"]),
+                str(counts["warning"]),
+                str(counts["info"]),
+            )
         c.print(table)
     for a in out.audits:
         if a.error:

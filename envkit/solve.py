@@ -15,11 +15,28 @@ from envkit.recipe.model import EnvOp
 
 # Packages whose presence or build decides BLAS, OpenMP or torch behaviour: shown highlighted.
 TOOLCHAIN_ROLES: dict[str, str] = {
-    "libblas": "blas", "libcblas": "blas", "liblapack": "blas", "blas": "blas", "mkl": "blas",
-    "libopenblas": "blas", "openblas": "blas", "blis": "blas", "nomkl": "blas", "mkl-service": "blas",
-    "_openmp_mutex": "openmp", "llvm-openmp": "openmp", "intel-openmp": "openmp", "libgomp": "openmp",
-    "pytorch": "pytorch", "libtorch": "pytorch", "pytorch-mutex": "pytorch", "pytorch-cuda": "pytorch",
-    "cuda-version": "pytorch", "cpuonly": "pytorch", "pytorch-cpu": "pytorch", "pytorch-gpu": "pytorch",
+    "libblas": "blas",
+    "libcblas": "blas",
+    "liblapack": "blas",
+    "blas": "blas",
+    "mkl": "blas",
+    "libopenblas": "blas",
+    "openblas": "blas",
+    "blis": "blas",
+    "nomkl": "blas",
+    "mkl-service": "blas",
+    "_openmp_mutex": "openmp",
+    "llvm-openmp": "openmp",
+    "intel-openmp": "openmp",
+    "libgomp": "openmp",
+    "pytorch": "pytorch",
+    "libtorch": "pytorch",
+    "pytorch-mutex": "pytorch",
+    "pytorch-cuda": "pytorch",
+    "cuda-version": "pytorch",
+    "cpuonly": "pytorch",
+    "pytorch-cpu": "pytorch",
+    "pytorch-gpu": "pytorch",
 }
 
 
@@ -99,7 +116,7 @@ def solve_recipe(
         records = backend.solve([c.url for c in channels], specs, platform, virtual)
     except SolveError as exc:
         text = exc.message
-        if "could not read the channels" in text or "GatewayError" in text or "failed to" in text.lower() and "repodata" in text.lower():
+        if "could not read the channels" in text or "GatewayError" in text or ("failed to" in text.lower() and "repodata" in text.lower()):
             names = ", ".join(c.name for c in channels if not c.url.startswith("file:"))
             raise SolveError(
                 f"cannot reach channel(s) {names or ', '.join(c.name for c in channels)}: {text.splitlines()[0]}",

@@ -36,7 +36,7 @@ def physical_cores(cpuinfo: Path = Path("/proc/cpuinfo")) -> int:
         return os.cpu_count() or 1
     cores: set[tuple[str, str]] = set()
     package = core = None
-    for line in text.splitlines() + [""]:
+    for line in [*text.splitlines(), ""]:
         if not line.strip():
             if core is not None:
                 cores.add((package or "0", core))

@@ -278,8 +278,7 @@ def powershell(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
     for name in _names(ops):
         old = _old(ctx, name)
         act.append(
-            f"    if (Test-Path Env:{name}) {{ $env:{old} = $env:{name} }} "
-            f"else {{ Remove-Item Env:{old} -ErrorAction SilentlyContinue }}"
+            f"    if (Test-Path Env:{name}) {{ $env:{old} = $env:{name} }} else {{ Remove-Item Env:{old} -ErrorAction SilentlyContinue }}"
         )
     act += [f"    $env:{_marker(ctx)} = '1'", "}"]
     for op in ops:
@@ -321,7 +320,16 @@ GENERATORS: dict[str, Generator] = {
 }
 
 SHELL_SUFFIX: dict[str, str] = {
-    "bash": "sh", "zsh": "sh", "dash": "sh", "sh": "sh", "posix": "sh",
-    "fish": "fish", "csh": "csh", "tcsh": "csh", "cmd": "bat", "cmd.exe": "bat",
-    "powershell": "ps1", "pwsh": "ps1",
+    "bash": "sh",
+    "zsh": "sh",
+    "dash": "sh",
+    "sh": "sh",
+    "posix": "sh",
+    "fish": "fish",
+    "csh": "csh",
+    "tcsh": "csh",
+    "cmd": "bat",
+    "cmd.exe": "bat",
+    "powershell": "ps1",
+    "pwsh": "ps1",
 }

@@ -26,10 +26,7 @@ def ops_digest(ops: tuple[EnvOp, ...]) -> str:
 
 
 def ops_to_json(ops: tuple[EnvOp, ...]) -> list[dict[str, object]]:
-    return [
-        {"name": op.name, "action": op.action, "value": op.value, "entries": list(op.entries), "separator": op.separator}
-        for op in ops
-    ]
+    return [{"name": op.name, "action": op.action, "value": op.value, "entries": list(op.entries), "separator": op.separator} for op in ops]
 
 
 def ops_from_json(data: list[dict[str, object]]) -> tuple[EnvOp, ...]:
@@ -55,7 +52,9 @@ class ActivationFile:
     text: str
 
 
-def render_files(prefix: Path, recipe_name: str, ops: tuple[EnvOp, ...], suffixes: tuple[str, ...] = tuple(GENERATORS)) -> list[ActivationFile]:
+def render_files(
+    prefix: Path, recipe_name: str, ops: tuple[EnvOp, ...], suffixes: tuple[str, ...] = tuple(GENERATORS)
+) -> list[ActivationFile]:
     """The exact files envkit would write for these operations (pure apart from resolving the prefix)."""
     ctx = ScriptContext(
         tag=prefix_tag(prefix),

@@ -61,8 +61,11 @@ def apply_fix(plan: FixPlan) -> list[Path]:
     changed = write_files(list(plan.files))
     remove_stale(plan.prefix, list(plan.files))
     record: dict[str, Any] = read_record(plan.prefix) or {
-        "envkit_version": None, "created": None, "recipe": {"name": plan.recipe_name, "source": "audit --fix", "path": None, "commit": None},
-        "probe": None, "healthy": None,
+        "envkit_version": None,
+        "created": None,
+        "recipe": {"name": plan.recipe_name, "source": "audit --fix", "path": None, "commit": None},
+        "probe": None,
+        "healthy": None,
     }
     record.pop("envkit_record_version", None)
     record["activation"] = {"ops": ops_to_json(plan.ops), "files": [str(f.path.relative_to(plan.prefix)) for f in plan.files]}

@@ -101,7 +101,10 @@ def _read_conda_meta(prefix: Path) -> dict[str, CondaPackage]:
         if not isinstance(data, dict) or "name" not in data:
             continue
         out[data["name"]] = CondaPackage(
-            data["name"], str(data.get("version", "")), str(data.get("build", "")), str(data.get("channel") or data.get("url") or ""),
+            data["name"],
+            str(data.get("version", "")),
+            str(data.get("build", "")),
+            str(data.get("channel") or data.get("url") or ""),
             tuple(data.get("depends") or ()),
         )
     return out
@@ -121,7 +124,11 @@ def _read_pip(prefix: Path) -> dict[str, PipDist]:
             installer_file = dist / "INSTALLER"
             installer = installer_file.read_text(errors="replace").strip() if installer_file.exists() else "unknown"
             top = dist / "top_level.txt"
-            top_level = tuple(t.strip() for t in top.read_text(errors="replace").splitlines() if t.strip()) if top.exists() else (name.replace("-", "_"),)
+            top_level = (
+                tuple(t.strip() for t in top.read_text(errors="replace").splitlines() if t.strip())
+                if top.exists()
+                else (name.replace("-", "_"),)
+            )
             outside: list[str] = []
             record = dist / "RECORD"
             if installer == "pip" and record.exists():

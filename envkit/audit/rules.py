@@ -115,7 +115,13 @@ def _env_var_rule(name: str) -> Callable[[Inventory], list[str]]:
 
 def pip_over_conda(inv: Inventory) -> list[str]:
     out = []
-    for pip_name, conda_name in (("numpy", "numpy"), ("torch", "pytorch"), ("scipy", "scipy"), ("mkl", "mkl"), ("intel-openmp", "intel-openmp")):
+    for pip_name, conda_name in (
+        ("numpy", "numpy"),
+        ("torch", "pytorch"),
+        ("scipy", "scipy"),
+        ("mkl", "mkl"),
+        ("intel-openmp", "intel-openmp"),
+    ):
         dist = inv.pip.get(pip_name)
         if dist and dist.installer == "pip" and conda_name in inv.packages:
             out.append(f"pip {pip_name} {dist.version} installed over conda {conda_name} {inv.packages[conda_name].version}")
@@ -139,7 +145,9 @@ def openblas_pthreads(inv: Inventory) -> list[str]:
 def blas_variant(inv: Inventory) -> list[str]:
     libblas = inv.packages.get("libblas")
     if "mkl" in inv.packages and libblas and not libblas.build.endswith("mkl") and "nomkl" not in inv.packages:
-        return [f"mkl {inv.packages['mkl'].version} is installed but libblas is the {libblas.build.rsplit('_', 1)[-1]} variant ({libblas.build})"]
+        return [
+            f"mkl {inv.packages['mkl'].version} is installed but libblas is the {libblas.build.rsplit('_', 1)[-1]} variant ({libblas.build})"
+        ]
     return []
 
 
@@ -149,7 +157,11 @@ TOOLCHAIN = ("libblas", "_openmp_mutex", "llvm-openmp", "mkl", "intel-openmp", "
 def mixed_channels(inv: Inventory) -> list[str]:
     if inv.torch_source() != "pytorch-channel":
         return []
-    cf = [f"{n} ({inv.packages[n].channel.rstrip('/').rsplit('/', 1)[-1]})" for n in TOOLCHAIN if n in inv.packages and "conda-forge" in inv.packages[n].channel]
+    cf = [
+        f"{n} ({inv.packages[n].channel.rstrip('/').rsplit('/', 1)[-1]})"
+        for n in TOOLCHAIN
+        if n in inv.packages and "conda-forge" in inv.packages[n].channel
+    ]
     return [f"pytorch from the pytorch channel with conda-forge {', '.join(cf)}"] if cf else []
 
 
@@ -258,72 +270,214 @@ def numpy_mkl_init(inv: Inventory) -> list[str]:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("EK001", "ddp-mkl-threading-layer", "error", "mkl-service with a libgomp runtime and no MKL_THREADING_LAYER=GNU",
-         "A parent that imports MKL first makes mkl-service put MKL_THREADING_LAYER=INTEL into the C environment; "
-         "children started with subprocess (vfork, so the atfork reset never runs) inherit it, import torch (libgomp) first, "
-         "and mkl-service exits: 'MKL_THREADING_LAYER=INTEL is incompatible with libgomp'. Single-GPU works, DDP crashes.",
-         "Export MKL_THREADING_LAYER=GNU in the env's activation (envkit audit --fix does it).",
-         ("https://github.com/IntelPython/mkl-service/issues/14", "https://github.com/pytorch/pytorch/issues/37377", "https://github.com/numpy/numpy/issues/24683"),
-         seed_crash, "threading-layer-gnu"),
-    Rule("EK002", "legacy-pytorch-mkl-2024", "error", "pytorch-channel build with mkl>=2024.1",
-         "mkl 2024.1 stopped exporting iJIT_NotifyEvent, which pytorch-channel libtorch_cpu.so imports: import torch fails with 'undefined symbol: iJIT_NotifyEvent'.",
-         'conda install "mkl<2024.1" (or move to conda-forge pytorch).', ("https://github.com/pytorch/pytorch/issues/123097",), legacy_mkl),
-    Rule("EK003", "duplicate-openmp", "error", "two Intel/LLVM OpenMP runtimes on disk",
-         "Two libiomp5/libomp copies register in one process ('OMP: Error #15') and libiomp5 with libomp crashes or deadlocks.",
-         "Keep one provider: remove pip intel-openmp/mkl over conda ones, or use conda-forge's llvm-openmp only.",
-         ("https://github.com/joblib/threadpoolctl/blob/master/multiple_openmp.md", "https://github.com/pytorch/pytorch/issues/78490"), duplicate_openmp),
-    Rule("EK004", "intel-and-llvm-openmp", "error", "intel-openmp and llvm-openmp both installed",
-         "conda-forge makes these mutually exclusive; a mixed-channel env can still hold both, and libiomp5 + libomp in one process is unrecoverable.",
-         "conda remove intel-openmp (conda-forge: conda install _openmp_mutex=*=*_llvm).", ("https://github.com/conda-forge/conda-forge.github.io/issues/727",), intel_and_llvm),
-    Rule("EK005", "kmp-duplicate-lib-ok", "error", "KMP_DUPLICATE_LIB_OK set",
-         "It hides OMP Error #15 while two OpenMP runtimes keep running; the runtime warns it 'may cause crashes or silently produce incorrect results'.",
-         "Remove it (conda env config vars unset KMP_DUPLICATE_LIB_OK) and fix the duplicate runtime instead.",
-         ("https://github.com/llvm/llvm-project/blob/main/openmp/runtime/src/i18n/en_US.txt",), _env_var_rule("KMP_DUPLICATE_LIB_OK")),
-    Rule("EK006", "pip-over-conda", "error", "pip numpy/torch/mkl installed over conda packages",
-         "The wheel brings its own BLAS or OpenMP runtime next to conda's: two BLAS libraries, two OpenMP runtimes, shadowed modules.",
-         "pip uninstall the wheel and keep the conda package (or the reverse, consistently).", ("https://github.com/prefix-dev/pixi/issues/6818",), pip_over_conda),
-    Rule("EK007", "openblas-pthreads-openmp", "warning", "pthreads OpenBLAS with an OpenMP torch",
-         "OpenBLAS built with pthreads called inside OpenMP regions prints 'Detect OpenMP Loop and this application may hang' and slows or hangs.",
-         'conda install "libopenblas=*=*openmp*" or set OPENBLAS_NUM_THREADS=1.', ("https://github.com/pytorch/pytorch/issues/52047",), openblas_pthreads),
-    Rule("EK008", "blas-variant-not-mkl", "warning", "MKL installed but libblas is another variant",
-         "conda-forge selects BLAS by the libblas build string; installing mkl alone leaves numpy on OpenBLAS.",
-         'conda install "libblas=*=*mkl"', ("https://github.com/conda-forge/conda-forge.github.io/issues/938",), blas_variant),
-    Rule("EK009", "mkl-debug-cpu-type", "warning", "MKL_DEBUG_CPU_TYPE set",
-         "The undocumented switch stopped working in MKL 2020.1; it does nothing now.",
-         "Remove it; on AMD CPUs consider the openblas or blis variant.", ("https://github.com/pytorch/builder/issues/460",), _env_var_rule("MKL_DEBUG_CPU_TYPE")),
-    Rule("EK010", "mixed-toolchain-channels", "warning", "pytorch channel build with conda-forge BLAS/OpenMP",
-         "pytorch-channel builds expect defaults-style mkl/intel-openmp; conda-forge's llvm-openmp and libblas mix two toolchains.",
-         "Take torch and its toolchain from one channel (conda-forge pytorch, or pytorch + defaults).", ("https://github.com/pytorch/pytorch/issues/99625",), mixed_channels),
-    Rule("EK011", "legacy-pytorch-channel", "info", "pytorch from the deprecated pytorch channel",
-         "The pytorch channel published its last release (2.5.1) in Oct 2024; no fixes land there.",
-         "Move to conda-forge pytorch (pytorch-gpu / pytorch-cpu) or pip wheels.", ("https://github.com/pytorch/pytorch/issues/138506",), legacy_channel),
-    Rule("EK012", "legacy-llvm-openmp-16", "error", "llvm-openmp>=16 with pytorch-channel pytorch",
-         "CPU affinity collapses to one core after import torch; the pytorch channel pinned llvm-openmp<16 for this.",
-         'conda install "llvm-openmp<16"', ("https://github.com/pytorch/pytorch/issues/99625", "https://github.com/pytorch/builder/pull/1389"), legacy_llvm16),
-    Rule("EK013", "cuda-newer-than-driver", "error", "CUDA build newer than the driver",
-         "torch.cuda.is_available() is False and torch warns the driver is too old when the build's CUDA exceeds the driver's (__cuda).",
-         "Install a build for the driver's CUDA (cuda-version=X.Y) or upgrade the driver.", ("https://docs.conda.io/projects/conda/en/stable/user-guide/tasks/manage-virtual.html",), cuda_vs_driver),
-    Rule("EK014", "activation-drift", "error", "envkit activation scripts missing or edited",
-         "The env's record says which threading settings it needs; missing or edited scripts mean they are not applied.",
-         "envkit audit --fix rewrites them from conda-meta/envkit.json.", ("https://docs.conda.io/projects/conda/en/stable/user-guide/tasks/manage-environments.html#macos-and-linux",), activation_drift, "rewrite-activation"),
-    Rule("EK015", "thread-oversubscription", "warning", "thread counts above the CPU count",
-         "Each process starts that many threads; above the core count they thrash, and DDP multiplies it by the rank count.",
-         "Set OMP_NUM_THREADS/MKL_NUM_THREADS to about physical cores / ranks.", ("https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py",), oversubscription),
-    Rule("EK016", "mkl-service-force-intel", "error", "MKL_SERVICE_FORCE_INTEL set",
-         "It silences mkl-service's abort but keeps libiomp5 and libgomp loaded together and still prints the error in every process.",
-         "Remove it and export MKL_THREADING_LAYER=GNU instead.", ("https://github.com/pytorch/pytorch/issues/37377",), _env_var_rule("MKL_SERVICE_FORCE_INTEL")),
-    Rule("EK017", "mkl-on-amd", "info", "MKL BLAS on an AMD CPU",
-         "MKL takes slower code paths on non-Intel CPUs and MKL_DEBUG_CPU_TYPE no longer helps.",
-         'Consider "libblas=*=*openblas" or "*blis" on AMD machines (measure first).', ("https://github.com/pytorch/builder/issues/1245",), mkl_on_amd),
-    Rule("EK018", "multiple-mkl-runtimes", "error", "more than one libmkl_rt",
-         "Two MKL copies (conda + pip wheel, or two sonames) load kernels from the wrong copy: 'Intel MKL FATAL ERROR: Cannot load libmkl_avx2.so'.",
-         "Remove the pip mkl wheel or the conda mkl so one remains.", ("https://github.com/ContinuumIO/anaconda-issues/issues/720",), multiple_mkl),
-    Rule("EK019", "torchrun-threads-unset", "info", "OMP_NUM_THREADS not set for a torch env",
-         "torchrun sets OMP_NUM_THREADS=1 per worker only when it is unset and nproc>1, with a warning; plain runs use every core per process.",
-         "Set OMP_NUM_THREADS in the recipe (threading.omp_num_threads).", ("https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py",), torchrun_threads),
-    Rule("EK020", "numpy-imports-mkl", "info", "numpy imports mkl-service at import time",
-         "Anaconda/Intel MKL numpy runs `import mkl` in _distributor_init.py, which is what arms the DDP crash (EK001).",
-         "Nothing to do on its own; make sure EK001 is clean.", ("https://github.com/AnacondaRecipes/numpy-feedstock",), numpy_mkl_init),
+    Rule(
+        "EK001",
+        "ddp-mkl-threading-layer",
+        "error",
+        "mkl-service with a libgomp runtime and no MKL_THREADING_LAYER=GNU",
+        "A parent that imports MKL first makes mkl-service put MKL_THREADING_LAYER=INTEL into the C environment; "
+        "children started with subprocess (vfork, so the atfork reset never runs) inherit it, import torch (libgomp) first, "
+        "and mkl-service exits: 'MKL_THREADING_LAYER=INTEL is incompatible with libgomp'. Single-GPU works, DDP crashes.",
+        "Export MKL_THREADING_LAYER=GNU in the env's activation (envkit audit --fix does it).",
+        (
+            "https://github.com/IntelPython/mkl-service/issues/14",
+            "https://github.com/pytorch/pytorch/issues/37377",
+            "https://github.com/numpy/numpy/issues/24683",
+        ),
+        seed_crash,
+        "threading-layer-gnu",
+    ),
+    Rule(
+        "EK002",
+        "legacy-pytorch-mkl-2024",
+        "error",
+        "pytorch-channel build with mkl>=2024.1",
+        "mkl 2024.1 stopped exporting iJIT_NotifyEvent, which pytorch-channel libtorch_cpu.so imports: import torch fails with 'undefined symbol: iJIT_NotifyEvent'.",
+        'conda install "mkl<2024.1" (or move to conda-forge pytorch).',
+        ("https://github.com/pytorch/pytorch/issues/123097",),
+        legacy_mkl,
+    ),
+    Rule(
+        "EK003",
+        "duplicate-openmp",
+        "error",
+        "two Intel/LLVM OpenMP runtimes on disk",
+        "Two libiomp5/libomp copies register in one process ('OMP: Error #15') and libiomp5 with libomp crashes or deadlocks.",
+        "Keep one provider: remove pip intel-openmp/mkl over conda ones, or use conda-forge's llvm-openmp only.",
+        ("https://github.com/joblib/threadpoolctl/blob/master/multiple_openmp.md", "https://github.com/pytorch/pytorch/issues/78490"),
+        duplicate_openmp,
+    ),
+    Rule(
+        "EK004",
+        "intel-and-llvm-openmp",
+        "error",
+        "intel-openmp and llvm-openmp both installed",
+        "conda-forge makes these mutually exclusive; a mixed-channel env can still hold both, and libiomp5 + libomp in one process is unrecoverable.",
+        "conda remove intel-openmp (conda-forge: conda install _openmp_mutex=*=*_llvm).",
+        ("https://github.com/conda-forge/conda-forge.github.io/issues/727",),
+        intel_and_llvm,
+    ),
+    Rule(
+        "EK005",
+        "kmp-duplicate-lib-ok",
+        "error",
+        "KMP_DUPLICATE_LIB_OK set",
+        "It hides OMP Error #15 while two OpenMP runtimes keep running; the runtime warns it 'may cause crashes or silently produce incorrect results'.",
+        "Remove it (conda env config vars unset KMP_DUPLICATE_LIB_OK) and fix the duplicate runtime instead.",
+        ("https://github.com/llvm/llvm-project/blob/main/openmp/runtime/src/i18n/en_US.txt",),
+        _env_var_rule("KMP_DUPLICATE_LIB_OK"),
+    ),
+    Rule(
+        "EK006",
+        "pip-over-conda",
+        "error",
+        "pip numpy/torch/mkl installed over conda packages",
+        "The wheel brings its own BLAS or OpenMP runtime next to conda's: two BLAS libraries, two OpenMP runtimes, shadowed modules.",
+        "pip uninstall the wheel and keep the conda package (or the reverse, consistently).",
+        ("https://github.com/prefix-dev/pixi/issues/6818",),
+        pip_over_conda,
+    ),
+    Rule(
+        "EK007",
+        "openblas-pthreads-openmp",
+        "warning",
+        "pthreads OpenBLAS with an OpenMP torch",
+        "OpenBLAS built with pthreads called inside OpenMP regions prints 'Detect OpenMP Loop and this application may hang' and slows or hangs.",
+        'conda install "libopenblas=*=*openmp*" or set OPENBLAS_NUM_THREADS=1.',
+        ("https://github.com/pytorch/pytorch/issues/52047",),
+        openblas_pthreads,
+    ),
+    Rule(
+        "EK008",
+        "blas-variant-not-mkl",
+        "warning",
+        "MKL installed but libblas is another variant",
+        "conda-forge selects BLAS by the libblas build string; installing mkl alone leaves numpy on OpenBLAS.",
+        'conda install "libblas=*=*mkl"',
+        ("https://github.com/conda-forge/conda-forge.github.io/issues/938",),
+        blas_variant,
+    ),
+    Rule(
+        "EK009",
+        "mkl-debug-cpu-type",
+        "warning",
+        "MKL_DEBUG_CPU_TYPE set",
+        "The undocumented switch stopped working in MKL 2020.1; it does nothing now.",
+        "Remove it; on AMD CPUs consider the openblas or blis variant.",
+        ("https://github.com/pytorch/builder/issues/460",),
+        _env_var_rule("MKL_DEBUG_CPU_TYPE"),
+    ),
+    Rule(
+        "EK010",
+        "mixed-toolchain-channels",
+        "warning",
+        "pytorch channel build with conda-forge BLAS/OpenMP",
+        "pytorch-channel builds expect defaults-style mkl/intel-openmp; conda-forge's llvm-openmp and libblas mix two toolchains.",
+        "Take torch and its toolchain from one channel (conda-forge pytorch, or pytorch + defaults).",
+        ("https://github.com/pytorch/pytorch/issues/99625",),
+        mixed_channels,
+    ),
+    Rule(
+        "EK011",
+        "legacy-pytorch-channel",
+        "info",
+        "pytorch from the deprecated pytorch channel",
+        "The pytorch channel published its last release (2.5.1) in Oct 2024; no fixes land there.",
+        "Move to conda-forge pytorch (pytorch-gpu / pytorch-cpu) or pip wheels.",
+        ("https://github.com/pytorch/pytorch/issues/138506",),
+        legacy_channel,
+    ),
+    Rule(
+        "EK012",
+        "legacy-llvm-openmp-16",
+        "error",
+        "llvm-openmp>=16 with pytorch-channel pytorch",
+        "CPU affinity collapses to one core after import torch; the pytorch channel pinned llvm-openmp<16 for this.",
+        'conda install "llvm-openmp<16"',
+        ("https://github.com/pytorch/pytorch/issues/99625", "https://github.com/pytorch/builder/pull/1389"),
+        legacy_llvm16,
+    ),
+    Rule(
+        "EK013",
+        "cuda-newer-than-driver",
+        "error",
+        "CUDA build newer than the driver",
+        "torch.cuda.is_available() is False and torch warns the driver is too old when the build's CUDA exceeds the driver's (__cuda).",
+        "Install a build for the driver's CUDA (cuda-version=X.Y) or upgrade the driver.",
+        ("https://docs.conda.io/projects/conda/en/stable/user-guide/tasks/manage-virtual.html",),
+        cuda_vs_driver,
+    ),
+    Rule(
+        "EK014",
+        "activation-drift",
+        "error",
+        "envkit activation scripts missing or edited",
+        "The env's record says which threading settings it needs; missing or edited scripts mean they are not applied.",
+        "envkit audit --fix rewrites them from conda-meta/envkit.json.",
+        ("https://docs.conda.io/projects/conda/en/stable/user-guide/tasks/manage-environments.html#macos-and-linux",),
+        activation_drift,
+        "rewrite-activation",
+    ),
+    Rule(
+        "EK015",
+        "thread-oversubscription",
+        "warning",
+        "thread counts above the CPU count",
+        "Each process starts that many threads; above the core count they thrash, and DDP multiplies it by the rank count.",
+        "Set OMP_NUM_THREADS/MKL_NUM_THREADS to about physical cores / ranks.",
+        ("https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py",),
+        oversubscription,
+    ),
+    Rule(
+        "EK016",
+        "mkl-service-force-intel",
+        "error",
+        "MKL_SERVICE_FORCE_INTEL set",
+        "It silences mkl-service's abort but keeps libiomp5 and libgomp loaded together and still prints the error in every process.",
+        "Remove it and export MKL_THREADING_LAYER=GNU instead.",
+        ("https://github.com/pytorch/pytorch/issues/37377",),
+        _env_var_rule("MKL_SERVICE_FORCE_INTEL"),
+    ),
+    Rule(
+        "EK017",
+        "mkl-on-amd",
+        "info",
+        "MKL BLAS on an AMD CPU",
+        "MKL takes slower code paths on non-Intel CPUs and MKL_DEBUG_CPU_TYPE no longer helps.",
+        'Consider "libblas=*=*openblas" or "*blis" on AMD machines (measure first).',
+        ("https://github.com/pytorch/builder/issues/1245",),
+        mkl_on_amd,
+    ),
+    Rule(
+        "EK018",
+        "multiple-mkl-runtimes",
+        "error",
+        "more than one libmkl_rt",
+        "Two MKL copies (conda + pip wheel, or two sonames) load kernels from the wrong copy: 'Intel MKL FATAL ERROR: Cannot load libmkl_avx2.so'.",
+        "Remove the pip mkl wheel or the conda mkl so one remains.",
+        ("https://github.com/ContinuumIO/anaconda-issues/issues/720",),
+        multiple_mkl,
+    ),
+    Rule(
+        "EK019",
+        "torchrun-threads-unset",
+        "info",
+        "OMP_NUM_THREADS not set for a torch env",
+        "torchrun sets OMP_NUM_THREADS=1 per worker only when it is unset and nproc>1, with a warning; plain runs use every core per process.",
+        "Set OMP_NUM_THREADS in the recipe (threading.omp_num_threads).",
+        ("https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py",),
+        torchrun_threads,
+    ),
+    Rule(
+        "EK020",
+        "numpy-imports-mkl",
+        "info",
+        "numpy imports mkl-service at import time",
+        "Anaconda/Intel MKL numpy runs `import mkl` in _distributor_init.py, which is what arms the DDP crash (EK001).",
+        "Nothing to do on its own; make sure EK001 is clean.",
+        ("https://github.com/AnacondaRecipes/numpy-feedstock",),
+        numpy_mkl_init,
+    ),
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}

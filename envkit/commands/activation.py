@@ -31,7 +31,10 @@ def show(env: str, shell: str) -> Result:
         raise UsageError(f"unknown shell {shell!r}", hint="one of " + ", ".join(sorted(SHELL_SUFFIX)))
     record = read_record(prefix)
     if record is None:
-        raise UsageError(f"{prefix} has no envkit record (conda-meta/envkit.json)", hint="create it with envkit, or run 'envkit audit --fix' to add settings")
+        raise UsageError(
+            f"{prefix} has no envkit record (conda-meta/envkit.json)",
+            hint="create it with envkit, or run 'envkit audit --fix' to add settings",
+        )
     ops = ops_from_json(record["activation"]["ops"])
     name = record["recipe"]["name"]
     files = render_files(prefix, name, ops, (suffix,))

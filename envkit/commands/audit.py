@@ -55,7 +55,10 @@ def audit(
     elif os.environ.get("CONDA_PREFIX"):
         prefixes = [find_env(os.environ["CONDA_PREFIX"])]
     else:
-        raise UsageError("no env to audit: no NAME or PREFIX given and no env is active (CONDA_PREFIX unset)", hint="pass an env name, a prefix, or --all")
+        raise UsageError(
+            "no env to audit: no NAME or PREFIX given and no env is active (CONDA_PREFIX unset)",
+            hint="pass an env name, a prefix, or --all",
+        )
     audits = audit_many(prefixes, probe=probe, cuda_driver=cuda_driver_version())
     floor = SEVERITY_ORDER[min_severity]
     audits = [
@@ -75,6 +78,13 @@ def audit(
                 applied += [str(p) for p in apply_fix(plan)]
         if applied:
             rerun = audit_many([a.prefix for a in audits], probe=False, cuda_driver=cuda_driver_version())
-            audits = [EnvAudit(a.prefix, tuple(f for f in a.findings if SEVERITY_ORDER[f.severity] >= floor), a.envkit_managed, a.packages, a.error) for a in rerun]
+            audits = [
+                EnvAudit(
+                    a.prefix, tuple(f for f in a.findings if SEVERITY_ORDER[f.severity] >= floor), a.envkit_managed, a.packages, a.error
+                )
+                for a in rerun
+            ]
     failing = any(f.severity == "error" for a in audits for f in a.findings) or any(a.error for a in audits)
-    return Result("audit", AuditOutcome(tuple(audits), min_severity, tuple(fixes), tuple(applied)), int(ExitCode.FINDINGS if failing else ExitCode.OK))
+    return Result(
+        "audit", AuditOutcome(tuple(audits), min_severity, tuple(fixes), tuple(applied)), int(ExitCode.FINDINGS if failing else ExitCode.OK)
+    )

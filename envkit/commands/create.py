@@ -54,9 +54,12 @@ def create(
     compiled = compile_recipe(recipe)
     prefix = target_prefix(request.name or (None if request.prefix else recipe.name), request.prefix)
     outcome = solve_recipe(
-        compiled, prefix,
-        extra_channels=list(request.channels), override_channels=request.override_channels,
-        mirrors=dict(request.mirrors), warnings=tuple(f"{f.rule.id}: {f.message}" for f in findings),
+        compiled,
+        prefix,
+        extra_channels=list(request.channels),
+        override_channels=request.override_channels,
+        mirrors=dict(request.mirrors),
+        warnings=tuple(f"{f.rule.id}: {f.message}" for f in findings),
     )
     plan = outcome.plan
     if request.dry_run:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envkit.commands import Result
-from envkit.errors import EnvkitError, ExitCode, RecipeError
+from envkit.errors import EnvkitError, ExitCode
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
 from envkit.recipe.gitsource import add_source, update_sources
@@ -67,12 +67,10 @@ def validate(paths: list[str]) -> Result:
     out = []
     for path in paths:
         try:
-            recipe = load_recipe(path if path.endswith((".yaml", ".yml")) or "/" in path else path)
+            recipe = load_recipe(path)
             findings = require_consistent(recipe)
             compile_recipe(recipe)
             out.append(Validation(path, True, (), tuple(f"{f.rule.id}: {f.message}" for f in findings)))
-        except RecipeError as exc:
-            out.append(Validation(path, False, tuple(exc.lines()), ()))
         except EnvkitError as exc:
             out.append(Validation(path, False, tuple(exc.lines()), ()))
     code = ExitCode.OK if all(v.ok for v in out) else ExitCode.USAGE

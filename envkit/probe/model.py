@@ -34,7 +34,8 @@ class ProbeReport:
         statuses = {c.status for c in self.checks}
         for level in ("fail", "warn"):
             if level in statuses:
-                return level  # type: ignore[return-value]
+                assert level in ("fail", "warn")
+                return level
         return "pass"
 
     @property
@@ -56,7 +57,9 @@ def parse_report(text: str) -> ProbeReport:
     try:
         doc = json.loads(text.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise ProbeError("the probe printed no JSON report", hint="run 'envkit probe' with the env's python on PATH to see its output") from None
+        raise ProbeError(
+            "the probe printed no JSON report", hint="run 'envkit probe' with the env's python on PATH to see its output"
+        ) from None
     if doc.get("envkit_probe") != PROBE_VERSION:
         raise ProbeError(f"unsupported probe report version {doc.get('envkit_probe')!r}")
     checks = []
@@ -64,5 +67,7 @@ def parse_report(text: str) -> ProbeReport:
         status = c["status"]
         if status not in ("pass", "warn", "fail", "skip"):
             raise ProbeError(f"probe check {c.get('id')!r} has unknown status {status!r}")
-        checks.append(CheckResult(c["id"], c["title"], status, c.get("evidence", ""), c.get("remedy", ""), c.get("data", {}), c.get("seconds")))
+        checks.append(
+            CheckResult(c["id"], c["title"], status, c.get("evidence", ""), c.get("remedy", ""), c.get("data", {}), c.get("seconds"))
+        )
     return ProbeReport(doc["prefix"], doc["python"], doc["seconds"], tuple(checks))

@@ -18,7 +18,7 @@ PY = sys.executable
 
 # Runs in a fresh interpreter after importing modules: lists BLAS/OpenMP libraries mapped into the
 # process (dl_iterate_phdr, /proc/self/maps as fallback) and asks each library for its state.
-INVENTORY_SNIPPET = r'''
+INVENTORY_SNIPPET = r"""
 import ctypes, ctypes.util, json, os, sys
 def loaded_paths():
     paths = []
@@ -107,9 +107,9 @@ try:
 except Exception:
     pass
 print("ENVKIT-JSON:" + json.dumps(out))
-'''
+"""
 
-NUMERIC_SNIPPET = r'''
+NUMERIC_SNIPPET = r"""
 import json, random
 random.seed(7)
 n = 24
@@ -131,9 +131,9 @@ if torch is not None:
     T = torch.tensor(a, dtype=torch.float64) @ torch.tensor(b, dtype=torch.float64)
     out["torch_vs_numpy_err"] = float(np.max(np.abs(T.numpy() - C)))
 print("ENVKIT-JSON:" + json.dumps(out))
-'''
+"""
 
-GPU_SNIPPET = r'''
+GPU_SNIPPET = r"""
 import json
 import torch
 out = {"cuda_available": torch.cuda.is_available(), "cuda_build": torch.version.cuda}
@@ -157,10 +157,10 @@ if out["cuda_available"]:
     except Exception:
         pass
 print("ENVKIT-JSON:" + json.dumps(out))
-'''
+"""
 
 # A DDP worker: torch first (as DDP workers do), then the MKL side, then a gloo all_reduce.
-GLOO_WORKER = r'''
+GLOO_WORKER = r"""
 import os, sys
 import torch
 import torch.distributed as dist
@@ -174,11 +174,11 @@ expected = world * (world + 1) / 2
 assert float(t[0]) == expected, (float(t[0]), expected)
 dist.destroy_process_group()
 print("rank", os.environ.get("RANK"), "ok", float(t[0]))
-'''
+"""
 
 # The seed scenario's parent: import the MKL side first (as Ultralytics does with numpy/cv2), then
 # start children with subprocess.run and the inherited environment, the way the trainer does.
-PARENT_SNIPPET = r'''
+PARENT_SNIPPET = r"""
 import json, subprocess, sys
 first = json.loads(sys.argv[1]); child_cmd = json.loads(sys.argv[2]); timeout = float(sys.argv[3])
 for mod in first:
@@ -188,7 +188,7 @@ try:
     print("ENVKIT-JSON:" + json.dumps({"returncode": p.returncode, "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]}))
 except subprocess.TimeoutExpired as exc:
     print("ENVKIT-JSON:" + json.dumps({"returncode": None, "timeout": True, "stderr": str(exc)}))
-'''
+"""
 
 
 def run_py(args, timeout, env=None):
@@ -201,12 +201,26 @@ def run_py(args, timeout, env=None):
     data = None
     for line in proc.stdout.splitlines():
         if line.startswith("ENVKIT-JSON:"):
-            data = json.loads(line[len("ENVKIT-JSON:"):])
-    return {"returncode": proc.returncode, "stdout": proc.stdout[-4000:], "stderr": proc.stderr[-4000:], "data": data, "seconds": round(time.monotonic() - start, 2)}
+            data = json.loads(line[len("ENVKIT-JSON:") :])
+    return {
+        "returncode": proc.returncode,
+        "stdout": proc.stdout[-4000:],
+        "stderr": proc.stderr[-4000:],
+        "data": data,
+        "seconds": round(time.monotonic() - start, 2),
+    }
 
 
 # Lines that name a known toolchain failure; shown first so evidence is the cause, not a traceback.
-SIGNATURES = ("MKL_THREADING_LAYER", "undefined symbol", "OMP: Error", "Intel MKL FATAL", "GLIBCXX_", "OpenBLAS Warning", "driver on your system is too old")
+SIGNATURES = (
+    "MKL_THREADING_LAYER",
+    "undefined symbol",
+    "OMP: Error",
+    "Intel MKL FATAL",
+    "GLIBCXX_",
+    "OpenBLAS Warning",
+    "driver on your system is too old",
+)
 
 
 def excerpt(text, limit=800):
@@ -232,6 +246,7 @@ def check(cid, title, status, evidence="", remedy="", data=None, seconds=None):
 
 def importable(mod):
     import importlib.util
+
     try:
         return importlib.util.find_spec(mod) is not None
     except Exception:
@@ -243,7 +258,14 @@ def check_import(mod, timeout):
     if r["returncode"] == 0:
         return check("import:" + mod, "import " + mod, "pass", seconds=r["seconds"])
     why = "timed out" if r.get("timeout") else excerpt(r["stderr"])
-    return check("import:" + mod, "import " + mod, "fail", why, "install the package or fix its dependencies; the evidence names the missing piece", seconds=r["seconds"])
+    return check(
+        "import:" + mod,
+        "import " + mod,
+        "fail",
+        why,
+        "install the package or fix its dependencies; the evidence names the missing piece",
+        seconds=r["seconds"],
+    )
 
 
 def check_order(order, timeout):
@@ -253,7 +275,9 @@ def check_order(order, timeout):
     if r["returncode"] == 0:
         return check(cid, "import " + " then ".join(order), "pass", seconds=r["seconds"])
     ev = "timed out" if r.get("timeout") else excerpt(r["stderr"])
-    remedy = "set MKL_THREADING_LAYER=GNU in the env's activation (envkit audit --fix)" if "MKL_THREADING_LAYER" in ev else "see the evidence"
+    remedy = (
+        "set MKL_THREADING_LAYER=GNU in the env's activation (envkit audit --fix)" if "MKL_THREADING_LAYER" in ev else "see the evidence"
+    )
     return check(cid, "import " + " then ".join(order), "fail", ev, remedy, seconds=r["seconds"])
 
 
@@ -274,9 +298,14 @@ def check_seed(cfg, timeout):
     data = r.get("data") or {}
     if r["returncode"] != 0 or data.get("returncode") != 0:
         ev = excerpt(data.get("stderr") or r["stderr"]) or "child failed with no output"
-        remedy = ("set MKL_THREADING_LAYER=GNU for this env (envkit writes it into etc/conda/activate.d; envkit audit --fix repairs it)"
-                  if "MKL_THREADING_LAYER" in ev else "see the evidence")
-        return check("ddp-seed", "MKL parent, torch-first children", "fail", ev, remedy, {"parent_imports": side, "child": child[2]}, r["seconds"])
+        remedy = (
+            "set MKL_THREADING_LAYER=GNU for this env (envkit writes it into etc/conda/activate.d; envkit audit --fix repairs it)"
+            if "MKL_THREADING_LAYER" in ev
+            else "see the evidence"
+        )
+        return check(
+            "ddp-seed", "MKL parent, torch-first children", "fail", ev, remedy, {"parent_imports": side, "child": child[2]}, r["seconds"]
+        )
     return check("ddp-seed", "MKL parent, torch-first children", "pass", "", "", {"parent_imports": side, "child": child[2]}, r["seconds"])
 
 
@@ -296,9 +325,11 @@ def check_gloo(cfg, timeout):
     data = r.get("data") or {}
     title = "torch.distributed.run --nproc_per_node %d gloo all_reduce" % nproc
     if data.get("returncode") == 0:
-        return check("ddp-gloo", title, "pass", data.get("stdout", "").strip()[-300:], "", {"nproc": nproc, "parent_imports": side}, r["seconds"])
+        return check(
+            "ddp-gloo", title, "pass", data.get("stdout", "").strip()[-300:], "", {"nproc": nproc, "parent_imports": side}, r["seconds"]
+        )
     ev = excerpt(data.get("stderr") or r["stderr"]) or ("timed out" if data.get("timeout") else "launcher failed")
-    remedy = ("set MKL_THREADING_LAYER=GNU for this env (envkit audit --fix)" if "MKL_THREADING_LAYER" in ev else "see the evidence")
+    remedy = "set MKL_THREADING_LAYER=GNU for this env (envkit audit --fix)" if "MKL_THREADING_LAYER" in ev else "see the evidence"
     return check("ddp-gloo", title, "fail", ev, remedy, {"nproc": nproc, "parent_imports": side}, r["seconds"])
 
 
@@ -313,7 +344,9 @@ def check_runtimes(inv, order):
     r = inv
     if r["returncode"] != 0 or not r.get("data"):
         ev = "timed out" if r.get("timeout") else excerpt(r["stderr"])
-        return check("runtimes", "BLAS and OpenMP runtimes loaded", "fail", ev, "fix the import failure first", {"imported": order}, r["seconds"])
+        return check(
+            "runtimes", "BLAS and OpenMP runtimes loaded", "fail", ev, "fix the import failure first", {"imported": order}, r["seconds"]
+        )
     data = r["data"]
     libs = data["libraries"]
     omp = {}
@@ -322,23 +355,59 @@ def check_runtimes(inv, order):
             omp.setdefault(lib["realpath"], lib)
     apis = sorted({l["api"] for l in omp.values()})
     blas = sorted({l["api"] for l in libs if l["kind"] == "blas"})
-    summary = {"imported": order, "libraries": libs, "openmp_runtimes": len(omp), "openmp_apis": apis, "blas": blas,
-               "torch_threads": data.get("torch_threads"), "env": data.get("env")}
+    summary = {
+        "imported": order,
+        "libraries": libs,
+        "openmp_runtimes": len(omp),
+        "openmp_apis": apis,
+        "blas": blas,
+        "torch_threads": data.get("torch_threads"),
+        "env": data.get("env"),
+    }
     mkl = [l for l in libs if l["api"] == "mkl"]
     if mkl:
         summary["mkl_threading_layer"] = mkl[0].get("threading_layer")
-    lines = ["%s %s (%s threads)%s" % (l["kind"], os.path.basename(l["path"]), l.get("num_threads", "?"),
-             (", layer " + l["threading_layer"]) if l.get("threading_layer") else "") for l in libs]
+    lines = [
+        "%s %s (%s threads)%s"
+        % (
+            l["kind"],
+            os.path.basename(l["path"]),
+            l.get("num_threads", "?"),
+            (", layer " + l["threading_layer"]) if l.get("threading_layer") else "",
+        )
+        for l in libs
+    ]
     evidence = "\n".join(lines) or "no BLAS or OpenMP library loaded"
     if "libiomp5" in apis and "libomp" in apis:
-        return check("runtimes", "BLAS and OpenMP runtimes loaded", "fail", evidence,
-                     "libiomp5 and libomp in one process crash or deadlock: keep one provider (conda-forge: _openmp_mutex=*=*_llvm and no intel-openmp)", summary, r["seconds"])
+        return check(
+            "runtimes",
+            "BLAS and OpenMP runtimes loaded",
+            "fail",
+            evidence,
+            "libiomp5 and libomp in one process crash or deadlock: keep one provider (conda-forge: _openmp_mutex=*=*_llvm and no intel-openmp)",
+            summary,
+            r["seconds"],
+        )
     if len(omp) > 1:
-        return check("runtimes", "BLAS and OpenMP runtimes loaded", "warn", evidence,
-                     "more than one OpenMP runtime is loaded; set MKL_THREADING_LAYER=GNU so MKL shares torch's libgomp", summary, r["seconds"])
+        return check(
+            "runtimes",
+            "BLAS and OpenMP runtimes loaded",
+            "warn",
+            evidence,
+            "more than one OpenMP runtime is loaded; set MKL_THREADING_LAYER=GNU so MKL shares torch's libgomp",
+            summary,
+            r["seconds"],
+        )
     if len(blas) > 1:
-        return check("runtimes", "BLAS and OpenMP runtimes loaded", "warn", evidence,
-                     "two BLAS libraries are loaded (often pip numpy over a conda MKL stack)", summary, r["seconds"])
+        return check(
+            "runtimes",
+            "BLAS and OpenMP runtimes loaded",
+            "warn",
+            evidence,
+            "two BLAS libraries are loaded (often pip numpy over a conda MKL stack)",
+            summary,
+            r["seconds"],
+        )
     return check("runtimes", "BLAS and OpenMP runtimes loaded", "pass", evidence, "", summary, r["seconds"])
 
 
@@ -348,11 +417,26 @@ def check_numeric(timeout):
     r = run_py(["-c", NUMERIC_SNIPPET], timeout)
     data = r.get("data")
     if r["returncode"] != 0 or not data:
-        return check("numeric", "numeric sanity", "fail", "timed out" if r.get("timeout") else excerpt(r["stderr"]), "fix the import failure first", seconds=r["seconds"])
+        return check(
+            "numeric",
+            "numeric sanity",
+            "fail",
+            "timed out" if r.get("timeout") else excerpt(r["stderr"]),
+            "fix the import failure first",
+            seconds=r["seconds"],
+        )
     bad = {k: v for k, v in data.items() if v > 1e-8}
     ev = ", ".join("%s=%.2e" % (k, v) for k, v in sorted(data.items()))
     if bad:
-        return check("numeric", "numeric sanity", "fail", ev, "BLAS returns wrong results: mixed BLAS copies or a bad MKL_INTERFACE_LAYER are the usual causes", data, r["seconds"])
+        return check(
+            "numeric",
+            "numeric sanity",
+            "fail",
+            ev,
+            "BLAS returns wrong results: mixed BLAS copies or a bad MKL_INTERFACE_LAYER are the usual causes",
+            data,
+            r["seconds"],
+        )
     return check("numeric", "numeric sanity (matmul, solve, numpy vs torch)", "pass", ev, "", data, r["seconds"])
 
 
@@ -369,13 +453,31 @@ def check_threads(cfg, runtimes):
     cpus = os.cpu_count() or 1
     per_rank = data.get("torch_threads") or 1
     evidence = "OMP_NUM_THREADS=%s MKL_NUM_THREADS=%s torch threads=%s, %d ranks on %d CPUs" % (
-        env.get("OMP_NUM_THREADS"), env.get("MKL_NUM_THREADS"), data.get("torch_threads"), nproc, cpus)
+        env.get("OMP_NUM_THREADS"),
+        env.get("MKL_NUM_THREADS"),
+        data.get("torch_threads"),
+        nproc,
+        cpus,
+    )
     info = {"expected": expected, "torch_threads": data.get("torch_threads"), "cpus": cpus, "nproc": nproc}
     if problems:
-        return check("threads", "thread settings in effect", "fail", "; ".join(problems), "activate the env (conda activate / envkit run) or run envkit audit --fix", info)
+        return check(
+            "threads",
+            "thread settings in effect",
+            "fail",
+            "; ".join(problems),
+            "activate the env (conda activate / envkit run) or run envkit audit --fix",
+            info,
+        )
     if nproc > 1 and per_rank * nproc > cpus:
-        return check("threads", "thread settings in effect", "warn", evidence + ": %d x %d threads oversubscribe the CPU" % (nproc, per_rank),
-                     "set threading.omp_num_threads to about physical cores / ranks", info)
+        return check(
+            "threads",
+            "thread settings in effect",
+            "warn",
+            evidence + ": %d x %d threads oversubscribe the CPU" % (nproc, per_rank),
+            "set threading.omp_num_threads to about physical cores / ranks",
+            info,
+        )
     return check("threads", "thread settings in effect", "pass", evidence, "", info)
 
 
@@ -389,9 +491,21 @@ def check_gpu(timeout):
     if not data.get("cuda_build"):
         return check("gpu", "CUDA, devices, NCCL", "skip", "torch is a CPU build", "", data, r["seconds"])
     if not data.get("cuda_available"):
-        return check("gpu", "CUDA, devices, NCCL", "warn", "CUDA %s build but no usable GPU (no device, or the driver is older than the build)" % data.get("cuda_build"),
-                     "run on a GPU node, or install a build for the driver's CUDA version", data, r["seconds"])
-    ev = "%d device(s): %s; CUDA build %s; NCCL %s" % (data["device_count"], ", ".join(data.get("devices", [])), data.get("cuda_build"), data.get("nccl_version", "unavailable"))
+        return check(
+            "gpu",
+            "CUDA, devices, NCCL",
+            "warn",
+            "CUDA %s build but no usable GPU (no device, or the driver is older than the build)" % data.get("cuda_build"),
+            "run on a GPU node, or install a build for the driver's CUDA version",
+            data,
+            r["seconds"],
+        )
+    ev = "%d device(s): %s; CUDA build %s; NCCL %s" % (
+        data["device_count"],
+        ", ".join(data.get("devices", [])),
+        data.get("cuda_build"),
+        data.get("nccl_version", "unavailable"),
+    )
     status = "pass" if data.get("matmul_ok") and data.get("nccl_available") else "warn"
     remedy = "" if status == "pass" else "NCCL is missing or a GPU matmul failed: multi-GPU DDP will not work"
     return check("gpu", "CUDA, devices, NCCL", status, ev, remedy, data, r["seconds"])
@@ -413,17 +527,29 @@ def check_expect(cfg, runtimes_result):
     if "openmp_runtimes" in expect:
         seen.append("openmp_runtimes=%s" % summary.get("openmp_runtimes"))
         if summary.get("openmp_runtimes") != expect["openmp_runtimes"]:
-            problems.append("openmp_runtimes: expected %s, found %s (%s)" % (expect["openmp_runtimes"], summary.get("openmp_runtimes"), ",".join(summary.get("openmp_apis", []))))
+            problems.append(
+                "openmp_runtimes: expected %s, found %s (%s)"
+                % (expect["openmp_runtimes"], summary.get("openmp_runtimes"), ",".join(summary.get("openmp_apis", [])))
+            )
     if "mkl_threading_layer" in expect:
         seen.append("mkl_threading_layer=%s" % summary.get("mkl_threading_layer"))
         if summary.get("mkl_threading_layer") != expect["mkl_threading_layer"]:
-            problems.append("mkl_threading_layer: expected %s, MKL reports %s" % (expect["mkl_threading_layer"], summary.get("mkl_threading_layer")))
+            problems.append(
+                "mkl_threading_layer: expected %s, MKL reports %s" % (expect["mkl_threading_layer"], summary.get("mkl_threading_layer"))
+            )
     if "torch_threads" in expect:
         seen.append("torch_threads=%s" % summary.get("torch_threads"))
         if summary.get("torch_threads") != expect["torch_threads"]:
             problems.append("torch_threads: expected %s, got %s" % (expect["torch_threads"], summary.get("torch_threads")))
     if problems:
-        return check("expect", "recipe expectations", "fail", "; ".join(problems), "the env does not match its recipe; recreate it or fix the recipe", {"expect": expect})
+        return check(
+            "expect",
+            "recipe expectations",
+            "fail",
+            "; ".join(problems),
+            "the env does not match its recipe; recreate it or fix the recipe",
+            {"expect": expect},
+        )
     return check("expect", "recipe expectations", "pass", ", ".join(seen), "", {"expect": expect})
 
 

@@ -69,8 +69,13 @@ def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
     try:
         proc = subprocess.run(
             [str(python), "-I", "-c", probe_script_text()],
-            input=json.dumps(config), env=env, capture_output=True, text=True,
-            timeout=spec.timeout * 3 + 60, check=False, cwd=str(prefix),
+            input=json.dumps(config),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=spec.timeout * 3 + 60,
+            check=False,
+            cwd=str(prefix),
         )
     except subprocess.TimeoutExpired:
         raise ProbeError(f"the probe of {prefix} did not finish in {spec.timeout * 3 + 60}s") from None

@@ -64,7 +64,10 @@ def toolchain_specs(recipe: Recipe) -> list[CompiledSpec]:
     if source == "pytorch-channel":
         if tc.blas in (None, "mkl"):
             add("blas=*=mkl", "pytorch-channel builds link MKL through the defaults-style blas mutex")
-            add(f"mkl {tc.mkl}" if tc.mkl else "mkl <2024.1", "mkl>=2024.1 drops iJIT_NotifyEvent that pytorch-channel builds need (pytorch/pytorch#123097)")
+            add(
+                f"mkl {tc.mkl}" if tc.mkl else "mkl <2024.1",
+                "mkl>=2024.1 drops iJIT_NotifyEvent that pytorch-channel builds need (pytorch/pytorch#123097)",
+            )
         add("llvm-openmp <16", "llvm-openmp>=16 collapses CPU affinity with pytorch-channel builds (pytorch/builder#1389)")
     else:
         if tc.blas is not None:

@@ -14,7 +14,6 @@ from typing import Literal
 import rattler
 
 from envkit.errors import Location, Problem, RecipeError
-from envkit.recipe.compile import effective_threading_layer
 from envkit.recipe.model import Recipe
 
 Severity = Literal["error", "warning"]
@@ -102,7 +101,9 @@ def _env_names(recipe: Recipe) -> dict[str, str]:
 
 def _check_kmp_duplicate(recipe: Recipe) -> str | None:
     if "KMP_DUPLICATE_LIB_OK" in _env_names(recipe):
-        return "KMP_DUPLICATE_LIB_OK hides two OpenMP runtimes in one process, which 'may cause crashes or silently produce incorrect results'"
+        return (
+            "KMP_DUPLICATE_LIB_OK hides two OpenMP runtimes in one process, which 'may cause crashes or silently produce incorrect results'"
+        )
     return None
 
 
@@ -122,7 +123,13 @@ def _check_blas_mkl_pin(recipe: Recipe) -> str | None:
 def _check_legacy_llvm(recipe: Recipe) -> str | None:
     if _torch_source(recipe) == "pytorch-channel" and not _admits(_spec_for(recipe, "llvm-openmp"), "llvm-openmp", "15.0.7"):
         return "pytorch-channel builds need llvm-openmp<16 (CPU affinity collapses to one core with 16+)"
-    if _torch_source(recipe) == "pytorch-channel" and recipe.toolchain.openmp == "llvm" and recipe.toolchain.blas in (None, "mkl") and "conda-forge" in recipe.channels and recipe.toolchain.mkl is None:
+    if (
+        _torch_source(recipe) == "pytorch-channel"
+        and recipe.toolchain.openmp == "llvm"
+        and recipe.toolchain.blas in (None, "mkl")
+        and "conda-forge" in recipe.channels
+        and recipe.toolchain.mkl is None
+    ):
         return None
     return None
 
@@ -162,7 +169,11 @@ def _check_legacy_version(recipe: Recipe) -> str | None:
         return None
     if "pytorch" not in recipe.channels and not any(c.rstrip("/").endswith("/pytorch") for c in recipe.channels):
         return "source 'pytorch-channel' but the 'pytorch' channel is not in channels"
-    if torch.version and not _admits(f"pytorch {torch.version}", "pytorch", "2.5.1") and not _admits(f"pytorch {torch.version}", "pytorch", "2.4.1"):
+    if (
+        torch.version
+        and not _admits(f"pytorch {torch.version}", "pytorch", "2.5.1")
+        and not _admits(f"pytorch {torch.version}", "pytorch", "2.4.1")
+    ):
         return f"the pytorch channel published its last release (2.5.1) in Oct 2024; version '{torch.version}' does not exist there"
     return None
 
@@ -201,51 +212,126 @@ def _check_oversubscription(recipe: Recipe) -> str | None:
 
 
 RULES: tuple[ConsistencyRule, ...] = (
-    ConsistencyRule("RC001", "error", "pytorch-channel build with mkl>=2024.1",
-                    "mkl 2024.1 dropped iJIT_NotifyEvent, which pytorch-channel libtorch_cpu.so imports: 'undefined symbol: iJIT_NotifyEvent'.",
-                    "https://github.com/pytorch/pytorch/issues/123097", _check_legacy_mkl),
-    ConsistencyRule("RC002", "error", "MKL_THREADING_LAYER=INTEL with a libgomp torch",
-                    "mkl-service exits when the layer is INTEL and a non-Intel OpenMP runtime is already loaded: the DDP crash.",
-                    "https://github.com/IntelPython/mkl-service/issues/14", _check_intel_layer_gomp),
-    ConsistencyRule("RC003", "error", "intel-openmp and llvm-openmp together",
-                    "libiomp5 and libomp in one process is the one OpenMP mix threadpoolctl calls unrecoverable.",
-                    "https://github.com/joblib/threadpoolctl/blob/master/multiple_openmp.md", _check_two_openmp),
-    ConsistencyRule("RC004", "error", "KMP_DUPLICATE_LIB_OK set",
-                    "It silences OMP Error #15 while two OpenMP runtimes keep running; results may be wrong.",
-                    "https://github.com/llvm/llvm-project/blob/main/openmp/runtime/src/i18n/en_US.txt", _check_kmp_duplicate),
-    ConsistencyRule("RC005", "error", "MKL_SERVICE_FORCE_INTEL set",
-                    "Forces the INTEL layer next to libgomp: two OpenMP runtimes stay loaded and every process prints the error.",
-                    "https://github.com/pytorch/pytorch/issues/37377", _check_force_intel),
-    ConsistencyRule("RC006", "error", "non-MKL BLAS with MKL pinned",
-                    "A BLAS variant other than MKL plus an MKL pin installs two BLAS libraries.",
-                    "https://conda-forge.org/docs/maintainer/knowledge_base/#switching-blas-implementation", _check_blas_mkl_pin),
-    ConsistencyRule("RC007", "error", "pytorch-channel build with llvm-openmp>=16",
-                    "llvm-openmp 16+ collapses CPU affinity to one core under pytorch-channel builds.",
-                    "https://github.com/pytorch/pytorch/issues/99625", _check_legacy_llvm),
-    ConsistencyRule("RC008", "error", "accelerate BLAS off macOS",
-                    "Apple's Accelerate exists only on macOS.",
-                    "https://github.com/conda-forge/blas-feedstock", _check_accelerate),
-    ConsistencyRule("RC009", "error", "Intel OpenMP with conda-forge on Linux",
-                    "conda-forge's intel-openmp is Windows-only; its mkl depends on llvm-openmp.",
-                    "https://github.com/conda-forge/intel_repack-feedstock", _check_cf_intel_openmp),
-    ConsistencyRule("RC010", "error", "CUDA choice incoherent",
-                    "A CUDA pytorch needs a CUDA version and a platform with CUDA builds.",
-                    "https://github.com/conda-forge/pytorch-cpu-feedstock", _check_cuda),
-    ConsistencyRule("RC011", "error", "pytorch channel misuse",
-                    "The pytorch channel's last release was 2.5.1 (Oct 2024); its builds need that channel listed.",
-                    "https://github.com/pytorch/pytorch/issues/138506", _check_legacy_version),
-    ConsistencyRule("RC012", "error", "pip and conda copies of torch or numpy",
-                    "Two copies bring two BLAS and OpenMP runtimes into one process.",
-                    "https://github.com/prefix-dev/pixi/issues/6818", _check_two_torches),
-    ConsistencyRule("RC013", "warning", "MKL_DEBUG_CPU_TYPE set",
-                    "The variable stopped working in MKL 2020.1.",
-                    "https://github.com/pytorch/builder/issues/460", _check_mkl_debug_cpu),
-    ConsistencyRule("RC014", "warning", "MKL threading layer without MKL",
-                    "MKL_THREADING_LAYER only affects MKL.",
-                    "https://www.intel.com/content/www/us/en/docs/onemkl/developer-guide-linux/2024-0/mkl-threading-layer.html", _check_layer_without_mkl),
-    ConsistencyRule("RC015", "warning", "thread counts oversubscribe DDP ranks",
-                    "Every rank starts its own pool; ranks x threads above the core count thrashes.",
-                    "https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py", _check_oversubscription),
+    ConsistencyRule(
+        "RC001",
+        "error",
+        "pytorch-channel build with mkl>=2024.1",
+        "mkl 2024.1 dropped iJIT_NotifyEvent, which pytorch-channel libtorch_cpu.so imports: 'undefined symbol: iJIT_NotifyEvent'.",
+        "https://github.com/pytorch/pytorch/issues/123097",
+        _check_legacy_mkl,
+    ),
+    ConsistencyRule(
+        "RC002",
+        "error",
+        "MKL_THREADING_LAYER=INTEL with a libgomp torch",
+        "mkl-service exits when the layer is INTEL and a non-Intel OpenMP runtime is already loaded: the DDP crash.",
+        "https://github.com/IntelPython/mkl-service/issues/14",
+        _check_intel_layer_gomp,
+    ),
+    ConsistencyRule(
+        "RC003",
+        "error",
+        "intel-openmp and llvm-openmp together",
+        "libiomp5 and libomp in one process is the one OpenMP mix threadpoolctl calls unrecoverable.",
+        "https://github.com/joblib/threadpoolctl/blob/master/multiple_openmp.md",
+        _check_two_openmp,
+    ),
+    ConsistencyRule(
+        "RC004",
+        "error",
+        "KMP_DUPLICATE_LIB_OK set",
+        "It silences OMP Error #15 while two OpenMP runtimes keep running; results may be wrong.",
+        "https://github.com/llvm/llvm-project/blob/main/openmp/runtime/src/i18n/en_US.txt",
+        _check_kmp_duplicate,
+    ),
+    ConsistencyRule(
+        "RC005",
+        "error",
+        "MKL_SERVICE_FORCE_INTEL set",
+        "Forces the INTEL layer next to libgomp: two OpenMP runtimes stay loaded and every process prints the error.",
+        "https://github.com/pytorch/pytorch/issues/37377",
+        _check_force_intel,
+    ),
+    ConsistencyRule(
+        "RC006",
+        "error",
+        "non-MKL BLAS with MKL pinned",
+        "A BLAS variant other than MKL plus an MKL pin installs two BLAS libraries.",
+        "https://conda-forge.org/docs/maintainer/knowledge_base/#switching-blas-implementation",
+        _check_blas_mkl_pin,
+    ),
+    ConsistencyRule(
+        "RC007",
+        "error",
+        "pytorch-channel build with llvm-openmp>=16",
+        "llvm-openmp 16+ collapses CPU affinity to one core under pytorch-channel builds.",
+        "https://github.com/pytorch/pytorch/issues/99625",
+        _check_legacy_llvm,
+    ),
+    ConsistencyRule(
+        "RC008",
+        "error",
+        "accelerate BLAS off macOS",
+        "Apple's Accelerate exists only on macOS.",
+        "https://github.com/conda-forge/blas-feedstock",
+        _check_accelerate,
+    ),
+    ConsistencyRule(
+        "RC009",
+        "error",
+        "Intel OpenMP with conda-forge on Linux",
+        "conda-forge's intel-openmp is Windows-only; its mkl depends on llvm-openmp.",
+        "https://github.com/conda-forge/intel_repack-feedstock",
+        _check_cf_intel_openmp,
+    ),
+    ConsistencyRule(
+        "RC010",
+        "error",
+        "CUDA choice incoherent",
+        "A CUDA pytorch needs a CUDA version and a platform with CUDA builds.",
+        "https://github.com/conda-forge/pytorch-cpu-feedstock",
+        _check_cuda,
+    ),
+    ConsistencyRule(
+        "RC011",
+        "error",
+        "pytorch channel misuse",
+        "The pytorch channel's last release was 2.5.1 (Oct 2024); its builds need that channel listed.",
+        "https://github.com/pytorch/pytorch/issues/138506",
+        _check_legacy_version,
+    ),
+    ConsistencyRule(
+        "RC012",
+        "error",
+        "pip and conda copies of torch or numpy",
+        "Two copies bring two BLAS and OpenMP runtimes into one process.",
+        "https://github.com/prefix-dev/pixi/issues/6818",
+        _check_two_torches,
+    ),
+    ConsistencyRule(
+        "RC013",
+        "warning",
+        "MKL_DEBUG_CPU_TYPE set",
+        "The variable stopped working in MKL 2020.1.",
+        "https://github.com/pytorch/builder/issues/460",
+        _check_mkl_debug_cpu,
+    ),
+    ConsistencyRule(
+        "RC014",
+        "warning",
+        "MKL threading layer without MKL",
+        "MKL_THREADING_LAYER only affects MKL.",
+        "https://www.intel.com/content/www/us/en/docs/onemkl/developer-guide-linux/2024-0/mkl-threading-layer.html",
+        _check_layer_without_mkl,
+    ),
+    ConsistencyRule(
+        "RC015",
+        "warning",
+        "thread counts oversubscribe DDP ranks",
+        "Every rank starts its own pool; ranks x threads above the core count thrashes.",
+        "https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py",
+        _check_oversubscription,
+    ),
 )
 
 RULES_BY_ID = {rule.id: rule for rule in RULES}

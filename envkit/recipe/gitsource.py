@@ -40,8 +40,15 @@ class SourceUpdate:
 
 def _git(args: list[str], cwd: Path | None = None) -> str:
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False,
-                              env={"GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(Path.home()), "LANG": "C"})
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            env={"GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(Path.home()), "LANG": "C"},
+        )
     except FileNotFoundError:
         raise SourceError("git is not installed", hint="install git to use recipe repos") from None
     except subprocess.TimeoutExpired:
@@ -70,7 +77,9 @@ def default_name(url: str) -> str:
 def add_source(url: str, name: str | None = None, ref: str | None = None) -> GitSourceEntry:
     name = name or default_name(url)
     if not SOURCE_NAME_RE.match(name) or name in ("user", "builtin") or name.startswith("path"):
-        raise SourceError(f"invalid source name {name!r}", hint="use lowercase letters, digits, '-' and '_' (not 'user', 'builtin', 'path*')")
+        raise SourceError(
+            f"invalid source name {name!r}", hint="use lowercase letters, digits, '-' and '_' (not 'user', 'builtin', 'path*')"
+        )
     with _lock():  # type: ignore[attr-defined]
         entries = read_git_sources()
         if any(e.name == name for e in entries):
@@ -131,7 +140,9 @@ def update_sources(name: str | None = None, *, apply: bool = True) -> list[Sourc
                 continue
             repo = git_checkout_dir(entry.name)
             if not (repo / ".git").exists():
-                raise SourceError(f"the checkout of source '{entry.name}' is missing ({repo})", hint="remove it from sources.json and add it again")
+                raise SourceError(
+                    f"the checkout of source '{entry.name}' is missing ({repo})", hint="remove it from sources.json and add it again"
+                )
             _git(["fetch", "--quiet", "--prune", "origin"], repo)
             new = _resolve(repo, entry.ref)
             changes = _recipe_changes(repo, entry.commit, new)

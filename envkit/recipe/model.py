@@ -23,7 +23,13 @@ TORCH_SOURCES: tuple[str, ...] = ("conda-forge", "pytorch-channel", "pip")
 TORCH_VARIANTS: tuple[str, ...] = ("cpu", "cuda")
 LAYER_CHOICES: tuple[str, ...] = ("gnu", "intel", "sequential", "tbb", "auto")
 KNOWN_PLATFORMS: tuple[str, ...] = (
-    "linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64", "noarch",
+    "linux-64",
+    "linux-aarch64",
+    "linux-ppc64le",
+    "osx-64",
+    "osx-arm64",
+    "win-64",
+    "noarch",
 )
 
 

@@ -24,6 +24,7 @@ from envkit.recipe.model import (
     SCHEMA_VERSION,
     TORCH_SOURCES,
     TORCH_VARIANTS,
+    EnvAction,
     EnvOp,
     Spec,
 )
@@ -78,7 +79,7 @@ class _Checker:
             return None
         if isinstance(value, float) and path[-1] in ("python", "mkl", "version", "cuda"):
             # 3.10 read as a float becomes 3.1: refuse rather than silently change the meaning.
-            self.fail(path, f"expected a quoted string, found number {value!r} (write it as \"{value}\")")
+            self.fail(path, f'expected a quoted string, found number {value!r} (write it as "{value}")')
             return None
         return str(value)
 
@@ -135,8 +136,19 @@ def pip_spec(text: str) -> Spec:
 
 
 TOP_KEYS = (
-    "envkit", "name", "description", "extends", "channels", "platforms", "python",
-    "packages", "pip", "toolchain", "threading", "probe", "force",
+    "envkit",
+    "name",
+    "description",
+    "extends",
+    "channels",
+    "platforms",
+    "python",
+    "packages",
+    "pip",
+    "toolchain",
+    "threading",
+    "probe",
+    "force",
 )
 
 
@@ -166,6 +178,7 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
         else:
             c.expect(("description",), "a string", desc)
     if "extends" in root:
+
         def _parent(path: PathKey, value: object) -> str | None:
             if not isinstance(value, str) or not NAME_RE.match(value):
                 c.expect(path, "a recipe name", value)
@@ -176,6 +189,7 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
         if parents is not None:
             layer["extends"] = parents
     if "channels" in root:
+
         def _channel(path: PathKey, value: object) -> str | None:
             if not isinstance(value, str) or not value.strip() or any(ch.isspace() for ch in value):
                 c.expect(path, "a channel name or URL", value)
@@ -198,6 +212,7 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
             except Exception as exc:  # rattler raises its own exception types
                 c.fail(("python",), f"invalid python version {py!r}: {_first_line(exc)}")
     if "packages" in root:
+
         def _conda(path: PathKey, value: object) -> Spec | None:
             text = c.string(path, value)
             if text is None:
@@ -214,6 +229,7 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
             _no_duplicate_names(c, ("packages",), packages)
             layer["packages"] = packages
     if "pip" in root:
+
         def _pip(path: PathKey, value: object) -> Spec | None:
             text = c.string(path, value)
             if text is None:
@@ -236,6 +252,7 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
     if "probe" in root:
         layer["probe"] = _probe(c, root["probe"])
     if "force" in root:
+
         def _rule(path: PathKey, value: object) -> str | None:
             if not isinstance(value, str) or not re.match(r"^[A-Z]{2,4}\d{3}$", value):
                 c.expect(path, "a consistency rule id such as RC004", value)
@@ -313,7 +330,7 @@ def _toolchain(c: _Checker, value: object) -> dict[str, Any]:
                     if re.match(r"^\d+\.\d+$", cuda):
                         torch["cuda"] = cuda
                     else:
-                        c.expect((*path, "cuda"), "a CUDA major.minor such as \"12.4\"", cuda)
+                        c.expect((*path, "cuda"), 'a CUDA major.minor such as "12.4"', cuda)
             if "source" in pt and (source := c.choice((*path, "source"), pt["source"], TORCH_SOURCES)):
                 torch["source"] = source
             out["pytorch"] = torch
@@ -402,7 +419,8 @@ def _env_op(c: _Checker, doc: YamlDocument, path: PathKey, name: str, spec: obje
         if entry == "" or separator in entry or "\n" in entry or "\0" in entry:
             c.fail((*path, action, index), f"path entries must be non-empty and contain neither {separator!r} nor a newline")
             return None
-    return EnvOp(name, action, entries=tuple(entries), separator=separator, origin=origin)
+    list_action: EnvAction = "prepend" if action == "prepend" else "append"
+    return EnvOp(name, list_action, entries=tuple(entries), separator=separator, origin=origin)
 
 
 EXPECT_KEYS = ("blas", "openmp_runtimes", "mkl_threading_layer", "torch_threads")

@@ -81,7 +81,9 @@ def recipe_file(source: RecipeSource, name: str) -> Path | None:
         if candidate.is_file():
             real = candidate.resolve()
             if root not in real.parents:
-                raise SourceError(f"{candidate}: recipe file links outside its source directory {root}", hint="replace the link with a real file")
+                raise SourceError(
+                    f"{candidate}: recipe file links outside its source directory {root}", hint="replace the link with a real file"
+                )
             return candidate
     return None
 

@@ -42,7 +42,10 @@ def load_yaml(text: str, file: str) -> YamlDocument:
     """Parse one YAML document with the safe loader; every failure is a RecipeError."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise RecipeError([Problem(Location(file, 1, 1), "", f"file is larger than {MAX_BYTES} bytes")])
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:
+        raise RecipeError([Problem(Location(file, 1, 1), "", f"invalid YAML: {str(exc).splitlines()[0]}")]) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -84,7 +87,9 @@ def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location
                     [Problem(_loc(file, key_node), _dotted((*path, key)), f"duplicate key (first defined at line {seen[key].line})")]
                 )
             seen[key] = _loc(file, key_node)
-            out[(*path, key)] = _loc(file, key_node)
+            # Scalars are reported where the value is; collections where their key is.
+            anchor = value_node if isinstance(value_node, yaml.ScalarNode) else key_node
+            out[(*path, key)] = _loc(file, anchor)
             _walk(value_node, (*path, key), file, out, budget)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):

@@ -42,9 +42,15 @@ class PkgMeta:
 
     def index_json(self) -> dict[str, object]:
         out: dict[str, object] = {
-            "name": self.name, "version": self.version, "build": self.build, "build_number": self.build_number,
-            "depends": self.depends, "constrains": self.constrains, "subdir": self.subdir,
-            "timestamp": 1_767_225_600_000, "license": "test-only",
+            "name": self.name,
+            "version": self.version,
+            "build": self.build,
+            "build_number": self.build_number,
+            "depends": self.depends,
+            "constrains": self.constrains,
+            "subdir": self.subdir,
+            "timestamp": 1_767_225_600_000,
+            "license": "test-only",
         }
         if self.subdir != "noarch":
             out["platform"], out["arch"] = self.subdir.split("-", 1)[0], "x86_64"
@@ -67,7 +73,9 @@ def _info_members(meta: PkgMeta, files: list[PkgFile]) -> list[tuple[str, bytes]
         if f.link_target is not None:
             paths.append({"_path": f.path, "path_type": "softlink"})
         else:
-            paths.append({"_path": f.path, "path_type": "hardlink", "sha256": hashlib.sha256(f.data).hexdigest(), "size_in_bytes": len(f.data)})
+            paths.append(
+                {"_path": f.path, "path_type": "hardlink", "sha256": hashlib.sha256(f.data).hexdigest(), "size_in_bytes": len(f.data)}
+            )
     return [
         ("info/index.json", json.dumps(meta.index_json(), indent=1).encode()),
         ("info/paths.json", json.dumps({"paths": paths, "paths_version": 1}, indent=1).encode()),

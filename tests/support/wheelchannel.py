@@ -43,7 +43,8 @@ def download_wheels(dest: Path) -> list[Path]:
         dest.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(dest), *WHEEL_REQUIREMENTS],
-            check=True, timeout=1800,
+            check=True,
+            timeout=1800,
         )
         marker.write_text("ok")
     return sorted(dest.glob("*.whl"))
@@ -97,7 +98,13 @@ def convert_wheel(wheel: Path, channel: Path) -> Path:
             top, _, rest = path.partition("/")
             if top.endswith(".data"):
                 kind, _, inner = rest.partition("/")
-                target = {"purelib": f"{SITE}/{inner}", "platlib": f"{SITE}/{inner}", "data": inner, "scripts": f"bin/{inner}", "headers": f"include/{inner}"}[kind]
+                target = {
+                    "purelib": f"{SITE}/{inner}",
+                    "platlib": f"{SITE}/{inner}",
+                    "data": inner,
+                    "scripts": f"bin/{inner}",
+                    "headers": f"include/{inner}",
+                }[kind]
                 if kind == "scripts":
                     mode = 0o755
             else:

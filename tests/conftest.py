@@ -1,0 +1,104 @@
+"""Test isolation and the shared real fixtures (channels built here, envs on disk, real shells)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REAL_HOME = Path.home()
+os.environ.setdefault("ENVKIT_TEST_CACHE", str(REAL_HOME / ".cache" / "envkit-tests"))
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own HOME, config, cache and envs dir; no conda or envkit settings leak in."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for var in list(os.environ):
+        if var.startswith(("CONDA_", "ENVKIT_", "_ENVKIT_", "MKL_", "OMP_", "KMP_")) and var != "ENVKIT_TEST_CACHE":
+            monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("ENVKIT_ENVS_DIR", str(tmp_path / "envs"))
+    monkeypatch.setenv("ENVKIT_PKGS_DIR", str(tmp_path / "pkgs"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    return home
+
+
+@pytest.fixture(scope="session")
+def replica(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from tests.support.replica import build_replica
+
+    return build_replica(tmp_path_factory.mktemp("replica"))
+
+
+@pytest.fixture
+def replica_mirrors(replica: dict[str, Path]) -> dict[str, str]:
+    return {name: path.as_uri() for name, path in replica.items()}
+
+
+@pytest.fixture(scope="session")
+def wheel_channel() -> Path:
+    from tests.support.wheelchannel import build_wheel_channel
+
+    return build_wheel_channel()
+
+
+@pytest.fixture(scope="session")
+def session_pkgs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One package cache for the session, so real-payload envs hardlink instead of re-extracting."""
+    return tmp_path_factory.mktemp("pkgs-cache")
+
+
+def write_recipe(folder: Path, name: str, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def payload_recipe(folder: Path, channel: Path, name: str = "seedenv", threading: str = "") -> Path:
+    body = f"""envkit: 1
+name: {name}
+channels: [{channel.as_uri()}]
+python: "3.11"
+packages: [pytorch 2.13.0, numpy, mkl-service, threadpoolctl]
+{threading}
+probe:
+  imports: [numpy, torch, mkl]
+  import_orders: [[torch, numpy, mkl], [numpy, mkl, torch]]
+  ddp: {{enabled: true, nproc: 2}}
+  timeout: 180
+"""
+    return write_recipe(folder, name, body)
+
+
+def run_envkit(*args: str, env: dict[str, str] | None = None, timeout: float = 900, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it: a real subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "envkit", *args], capture_output=True, text=True, timeout=timeout,
+        env=env if env is not None else dict(os.environ), cwd=cwd, check=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def seed_env(tmp_path_factory: pytest.TempPathFactory, wheel_channel: Path, session_pkgs: Path) -> Iterator[Path]:
+    """A real env from the wheel channel, created by envkit (activation written, probe not run)."""
+    base = tmp_path_factory.mktemp("seed")
+    recipe = payload_recipe(base / "recipes", wheel_channel)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "MKL_", "OMP_"))}
+    env.update(HOME=str(base / "home"), XDG_CONFIG_HOME=str(base / "cfg"), XDG_CACHE_HOME=str(base / "cache"), ENVKIT_PKGS_DIR=str(session_pkgs))
+    prefix = base / "env"
+    proc = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert proc.returncode == 0, proc.stderr
+    yield prefix
+    shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,86 @@
+"""Team recipe repos through real git with file:// remotes: add, pin, update that changes a recipe."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envkit.errors import SourceError
+from envkit.recipe.gitsource import add_source, update_sources
+from envkit.recipe.loader import load_recipe
+from envkit.recipe.sources import sources_file
+from tests.conftest import run_envkit
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def team_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "team-recipes"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.invalid")
+    git(repo, "config", "user.name", "t")
+    (repo / "trainer.yaml").write_text("envkit: 1\nname: trainer\ndescription: v1\nextends: [pytorch-base]\nthreading: {omp_num_threads: 2}\n")
+    (repo / "old.yaml").write_text("envkit: 1\nname: old\nchannels: [conda-forge]\n")
+    (repo / "README.md").write_text("not a recipe\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v1")
+    return repo
+
+
+def test_lifecycle(team_repo: Path) -> None:
+    first = git(team_repo, "rev-parse", "HEAD")
+    entry = add_source(team_repo.as_uri())
+    assert (entry.name, entry.ref, entry.commit) == ("team-recipes", "main", first)
+    recipe = load_recipe("trainer")
+    assert recipe.origin.source == "team-recipes" and recipe.origin.commit == first
+    assert recipe.threading.omp_num_threads == 2 and recipe.toolchain.blas == "mkl"  # extends a built-in
+
+    (team_repo / "trainer.yaml").write_text("envkit: 1\nname: trainer\ndescription: v2\nextends: [pytorch-base]\nthreading: {omp_num_threads: 4}\n")
+    (team_repo / "old.yaml").unlink()
+    (team_repo / "fresh.yaml").write_text("envkit: 1\nname: fresh\nchannels: [conda-forge]\n")
+    git(team_repo, "add", "-A")
+    git(team_repo, "commit", "-q", "-m", "v2")
+    second = git(team_repo, "rev-parse", "HEAD")
+
+    checked = update_sources(apply=False)
+    assert [(c.name, c.change) for c in checked[0].changes] == [("fresh", "added"), ("old", "removed"), ("trainer", "changed")]
+    assert (checked[0].old_commit, checked[0].new_commit, checked[0].applied) == (first, second, False)
+    assert load_recipe("trainer").threading.omp_num_threads == 2  # pin not moved by a check
+
+    applied = update_sources("team-recipes")
+    assert applied[0].applied
+    assert load_recipe("trainer").threading.omp_num_threads == 4
+    assert load_recipe("trainer").origin.commit == second
+    assert json.loads(sources_file().read_text())["sources"][0]["commit"] == second
+    assert update_sources()[0].changes == ()
+
+
+def test_pinned_ref_and_errors(team_repo: Path) -> None:
+    first = git(team_repo, "rev-parse", "HEAD")
+    git(team_repo, "tag", "v1")
+    entry = add_source(str(team_repo), name="pinned", ref="v1")
+    assert entry.commit == first
+    with pytest.raises(SourceError, match="already exists"):
+        add_source(str(team_repo), name="pinned")
+    with pytest.raises(SourceError, match="ref 'nope' not found"):
+        add_source(str(team_repo), name="bad", ref="nope")
+    with pytest.raises(SourceError, match="git clone failed"):
+        add_source((team_repo.parent / "missing").as_uri(), name="gone")
+    with pytest.raises(SourceError, match="no recipe source named 'zzz'"):
+        update_sources("zzz")
+
+
+def test_cli_lists_provenance(team_repo: Path) -> None:
+    proc = run_envkit("recipes", "add-source", str(team_repo), "--json")
+    assert proc.returncode == 0, proc.stderr
+    listing = json.loads(run_envkit("recipes", "list", "--json").stdout)
+    rows = {(r["name"], r["source"]): r for r in listing["data"]}
+    assert rows[("trainer", "team-recipes")]["commit"] == git(team_repo, "rev-parse", "HEAD")
+    assert rows[("yolov8", "builtin")]["shadowed_by"] is None
