@@ -79,7 +79,8 @@ def _sh_list(op: EnvOp) -> list[str]:
 
 
 def posix(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
-    head = [f"# {line}" for line in ctx.header]
+    # SC2016: '$' inside single quotes is literal on purpose; values are data, never expanded.
+    head = [f"# {line}" for line in ctx.header] + ["# shellcheck disable=SC2016"]
     act = [*head, f'if [ -z "${{{_marker(ctx)}+x}}" ]; then']
     for name in _names(ops):
         old = _old(ctx, name)
@@ -183,10 +184,12 @@ def _csh_list(op: EnvOp) -> list[str]:
         f"    set _envkit_v = {csh_quote(sep + sep)}",
         "endif",
     ]
+    # tcsh's :a modifier stops after one pass on overlapping matches (":0:0:"), so loop to a fixed point.
+    lines += ['set _envkit_prev = ""', 'while ( "$_envkit_v" != "$_envkit_prev" )', '    set _envkit_prev = "$_envkit_v"']
     for entry in op.entries:
         needle = csh_quote(f"{sep}{entry}{sep}")[1:-1]
-        lines.append(f'set _envkit_v = "$_envkit_v:as{d}{needle}{d}{csh_quote(sep)[1:-1]}{d}"')
-    lines.append(f'set _envkit_v = "$_envkit_v:as{d}{sep}{sep}{d}{sep}{d}"')
+        lines.append(f'    set _envkit_v = "$_envkit_v:s{d}{needle}{d}{csh_quote(sep)[1:-1]}{d}"')
+    lines += [f'    set _envkit_v = "$_envkit_v:s{d}{sep}{sep}{d}{sep}{d}"', "end", "unset _envkit_prev"]
     joined = csh_quote(sep.join(op.entries))
     if op.action == "prepend":
         lines.append(f'set _envkit_v = {joined}"$_envkit_v"{csh_quote("@@ENVKIT@@")}')

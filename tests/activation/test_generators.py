@@ -1,0 +1,74 @@
+"""Pure generator output: golden files for cmd.exe and PowerShell (no Windows shells run here),
+shellcheck on the POSIX output, and the writer's ownership rules."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envkit.activation.shells import GENERATORS, ScriptContext
+from envkit.activation.writer import render_files, write_files
+from envkit.recipe.model import EnvOp
+
+GOLDEN = Path(__file__).parent / "golden"
+CTX = ScriptContext(tag="0123abcd", header=("golden test header",))
+OPS = (
+    EnvOp("MKL_THREADING_LAYER", "set", value="GNU"),
+    EnvOp("ENVKIT_QUOTES", "set", value="it's \"100%\" & more ^ | < > !x! $env:HOME `n"),
+    EnvOp("ENVKIT_MULTILINE", "set", value="line one\nline two"),
+    EnvOp("KMP_DUPLICATE_LIB_OK", "unset"),
+    EnvOp("PATH", "prepend", entries=("C:\\tools\\bin", "D:\\x y"), separator=";"),
+    EnvOp("PSModulePath", "append", entries=("C:\\mods",), separator=";"),
+)
+
+
+@pytest.mark.parametrize("suffix", ["bat", "ps1"])
+def test_golden(suffix: str) -> None:
+    pair = GENERATORS[suffix](CTX, OPS)
+    for kind, text in (("activate", pair.activate), ("deactivate", pair.deactivate)):
+        path = GOLDEN / f"{kind}.{suffix}"
+        if os.environ.get("ENVKIT_TEST_REGEN_GOLDEN"):
+            path.write_bytes(text.encode())
+        assert path.read_bytes().decode() == text, f"{path} differs; rerun with ENVKIT_TEST_REGEN_GOLDEN=1 after checking the change"
+
+
+def test_cmd_escapes_percent_and_refuses_newlines_visibly() -> None:
+    text = GENERATORS["bat"](CTX, OPS).activate
+    assert '@SET "ENVKIT_QUOTES=it\'s "100%%" & more ^ | < > !x! $env:HOME `n"' in text
+    assert "ENVKIT_MULTILINE holds a newline, which cmd.exe cannot represent" in text
+    assert text.endswith("\r\n") and "\n" not in text.replace("\r\n", "")
+
+
+def test_powershell_quotes_are_doubled() -> None:
+    text = GENERATORS["ps1"](CTX, OPS).activate
+    assert "$env:ENVKIT_QUOTES = 'it''s \"100%\" & more ^ | < > !x! $env:HOME `n'" in text
+
+
+def test_shellcheck_clean(tmp_path: Path) -> None:
+    exe = shutil.which("shellcheck")
+    assert exe, "shellcheck is not installed; .ci/run installs it"
+    posix_ops = tuple(op if op.separator == ":" else EnvOp(op.name, op.action, op.value, op.entries, ":") for op in OPS)
+    pair = GENERATORS["sh"](CTX, posix_ops)
+    for name, text in (("a.sh", pair.activate), ("d.sh", pair.deactivate)):
+        path = tmp_path / name
+        path.write_text(text)
+        proc = subprocess.run([exe, "--shell=sh", "--severity=style", str(path)], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout
+
+
+def test_writer_owns_only_its_files(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    foreign = prefix / "etc" / "conda" / "activate.d" / "libblas_mkl_activate.sh"
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text("export MKL_INTERFACE_LAYER=LP64,GNU\n")
+    files = render_files(prefix, "demo", OPS[:1])
+    assert {f.path.name for f in files} == {f"envkit-demo.{s}" for s in GENERATORS}
+    assert len(write_files(files)) == 10
+    assert write_files(files) == []  # idempotent: nothing rewritten
+    assert foreign.read_text() == "export MKL_INTERFACE_LAYER=LP64,GNU\n"
+    for f in files:
+        assert f.path.stat().st_mode & 0o777 == 0o644
