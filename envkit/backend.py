@@ -26,7 +26,7 @@ def _run(coro: Coroutine[Any, Any, T], wrap: Callable[[BaseException], EnvkitErr
 
 
 def native_platform() -> str:
-    return str(rattler.Platform.current())
+    return str(rattler.Subdir.current())
 
 
 def virtual_packages(platform: str) -> list[Any]:

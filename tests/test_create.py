@@ -1,0 +1,170 @@
+"""`envkit create` as a user runs it: real solves, real envs on disk, real signals and locks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from envkit.create import lock_for
+from envkit.fsutil import exclusive_lock
+from tests.conftest import run_envkit, write_recipe
+from tests.support.condapkg import PkgMeta, PkgFile, index_channel, write_tar_bz2
+
+
+def mirrors(replica: dict[str, Path]) -> list[str]:
+    return [f"--mirror={n}={p.as_uri()}" for n, p in replica.items()]
+
+
+def tiny_channel(root: Path, payload: bytes = b"v1\n") -> Path:
+    """A channel of two small real packages, for transaction tests that must be quick."""
+    ch = root / "tiny"
+    write_tar_bz2(ch, PkgMeta("tool", "1.0", "0", depends=["helper"]), [PkgFile("share/tool/version.txt", payload)])
+    write_tar_bz2(ch, PkgMeta("helper", "1.0", "0"), [PkgFile("share/helper/data.txt", b"helper\n")])
+    index_channel(ch)
+    return ch
+
+
+def tiny_recipe(root: Path, channel: Path) -> Path:
+    return write_recipe(root / "recipes", "tiny", f"envkit: 1\nname: tiny\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: 2}}\n")
+
+
+def test_dry_run_writes_nothing_and_json_plan(replica: dict[str, Path], tmp_path: Path) -> None:
+    proc = run_envkit("create", "pytorch-base", "--dry-run", "--json", *mirrors(replica))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["envkit_json"] == 1 and doc["command"] == "create" and doc["data"]["dry_run"] is True
+    plan = doc["data"]["plan"]
+    roles = {p["name"]: p["role"] for p in plan["packages"]}
+    assert roles["libblas"] == "blas" and roles["pytorch"] == "pytorch" and roles["llvm-openmp"] == "openmp"
+    assert {"name": "MKL_THREADING_LAYER", "action": "set", "value": "GNU", "entries": [], "separator": ":", "origin": None} in plan["activation"]
+    assert not (tmp_path / "envs").exists()
+
+
+def test_human_plan_highlights_toolchain(replica: dict[str, Path]) -> None:
+    proc = run_envkit("create", "pytorch-cpu-openblas", "--dry-run", *mirrors(replica))
+    assert proc.returncode == 0
+    assert "libopenblas" in proc.stdout and "OMP_NUM_THREADS=" in proc.stdout and "dry run: nothing was written" in proc.stdout
+
+
+def test_unsatisfiable_exit_3_nothing_on_disk(replica: dict[str, Path], tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path / "r", "bad", "envkit: 1\nname: bad\nextends: [pytorch-base]\npackages: [mkl >=2026]\n")
+    proc = run_envkit("create", str(recipe), "--yes", *mirrors(replica))
+    assert proc.returncode == 3 and "cannot be solved" in proc.stderr and "Traceback" not in proc.stderr
+    assert "'mkl >=2026' from" in proc.stderr
+    assert not (tmp_path / "envs").exists()
+
+
+def test_happy_path_registers_and_records(tmp_path: Path, isolated: Path) -> None:
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    proc = run_envkit("create", str(recipe), "--yes", "--no-probe")
+    assert proc.returncode == 0, proc.stderr
+    prefix = tmp_path / "envs" / "tiny"
+    assert (prefix / "share" / "tool" / "version.txt").read_text() == "v1\n"
+    assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == ["envkit.json", "helper-1.0-0.json", "tool-1.0-0.json"]
+    record = json.loads((prefix / "conda-meta" / "envkit.json").read_text())
+    assert record["envkit_record_version"] == 1 and record["recipe"]["name"] == "tiny"
+    assert {"name": "OMP_NUM_THREADS", "action": "set", "value": "2", "entries": [], "separator": ":"} in record["activation"]["ops"]
+    assert (prefix / "etc" / "conda" / "activate.d" / "envkit-tiny.sh").exists()
+    registry = isolated / ".conda" / "environments.txt"
+    assert registry.read_text().splitlines() == [str(prefix)]
+    again = run_envkit("create", str(recipe), "--yes", "--no-probe")
+    assert again.returncode == 2 and "already exists" in again.stderr and "--force" in again.stderr
+    forced = run_envkit("create", str(recipe), "--yes", "--no-probe", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert registry.read_text().splitlines() == [str(prefix)]
+
+
+def test_corrupt_package_is_caught_and_nothing_is_left(tmp_path: Path, isolated: Path) -> None:
+    channel = tiny_channel(tmp_path)
+    recipe = tiny_recipe(tmp_path, channel)
+    archive = channel / "linux-64" / "tool-1.0-0.tar.bz2"
+    data = bytearray(archive.read_bytes())
+    data[-10] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    proc = run_envkit("create", str(recipe), "--yes", "--no-probe")
+    assert proc.returncode == 4, proc.stderr
+    assert "does not match its channel index" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "envs" / "tiny").exists()
+    assert not (isolated / ".conda" / "environments.txt").exists()
+
+
+def test_force_restores_the_old_env_when_the_new_one_fails(tmp_path: Path) -> None:
+    good = tiny_channel(tmp_path / "good")
+    assert run_envkit("create", str(tiny_recipe(tmp_path / "g", good)), "--yes", "--no-probe").returncode == 0
+    prefix = tmp_path / "envs" / "tiny"
+    before = sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*"))
+    bad = tiny_channel(tmp_path / "bad", payload=b"v2\n")
+    archive = bad / "linux-64" / "tool-1.0-0.tar.bz2"
+    archive.write_bytes(archive.read_bytes()[:-20] + b"\0" * 20)
+    proc = run_envkit("create", str(tiny_recipe(tmp_path / "b", bad)), "--yes", "--no-probe", "--force")
+    assert proc.returncode == 4, proc.stderr
+    assert sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*")) == before
+    assert (prefix / "share" / "tool" / "version.txt").read_text() == "v1\n"
+    assert not list(prefix.parent.glob(".tiny.envkit-old-*"))
+
+
+def test_a_held_lock_fails_cleanly(tmp_path: Path) -> None:
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    prefix = tmp_path / "envs" / "tiny"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from envkit.fsutil import exclusive_lock\n"
+         f"with exclusive_lock(Path({str(lock_for(prefix))!r}), 'x'):\n    print('held', flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE, text=True, env=dict(os.environ),
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        proc = run_envkit("create", str(recipe), "--yes", "--no-probe")
+        assert proc.returncode == 2 and "locked by another envkit process" in proc.stderr
+        assert not prefix.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    with exclusive_lock(lock_for(prefix), "test"):
+        pass
+
+
+def test_concurrent_creates_one_wins(tmp_path: Path) -> None:
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    cmd = [sys.executable, "-m", "envkit", "create", str(recipe), "--yes", "--no-probe"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = [(p.wait(timeout=300), p.stderr.read() if p.stderr else "") for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes.count(0) == 1 and codes.count(2) == 2, results
+    assert all(("locked by another" in err or "already exists" in err) for code, err in results if code == 2)
+
+
+def test_ctrl_c_mid_install_rolls_back(wheel_channel: Path, tmp_path: Path, isolated: Path) -> None:
+    """SIGINT to a real `envkit create` while it extracts torch: exit 130, nothing left, registry untouched."""
+    from tests.conftest import payload_recipe
+
+    recipe = payload_recipe(tmp_path / "r", wheel_channel, name="interrupted")
+    env = dict(os.environ, ENVKIT_PKGS_DIR=str(tmp_path / "cold-cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "envkit", "create", str(recipe), "--yes", "--no-probe"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    prefix = tmp_path / "envs" / "interrupted"
+    deadline = time.monotonic() + 120
+    while not (prefix / "conda-meta").exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "create finished before it could be interrupted"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    code = proc.wait(timeout=120)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    assert code == 130, stderr
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    time.sleep(1.0)
+    assert not prefix.exists()
+    assert not (isolated / ".conda" / "environments.txt").exists()
+
+
+@pytest.mark.parametrize("flag", ["--mirror=conda-forge", "--mirror=="])
+def test_bad_mirror_flag(flag: str) -> None:
+    proc = run_envkit("create", "pytorch-base", "--dry-run", flag)
+    assert proc.returncode == 2 and "expected NAME=URL" in proc.stderr

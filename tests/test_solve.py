@@ -1,0 +1,97 @@
+"""Real rattler solves against the metadata replica of conda-forge and the pytorch channel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envkit.errors import SolveError, UsageError
+from envkit.recipe.compile import compile_recipe
+from envkit.recipe.loader import load_recipe
+from envkit.solve import solve_recipe
+from tests.conftest import write_recipe
+from tests.support.condapkg import PkgMeta, index_channel, write_tar_bz2
+
+
+def solved(name: str, mirrors: dict[str, str], tmp_path: Path) -> dict[str, tuple[str, str, str]]:
+    outcome = solve_recipe(compile_recipe(load_recipe(name)), tmp_path / "env", extra_channels=[], override_channels=False, mirrors=mirrors)
+    return {p.name: (p.version, p.build, p.channel.rstrip("/").rsplit("/", 1)[-1]) for p in outcome.plan.packages}
+
+
+def test_default_conda_forge_is_openblas_and_gnu(replica_mirrors: dict[str, str], tmp_path: Path) -> None:
+    pkgs = solved("conda-forge-base", replica_mirrors, tmp_path)
+    assert pkgs["libblas"][1].endswith("_openblas") and pkgs["_openmp_mutex"][1] == "20_gnu"
+    assert "mkl" not in pkgs
+
+
+def test_pytorch_base_is_mkl_with_one_llvm_runtime(replica_mirrors: dict[str, str], tmp_path: Path) -> None:
+    pkgs = solved("pytorch-base", replica_mirrors, tmp_path)
+    assert pkgs["pytorch"][1].startswith("cpu_mkl_") and pkgs["libblas"][1].endswith("_mkl")
+    assert pkgs["_openmp_mutex"][1] == "7_kmp_llvm" and "libgomp" not in pkgs and "intel-openmp" not in pkgs
+
+
+def test_openblas_recipe_has_no_mkl_and_openmp_openblas(replica_mirrors: dict[str, str], tmp_path: Path) -> None:
+    pkgs = solved("pytorch-cpu-openblas", replica_mirrors, tmp_path)
+    assert "mkl" not in pkgs and pkgs["libopenblas"][1].startswith("openmp_") and pkgs["pytorch"][1].startswith("cpu_generic_")
+
+
+def test_cuda_recipes_need_a_driver(replica_mirrors: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
+    with pytest.raises(SolveError) as info:
+        solved("yolov8", replica_mirrors, tmp_path)
+    assert "__cuda" in info.value.message and "recipe specs in the conflict" in (info.value.hint or "")
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.9")
+    pkgs = solved("yolov8", replica_mirrors, tmp_path)
+    assert pkgs["pytorch"][1].startswith("cuda129_mkl_") and pkgs["torchvision"][1].startswith("cuda129_")
+    assert pkgs["ultralytics"][0] == "8.4.126"
+
+
+def test_legacy_channel_gets_mkl_before_2024_1(replica_mirrors: dict[str, str], tmp_path: Path) -> None:
+    pkgs = solved("pytorch-legacy-channel", replica_mirrors, tmp_path)
+    assert pkgs["pytorch"][:2] == ("2.5.1", "py3.12_cpu_0") and pkgs["pytorch"][2] == "pytorch"
+    assert pkgs["mkl"][0] == "2023.1.0" and pkgs["llvm-openmp"][0] == "15.0.7"
+
+
+def test_legacy_without_pin_resolves_the_crashing_mkl(replica_mirrors: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The metadata allows mkl 2024.1 with pytorch-channel builds: why RC001 exists."""
+    body = "envkit: 1\nname: t\nextends: [pytorch-legacy-channel]\ntoolchain: {mkl: '>=2023'}\nforce: [RC001]\n"
+    monkeypatch.setenv("ENVKIT_RECIPE_PATH", str(tmp_path / "r"))
+    write_recipe(tmp_path / "r", "t", body)
+    assert solved("t", replica_mirrors, tmp_path)["mkl"][0] == "2024.1.0"
+
+
+def test_unsatisfiable_names_the_recipe_line(replica_mirrors: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVKIT_RECIPE_PATH", str(tmp_path / "r"))
+    path = write_recipe(tmp_path / "r", "t", "envkit: 1\nname: t\nextends: [pytorch-base]\npackages:\n  - mkl >=2026\n")
+    with pytest.raises(SolveError) as info:
+        solved("t", replica_mirrors, tmp_path)
+    assert f"'mkl >=2026' from {path}:5:5" in (info.value.hint or "")
+
+
+def test_strict_channel_priority(replica: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = tmp_path / "extra"
+    write_tar_bz2(extra, PkgMeta("numpy", "9.9.9", "py312_0", depends=["python >=3.12,<3.13.0a0"]))
+    index_channel(extra)
+    mirrors = {"conda-forge": replica["conda-forge"].as_uri(), "extra": extra.as_uri()}
+    monkeypatch.setenv("ENVKIT_RECIPE_PATH", str(tmp_path / "r"))
+    write_recipe(tmp_path / "r", "low", "envkit: 1\nname: low\nextends: [conda-forge-base]\nchannels: [conda-forge, extra]\n")
+    assert solved("low", mirrors, tmp_path)["numpy"][0] == "2.2.6"
+    write_recipe(tmp_path / "r", "high", "envkit: 1\nname: high\nextends: [conda-forge-base]\nchannels: [extra, conda-forge]\npackages: [numpy]\n")
+    assert solved("high", mirrors, tmp_path)["numpy"][0] == "9.9.9"
+
+
+def test_mirrors_from_condarc_and_envkit_config(replica: dict[str, Path], tmp_path: Path, isolated: Path) -> None:
+    (isolated / ".condarc").write_text(f"custom_channels:\n  conda-forge: {replica['conda-forge'].parent.as_uri()}\n")
+    assert solved("conda-forge-base", {}, tmp_path)["numpy"][0] == "2.2.6"
+    (isolated / ".condarc").unlink()
+    cfg = isolated / ".config" / "envkit"
+    cfg.mkdir(parents=True)
+    (cfg / "config.yaml").write_text(f"mirrors:\n  conda-forge: {replica['conda-forge'].as_uri()}\n")
+    assert solved("conda-forge-base", {}, tmp_path)["python"][0] == "3.12.11"
+
+
+def test_missing_local_channel_is_one_clear_line(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as info:
+        solved("conda-forge-base", {"conda-forge": (tmp_path / "nope").as_uri()}, tmp_path)
+    assert "channel 'conda-forge'" in info.value.message and "--mirror conda-forge=URL" in (info.value.hint or "")
