@@ -1,0 +1,101 @@
+"""Acceptance: the seed crash is caught in an env made without envkit's settings and every check
+passes, the 2-rank gloo job included, once envkit's activation is in place."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envkit import backend
+from envkit.probe.probe_script import INVENTORY_SNIPPET
+from envkit.probe.runner import probe_script_text
+from tests.conftest import payload_recipe, run_envkit
+
+SEED_MESSAGE = "MKL_THREADING_LAYER=INTEL is incompatible with libgomp"
+
+
+@pytest.fixture(scope="module")
+def raw_env(tmp_path_factory: pytest.TempPathFactory, wheel_channel: Path, session_pkgs: Path) -> Path:
+    """The same packages installed by plain rattler, as another tool would: no activation scripts."""
+    prefix = tmp_path_factory.mktemp("raw") / "env"
+    specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]
+    records = backend.solve([wheel_channel.as_uri()], specs, "linux-64", backend.virtual_packages("linux-64"))
+    backend.install(records, prefix, session_pkgs, specs, None)
+    return prefix
+
+
+def checks(doc: dict[str, object]) -> dict[str, dict[str, object]]:
+    data = doc["data"]
+    assert isinstance(data, dict)
+    return {c["id"]: c for c in data["checks"]}
+
+
+def test_probe_catches_the_seed_crash_without_envkit(raw_env: Path) -> None:
+    proc = run_envkit("probe", "-p", str(raw_env), "--json")
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    by_id = checks(doc)
+    assert by_id["ddp-seed"]["status"] == "fail"
+    assert SEED_MESSAGE in str(by_id["ddp-seed"]["evidence"])
+    assert "MKL_THREADING_LAYER=GNU" in str(by_id["ddp-seed"]["remedy"])
+    assert by_id["ddp-gloo"]["status"] == "fail" and SEED_MESSAGE in str(by_id["ddp-gloo"]["evidence"])
+    # default checks for an env envkit did not make, derived from what is installed
+    assert {"import:numpy", "import:torch", "import:mkl"} <= set(by_id)
+
+
+def test_probe_passes_with_envkit_activation(seed_env: Path) -> None:
+    proc = run_envkit("probe", "-p", str(seed_env), "--json")
+    doc = json.loads(proc.stdout)
+    by_id = checks(doc)
+    assert proc.returncode == 0, json.dumps(by_id, indent=1)[:3000]
+    assert all(c["status"] != "fail" for c in by_id.values())
+    assert by_id["ddp-seed"]["status"] == "pass" and by_id["ddp-gloo"]["status"] == "pass"
+    assert "rank 0 ok 3.0" in str(by_id["ddp-gloo"]["evidence"]) and "rank 1 ok 3.0" in str(by_id["ddp-gloo"]["evidence"])
+    assert by_id["import-order:numpy,mkl,torch"]["status"] == "pass"
+    runtimes = by_id["runtimes"]["data"]
+    assert isinstance(runtimes, dict)
+    assert runtimes["mkl_threading_layer"] == "gnu" and runtimes["openmp_runtimes"] == 1
+    assert by_id["numeric"]["status"] == "pass" and by_id["threads"]["status"] in ("pass", "warn")
+    assert by_id["gpu"]["status"] == "skip" and "CPU build" in str(by_id["gpu"]["evidence"])
+
+
+def test_inventory_agrees_with_threadpoolctl(seed_env: Path) -> None:
+    """Cross-check the probe's library inventory against threadpoolctl in the same process."""
+    from envkit.activation.runenv import activated_environment
+
+    assert "INVENTORY_SNIPPET" in probe_script_text()
+    code = INVENTORY_SNIPPET + "\nimport threadpoolctl\nprint('TPC:' + json.dumps(threadpoolctl.threadpool_info()))\n"
+    proc = subprocess.run([str(seed_env / "bin" / "python"), "-c", code, json.dumps(["torch", "numpy", "mkl"])],
+                          capture_output=True, text=True, env=activated_environment(seed_env), timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    ours = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("ENVKIT-JSON:"))[12:])["libraries"]
+    theirs = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("TPC:"))[4:])
+    api = {"libgomp": "openmp", "libiomp5": "openmp", "libomp": "openmp", "mkl": "mkl", "openblas": "openblas"}
+    ours_set = {(api[lib["api"]], lib["realpath"]) for lib in ours}
+    theirs_set = {(t["internal_api"], str(Path(t["filepath"]).resolve())) for t in theirs}
+    assert ours_set == theirs_set
+    mkl_ours = next(lib for lib in ours if lib["api"] == "mkl")
+    mkl_theirs = next(t for t in theirs if t["internal_api"] == "mkl")
+    assert mkl_ours["threading_layer"] == mkl_theirs["threading_layer"] == "gnu"
+    assert mkl_ours["num_threads"] == mkl_theirs["num_threads"]
+
+
+def test_create_runs_the_probe_and_records_health(wheel_channel: Path, tmp_path: Path, session_pkgs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVKIT_PKGS_DIR", str(session_pkgs))
+    good = run_envkit("create", str(payload_recipe(tmp_path / "r", wheel_channel, name="healthy")), "--yes")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "probe pass" in good.stdout or "probe warn" in good.stdout
+    record = json.loads((tmp_path / "envs" / "healthy" / "conda-meta" / "envkit.json").read_text())
+    assert record["healthy"] is True and record["probe"]["checks"]["ddp-gloo"] == "pass"
+
+    # A recipe that forces the INTEL layer next to torch's libgomp: created, probed, kept, marked unhealthy.
+    bad_recipe = payload_recipe(tmp_path / "r", wheel_channel, name="intel", threading="threading: {mkl_threading_layer: intel}")
+    bad = run_envkit("create", str(bad_recipe), "--yes")
+    assert bad.returncode == 1, bad.stderr
+    assert "probe failed" in bad.stdout and "rm -rf" in bad.stdout
+    prefix = tmp_path / "envs" / "intel"
+    record = json.loads((prefix / "conda-meta" / "envkit.json").read_text())
+    assert record["healthy"] is False and "ddp-seed" in record["probe"]["failed"]
