@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EnvkitError as exc:
         code = int(exc.exit_code)
         if as_json:
-            print_json(out, envelope(None, command=command, exit_code=code, errors=exc.lines(), hint=exc.hint))
+            print_json(out, envelope(None, command=command, exit_code=code, errors=exc.plain_lines(), hint=exc.hint))
         else:
             for line in exc.lines():
                 err.print(f"envkit: error: {one_line(line)}", markup=False)

@@ -26,7 +26,12 @@ class EnvkitError(Exception):
         self.hint = hint
 
     def lines(self) -> list[str]:
+        """For people: the message with its hint."""
         return [self.message + (f" ({self.hint})" if self.hint else "")]
+
+    def plain_lines(self) -> list[str]:
+        """For JSON: the message alone; the hint has its own field."""
+        return self.message.splitlines() or [self.message]
 
 
 class UsageError(EnvkitError):
@@ -73,6 +78,9 @@ class RecipeError(EnvkitError):
 
     def lines(self) -> list[str]:
         return [str(p) for p in self.problems]
+
+    def plain_lines(self) -> list[str]:
+        return self.lines()
 
 
 class SourceError(EnvkitError):

@@ -102,3 +102,15 @@ def seed_env(tmp_path_factory: pytest.TempPathFactory, wheel_channel: Path, sess
     assert proc.returncode == 0, proc.stderr
     yield prefix
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def raw_payload_env(tmp_path_factory: pytest.TempPathFactory, wheel_channel: Path, session_pkgs: Path) -> Path:
+    """The seed env's packages installed by plain rattler, as another tool would: no activation scripts."""
+    from envkit import backend
+
+    prefix = tmp_path_factory.mktemp("raw") / "env"
+    specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]
+    records = backend.solve([wheel_channel.as_uri()], specs, "linux-64", backend.virtual_packages("linux-64"))
+    backend.install(records, prefix, session_pkgs, specs, None)
+    return prefix

@@ -9,22 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from envkit import backend
 from envkit.probe.probe_script import INVENTORY_SNIPPET
 from envkit.probe.runner import probe_script_text
 from tests.conftest import payload_recipe, run_envkit
 
 SEED_MESSAGE = "MKL_THREADING_LAYER=INTEL is incompatible with libgomp"
-
-
-@pytest.fixture(scope="module")
-def raw_env(tmp_path_factory: pytest.TempPathFactory, wheel_channel: Path, session_pkgs: Path) -> Path:
-    """The same packages installed by plain rattler, as another tool would: no activation scripts."""
-    prefix = tmp_path_factory.mktemp("raw") / "env"
-    specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]
-    records = backend.solve([wheel_channel.as_uri()], specs, "linux-64", backend.virtual_packages("linux-64"))
-    backend.install(records, prefix, session_pkgs, specs, None)
-    return prefix
 
 
 def checks(doc: dict[str, object]) -> dict[str, dict[str, object]]:
@@ -33,8 +22,8 @@ def checks(doc: dict[str, object]) -> dict[str, dict[str, object]]:
     return {c["id"]: c for c in data["checks"]}
 
 
-def test_probe_catches_the_seed_crash_without_envkit(raw_env: Path) -> None:
-    proc = run_envkit("probe", "-p", str(raw_env), "--json")
+def test_probe_catches_the_seed_crash_without_envkit(raw_payload_env: Path) -> None:
+    proc = run_envkit("probe", "-p", str(raw_payload_env), "--json")
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
     by_id = checks(doc)
