@@ -190,8 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from envkit.render import envelope, print_json, render_human
 
     as_json = bool(getattr(args, "json", False))
-    out = Console(highlight=False, soft_wrap=True)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    out = Console(highlight=False, soft_wrap=True, emoji=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
     try:
         result = dispatch(args, err if as_json else out)

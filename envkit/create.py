@@ -42,12 +42,29 @@ def lock_for(prefix: Path) -> Path:
     return paths.cache_dir() / "locks" / f"{digest}.lock"
 
 
-def verify_archives(records: list[Any]) -> None:
+def cached_sha256(cache: Path, rec: Any) -> bytes | None:
+    """The sha256 of the archive rattler extracted into its cache for this record, if any.
+
+    rattler writes `<cache>/<name>-<version>-<build>.lock` as an 8-byte revision followed by the
+    archive's 32-byte sha256; an entry whose hash matches is reused without reading the archive.
+    Anything unexpected means "unknown", and the archive is hashed.
+    """
+    lock = cache / f"{rec.name.normalized}-{rec.version}-{rec.build}.lock"
+    try:
+        data = lock.read_bytes()
+    except OSError:
+        return None
+    return data[8:40] if len(data) == 40 and (cache / lock.stem / "info" / "index.json").is_file() else None
+
+
+def verify_archives(records: list[Any], cache: Path | None = None) -> None:
     """Check sha256 of local archives against repodata (rattler skips this for file://)."""
     for rec in records:
         url = str(rec.url)
         parsed = urlparse(url)
         if parsed.scheme != "file" or rec.sha256 is None:
+            continue
+        if cache is not None and cached_sha256(cache, rec) == bytes(rec.sha256):
             continue
         path = Path(unquote(parsed.path))
         digest = hashlib.sha256()
@@ -120,7 +137,7 @@ def create_env(
             os.rename(prefix, backup)
             replaced = True
         try:
-            verify_archives(records)
+            verify_archives(records, envs.pkgs_dir())
             prefix.parent.mkdir(parents=True, exist_ok=True)
             backend.install(records, prefix, envs.pkgs_dir(), [s.spec for s in plan.specs], reporter)
             pip_install(prefix, plan.pip_specs)

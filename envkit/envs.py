@@ -25,11 +25,14 @@ def envs_dir() -> Path:
     return Path.home() / ".conda" / "envs"
 
 
-def pkgs_dir() -> Path | None:
+def pkgs_dir() -> Path:
+    """ENVKIT_PKGS_DIR, CONDA_PKGS_DIRS (first entry), else rattler's own default location."""
     if os.environ.get("ENVKIT_PKGS_DIR"):
         return Path(os.environ["ENVKIT_PKGS_DIR"]).expanduser()
     first = next((p for p in os.environ.get("CONDA_PKGS_DIRS", "").replace(",", os.pathsep).split(os.pathsep) if p), None)
-    return Path(first).expanduser() if first else None
+    if first:
+        return Path(first).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rattler" / "cache" / "pkgs"
 
 
 def target_prefix(name: str | None, prefix: str | None) -> Path:

@@ -82,11 +82,18 @@ probe:
     return write_recipe(folder, name, body)
 
 
-def run_envkit(*args: str, env: dict[str, str] | None = None, timeout: float = 900, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_envkit(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 900, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """The CLI as a user runs it: a real subprocess."""
     return subprocess.run(
-        [sys.executable, "-m", "envkit", *args], capture_output=True, text=True, timeout=timeout,
-        env=env if env is not None else dict(os.environ), cwd=cwd, check=False,
+        [sys.executable, "-m", "envkit", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env if env is not None else dict(os.environ),
+        cwd=cwd,
+        check=False,
     )
 
 
@@ -96,7 +103,9 @@ def seed_env(tmp_path_factory: pytest.TempPathFactory, wheel_channel: Path, sess
     base = tmp_path_factory.mktemp("seed")
     recipe = payload_recipe(base / "recipes", wheel_channel)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "MKL_", "OMP_"))}
-    env.update(HOME=str(base / "home"), XDG_CONFIG_HOME=str(base / "cfg"), XDG_CACHE_HOME=str(base / "cache"), ENVKIT_PKGS_DIR=str(session_pkgs))
+    env.update(
+        HOME=str(base / "home"), XDG_CONFIG_HOME=str(base / "cfg"), XDG_CACHE_HOME=str(base / "cache"), ENVKIT_PKGS_DIR=str(session_pkgs)
+    )
     prefix = base / "env"
     proc = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env=env)
     assert proc.returncode == 0, proc.stderr

@@ -15,7 +15,7 @@ import pytest
 from envkit.create import lock_for
 from envkit.fsutil import exclusive_lock
 from tests.conftest import run_envkit, write_recipe
-from tests.support.condapkg import PkgMeta, PkgFile, index_channel, write_tar_bz2
+from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 
 
 def mirrors(replica: dict[str, Path]) -> list[str]:
@@ -32,7 +32,11 @@ def tiny_channel(root: Path, payload: bytes = b"v1\n") -> Path:
 
 
 def tiny_recipe(root: Path, channel: Path) -> Path:
-    return write_recipe(root / "recipes", "tiny", f"envkit: 1\nname: tiny\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: 2}}\n")
+    return write_recipe(
+        root / "recipes",
+        "tiny",
+        f"envkit: 1\nname: tiny\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: 2}}\n",
+    )
 
 
 def test_dry_run_writes_nothing_and_json_plan(replica: dict[str, Path], tmp_path: Path) -> None:
@@ -43,7 +47,9 @@ def test_dry_run_writes_nothing_and_json_plan(replica: dict[str, Path], tmp_path
     plan = doc["data"]["plan"]
     roles = {p["name"]: p["role"] for p in plan["packages"]}
     assert roles["libblas"] == "blas" and roles["pytorch"] == "pytorch" and roles["llvm-openmp"] == "openmp"
-    assert {"name": "MKL_THREADING_LAYER", "action": "set", "value": "GNU", "entries": [], "separator": ":", "origin": None} in plan["activation"]
+    assert {"name": "MKL_THREADING_LAYER", "action": "set", "value": "GNU", "entries": [], "separator": ":", "origin": None} in plan[
+        "activation"
+    ]
     assert not (tmp_path / "envs").exists()
 
 
@@ -114,9 +120,15 @@ def test_a_held_lock_fails_cleanly(tmp_path: Path) -> None:
     recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
     prefix = tmp_path / "envs" / "tiny"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from envkit.fsutil import exclusive_lock\n"
-         f"with exclusive_lock(Path({str(lock_for(prefix))!r}), 'x'):\n    print('held', flush=True); time.sleep(30)"],
-        stdout=subprocess.PIPE, text=True, env=dict(os.environ),
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from envkit.fsutil import exclusive_lock\n"
+            f"with exclusive_lock(Path({str(lock_for(prefix))!r}), 'x'):\n    print('held', flush=True); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
@@ -146,8 +158,13 @@ def test_ctrl_c_mid_install_rolls_back(wheel_channel: Path, tmp_path: Path, isol
 
     recipe = payload_recipe(tmp_path / "r", wheel_channel, name="interrupted")
     env = dict(os.environ, ENVKIT_PKGS_DIR=str(tmp_path / "cold-cache"))
-    proc = subprocess.Popen([sys.executable, "-m", "envkit", "create", str(recipe), "--yes", "--no-probe"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envkit", "create", str(recipe), "--yes", "--no-probe"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     prefix = tmp_path / "envs" / "interrupted"
     deadline = time.monotonic() + 120
     while not (prefix / "conda-meta").exists() and time.monotonic() < deadline and proc.poll() is None:

@@ -53,7 +53,9 @@ def test_legacy_channel_gets_mkl_before_2024_1(replica_mirrors: dict[str, str], 
     assert pkgs["mkl"][0] == "2023.1.0" and pkgs["llvm-openmp"][0] == "15.0.7"
 
 
-def test_legacy_without_pin_resolves_the_crashing_mkl(replica_mirrors: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_legacy_without_pin_resolves_the_crashing_mkl(
+    replica_mirrors: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The metadata allows mkl 2024.1 with pytorch-channel builds: why RC001 exists."""
     body = "envkit: 1\nname: t\nextends: [pytorch-legacy-channel]\ntoolchain: {mkl: '>=2023'}\nforce: [RC001]\n"
     monkeypatch.setenv("ENVKIT_RECIPE_PATH", str(tmp_path / "r"))
@@ -77,7 +79,9 @@ def test_strict_channel_priority(replica: dict[str, Path], tmp_path: Path, monke
     monkeypatch.setenv("ENVKIT_RECIPE_PATH", str(tmp_path / "r"))
     write_recipe(tmp_path / "r", "low", "envkit: 1\nname: low\nextends: [conda-forge-base]\nchannels: [conda-forge, extra]\n")
     assert solved("low", mirrors, tmp_path)["numpy"][0] == "2.2.6"
-    write_recipe(tmp_path / "r", "high", "envkit: 1\nname: high\nextends: [conda-forge-base]\nchannels: [extra, conda-forge]\npackages: [numpy]\n")
+    write_recipe(
+        tmp_path / "r", "high", "envkit: 1\nname: high\nextends: [conda-forge-base]\nchannels: [extra, conda-forge]\npackages: [numpy]\n"
+    )
     assert solved("high", mirrors, tmp_path)["numpy"][0] == "9.9.9"
 
 

@@ -78,26 +78,60 @@ def _sh_list(op: EnvOp) -> list[str]:
     return lines
 
 
+def _state(ctx: ScriptContext) -> str:
+    return f"_ENVKIT_{ctx.tag}_STATE"
+
+
 def posix(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
+    """Prior state is saved in two statements whatever the variable count (activation is on every
+    shell start): STATE lists the names that were set, OLD_<NAME> holds each prior value."""
     # SC2016: '$' inside single quotes is literal on purpose; values are data, never expanded.
     head = [f"# {line}" for line in ctx.header] + ["# shellcheck disable=SC2016"]
-    act = [*head, f'if [ -z "${{{_marker(ctx)}+x}}" ]; then']
-    for name in _names(ops):
-        old = _old(ctx, name)
-        act.append(f'    if [ -n "${{{name}+x}}" ]; then export {old}="${name}"; else unset {old}; fi')
-    act += [f"    export {_marker(ctx)}=1", "fi"]
+    names = _names(ops)
+    # One case decides: already active (M...), nothing set yet (fast path), or save prior values.
+    act = [*head, f'case "${{{_marker(ctx)}+M}}' + "".join(f"${{{n}+x}}" for n in names) + '" in']
+    act.append("    M*) ;;")
+    act.append(f'    "") export {_marker(ctx)}=1 {_state(ctx)}=" " ;;')
+    # Slow path, kept short because every activation parses it. eval only ever sees the
+    # variable names (validated identifiers); values are expanded inside it, never re-read as code.
+    old_prefix = _old(ctx, "")
+    act.append(f"    *) _envkit_s=' '; for _envkit_n in {' '.join(names)}; do")
+    act.append(
+        '           eval "case \\${$_envkit_n+x} in x) _envkit_s=\\"\\${_envkit_s}$_envkit_n \\"; '
+        f'export {old_prefix}$_envkit_n=\\"\\${{$_envkit_n}}\\" ;; esac"'
+    )
+    act.append(f'       done; export {_state(ctx)}="$_envkit_s" {_marker(ctx)}=1; unset _envkit_s _envkit_n ;;')
+    act.append("esac")
+    pending_set: list[str] = []
+    pending_unset: list[str] = []
+
+    def flush() -> None:
+        if pending_set:
+            act.append("export " + " ".join(pending_set))
+            pending_set.clear()
+        if pending_unset:
+            act.append("unset " + " ".join(pending_unset))
+            pending_unset.clear()
+
     for op in ops:
         if op.action == "set":
-            act.append(f"export {op.name}={sh_quote(op.value)}")
+            if pending_unset:
+                flush()
+            pending_set.append(f"{op.name}={sh_quote(op.value)}")
         elif op.action == "unset":
-            act.append(f"unset {op.name}")
+            if pending_set:
+                flush()
+            pending_unset.append(op.name)
         else:
+            flush()
             act += _sh_list(op)
-    deact = [*head, f'if [ -n "${{{_marker(ctx)}+x}}" ]; then']
-    for name in reversed(_names(ops)):
-        old = _old(ctx, name)
-        deact.append(f'    if [ -n "${{{old}+x}}" ]; then export {name}="${old}"; unset {old}; else unset {name}; fi')
-    deact += [f"    unset {_marker(ctx)}", "fi"]
+    flush()
+    # SC2154: the saved state comes from the activate script, through the environment.
+    deact = [*head[:-1], "# shellcheck disable=SC2016,SC2154", f'if [ -n "${{{_marker(ctx)}+x}}" ]; then']
+    for name in reversed(names):
+        deact.append(f'    case ${_state(ctx)} in *" {name} "*) export {name}="${_old(ctx, name)}" ;; *) unset {name} ;; esac')
+    deact.append("    unset " + " ".join([_state(ctx), *(_old(ctx, n) for n in names), _marker(ctx)]))
+    deact.append("fi")
     return ScriptPair("\n".join(act) + "\n", "\n".join(deact) + "\n")
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,16 +71,28 @@ def audit_env(prefix: Path, *, probe: bool = False, cuda_driver: str | None = No
     return EnvAudit(prefix, tuple(findings), inv.record is not None, len(inv.packages))
 
 
+def _audit_one(prefix: Path, probe: bool, cuda_driver: str | None) -> EnvAudit:
+    try:
+        return audit_env(prefix, probe=probe, cuda_driver=cuda_driver)
+    except EnvkitError as exc:
+        return EnvAudit(prefix, (), False, 0, error=exc.message)
+
+
 def audit_many(prefixes: list[Path], *, probe: bool = False, cuda_driver: str | None = None) -> list[EnvAudit]:
-    """Static audits are I/O bound and run in parallel; a broken env is reported, not fatal."""
+    """A broken env is reported, not fatal. Static audits are dominated by JSON parsing (CPU, GIL),
+    so many envs are split across forked processes; probes wait on subprocesses, so threads do."""
+    workers = min(len(prefixes), os.cpu_count() or 1)
+    if workers <= 1 or len(prefixes) < 4:
+        return [_audit_one(p, probe, cuda_driver) for p in prefixes]
+    if probe:
+        with ThreadPoolExecutor(max_workers=workers) as threads:
+            return list(threads.map(lambda p: _audit_one(p, probe, cuda_driver), prefixes))
+    chunks = [prefixes[i::workers] for i in range(workers)]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        parts = list(pool.map(_audit_chunk, chunks, [cuda_driver] * workers))
+    by_prefix = {a.prefix: a for part in parts for a in part}
+    return [by_prefix[p] for p in prefixes]
 
-    def one(prefix: Path) -> EnvAudit:
-        try:
-            return audit_env(prefix, probe=probe, cuda_driver=cuda_driver)
-        except EnvkitError as exc:
-            return EnvAudit(prefix, (), False, 0, error=exc.message)
 
-    if len(prefixes) == 1:
-        return [one(prefixes[0])]
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(one, prefixes))
+def _audit_chunk(prefixes: list[Path], cuda_driver: str | None) -> list[EnvAudit]:
+    return [_audit_one(p, False, cuda_driver) for p in prefixes]

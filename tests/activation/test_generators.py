@@ -18,7 +18,7 @@ GOLDEN = Path(__file__).parent / "golden"
 CTX = ScriptContext(tag="0123abcd", header=("golden test header",))
 OPS = (
     EnvOp("MKL_THREADING_LAYER", "set", value="GNU"),
-    EnvOp("ENVKIT_QUOTES", "set", value="it's \"100%\" & more ^ | < > !x! $env:HOME `n"),
+    EnvOp("ENVKIT_QUOTES", "set", value='it\'s "100%" & more ^ | < > !x! $env:HOME `n'),
     EnvOp("ENVKIT_MULTILINE", "set", value="line one\nline two"),
     EnvOp("KMP_DUPLICATE_LIB_OK", "unset"),
     EnvOp("PATH", "prepend", entries=("C:\\tools\\bin", "D:\\x y"), separator=";"),

@@ -35,7 +35,7 @@ def run_steps(shell: str, workdir: Path, prefixes: list[Path], steps: list[str],
     return [read_dump(workdir / f"dump.{n}") for n in dumps]
 
 
-HOSTILE = "it's \"quoted\" $HOME `id` $(id) \\ back\\\\ bang! 100% ^& | ; * ? [x] ~ {a,b} \t tab\nsecond line ünï €"
+HOSTILE = 'it\'s "quoted" $HOME `id` $(id) \\ back\\\\ bang! 100% ^& | ; * ? [x] ~ {a,b} \t tab\nsecond line ünï €'
 OPS = (
     EnvOp("MKL_THREADING_LAYER", "set", value="GNU"),
     EnvOp("ENVKIT_HOSTILE", "set", value=HOSTILE),
@@ -103,7 +103,9 @@ def test_activation_spawns_no_process(tmp_path: Path) -> None:
     prefix = make_env(tmp_path, "env", OPS)
     for shell in ("bash", "dash", "zsh"):
         script = f"PATH=/nonexistent\n. '{prefix}/etc/conda/activate.d/env.sh'\n. '{prefix}/etc/conda/deactivate.d/env.sh'\n"
-        proc = subprocess.run([shutil.which(shell) or shell, "-c", script.replace("env.sh", "envkit-env.sh")], capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [shutil.which(shell) or shell, "-c", script.replace("env.sh", "envkit-env.sh")], capture_output=True, text=True, check=False
+        )
         assert proc.returncode == 0 and proc.stderr == "", (shell, proc.stderr)
 
 
@@ -115,9 +117,21 @@ PATH_PRIOR = st.one_of(st.none(), st.just(""), st.lists(st.one_of(ENTRY, st.just
 
 @pytest.mark.parametrize("shell_name", SHELLS)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(value=VALUE, prior=PRIOR, path_prior=PATH_PRIOR, entries=st.lists(ENTRY, min_size=1, max_size=3, unique=True), action=st.sampled_from(["prepend", "append"]))
+@given(
+    value=VALUE,
+    prior=PRIOR,
+    path_prior=PATH_PRIOR,
+    entries=st.lists(ENTRY, min_size=1, max_size=3, unique=True),
+    action=st.sampled_from(["prepend", "append"]),
+)
 def test_property_any_value_any_prior_state(
-    shell_name: str, tmp_path_factory: pytest.TempPathFactory, value: str, prior: str | None, path_prior: str | None, entries: list[str], action: str
+    shell_name: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    value: str,
+    prior: str | None,
+    path_prior: str | None,
+    entries: list[str],
+    action: str,
 ) -> None:
     if shell_name == "fish" and "\r" in value:
         value = value.replace("\r", "")  # fish stores what it reads from the environment; CR round-trips only inside values it sets

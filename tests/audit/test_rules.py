@@ -34,7 +34,11 @@ def make_env(prefix: Path, channels: list[Path], specs: list[str], pkgs: Path, s
 def pip_layer(prefix: Path, wheel_name: str) -> None:
     """A real `pip install` of a cached wheel into the env's prefix (INSTALLER=pip, RECORD written)."""
     wheel = next(w for w in download_wheels(cache_root() / "wheels") if w.name.startswith(wheel_name))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile", "--prefix", str(prefix), str(wheel)], check=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile", "--prefix", str(prefix), str(wheel)],
+        check=True,
+        timeout=600,
+    )
 
 
 def wheel_member(prefix_name: str, member_suffix: str) -> bytes:
@@ -54,9 +58,16 @@ def layouts(tmp_path_factory: pytest.TempPathFactory, replica: dict[str, Path]) 
     cf, pt = replica["conda-forge"], replica["pytorch"]
     envs: dict[str, Path] = {}
     envs["legacy"] = make_env(root / "legacy", [pt, cf], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "mkl <2024.1", "cpuonly"], pkgs)
-    envs["legacy-mkl2024"] = make_env(root / "legacy-mkl2024", [pt, cf], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "mkl >=2024.1", "cpuonly"], pkgs)
-    envs["legacy-llvm22"] = make_env(root / "legacy-llvm22", [pt, cf], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "cpuonly"], pkgs,
-                                     swap={"llvm-openmp": (cf, "llvm-openmp 22.*")})
+    envs["legacy-mkl2024"] = make_env(
+        root / "legacy-mkl2024", [pt, cf], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "mkl >=2024.1", "cpuonly"], pkgs
+    )
+    envs["legacy-llvm22"] = make_env(
+        root / "legacy-llvm22",
+        [pt, cf],
+        ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "cpuonly"],
+        pkgs,
+        swap={"llvm-openmp": (cf, "llvm-openmp 22.*")},
+    )
     envs["mkl-openblas"] = make_env(root / "mkl-openblas", [cf], ["python 3.12.*", "numpy", "mkl"], pkgs)
     envs["torch-pip-numpy"] = make_env(root / "torch-pip-numpy", [cf], ["python 3.12.*", "pytorch * cpu_mkl*", "libblas * *mkl"], pkgs)
     pip_layer(envs["torch-pip-numpy"], "numpy-")
@@ -66,12 +77,20 @@ def layouts(tmp_path_factory: pytest.TempPathFactory, replica: dict[str, Path]) 
     vendor = root / "vendor-channel"
     iomp = wheel_member("intel_openmp-", "lib/libiomp5.so")
     mkl_rt = wheel_member("mkl-2026", "lib/libmkl_rt.so.3")
-    write_tar_bz2(vendor, PkgMeta("vendored-omp", "1.0", "0"), [PkgFile("lib/python3.12/site-packages/vendored_omp/lib/libiomp5.so", iomp, 0o755)])
+    write_tar_bz2(
+        vendor, PkgMeta("vendored-omp", "1.0", "0"), [PkgFile("lib/python3.12/site-packages/vendored_omp/lib/libiomp5.so", iomp, 0o755)]
+    )
     write_tar_bz2(vendor, PkgMeta("intel-openmp", "2024.1.0", "0"), [PkgFile("lib/libiomp5.so", iomp, 0o755)])
     write_tar_bz2(vendor, PkgMeta("mkl", "2024.1.0", "0"), [PkgFile("lib/libmkl_rt.so.2", mkl_rt, 0o755)])
-    write_tar_bz2(vendor, PkgMeta("vendored-mkl", "1.0", "0"), [PkgFile("lib/python3.12/site-packages/vendored_mkl/lib/libmkl_rt.so.3", mkl_rt, 0o755)])
+    write_tar_bz2(
+        vendor,
+        PkgMeta("vendored-mkl", "1.0", "0"),
+        [PkgFile("lib/python3.12/site-packages/vendored_mkl/lib/libmkl_rt.so.3", mkl_rt, 0o755)],
+    )
     init = b"# Anaconda/Intel MKL numpy: make sure MKL is initialised before numpy's BLAS is used\ntry:\n    import mkl\nexcept ImportError:\n    pass\n"
-    write_tar_bz2(vendor, PkgMeta("numpy", "1.26.4", "py312_mkl_0"), [PkgFile("lib/python3.12/site-packages/numpy/_distributor_init.py", init)])
+    write_tar_bz2(
+        vendor, PkgMeta("numpy", "1.26.4", "py312_mkl_0"), [PkgFile("lib/python3.12/site-packages/numpy/_distributor_init.py", init)]
+    )
     index_channel(vendor)
     envs["two-iomp"] = make_env(root / "two-iomp", [vendor], ["vendored-omp", "intel-openmp"], pkgs)
     envs["two-mkl"] = make_env(root / "two-mkl", [vendor], ["vendored-mkl", "mkl"], pkgs)
@@ -121,7 +140,9 @@ def test_numpy_distributor_init(layouts: dict[str, Path]) -> None:
     assert "EK020" in ids(layouts["mkl-numpy"])
 
 
-@pytest.mark.parametrize(("var", "rule"), [("KMP_DUPLICATE_LIB_OK", "EK005"), ("MKL_SERVICE_FORCE_INTEL", "EK016"), ("MKL_DEBUG_CPU_TYPE", "EK009")])
+@pytest.mark.parametrize(
+    ("var", "rule"), [("KMP_DUPLICATE_LIB_OK", "EK005"), ("MKL_SERVICE_FORCE_INTEL", "EK016"), ("MKL_DEBUG_CPU_TYPE", "EK009")]
+)
 def test_env_var_rules_from_conda_state_and_scripts(layouts: dict[str, Path], tmp_path: Path, var: str, rule: str) -> None:
     prefix = layouts["clean-openblas"]
     state = prefix / "conda-meta" / "state"
@@ -142,7 +163,9 @@ def test_env_var_rules_from_conda_state_and_scripts(layouts: dict[str, Path], tm
 
 def test_cuda_build_vs_driver(replica: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.9")
-    prefix = make_env(tmp_path / "cuda", [replica["conda-forge"]], ["python 3.12.*", "pytorch * cuda*", "cuda-version 12.9.*"], tmp_path / "pkgs")
+    prefix = make_env(
+        tmp_path / "cuda", [replica["conda-forge"]], ["python 3.12.*", "pytorch * cuda*", "cuda-version 12.9.*"], tmp_path / "pkgs"
+    )
     assert "EK013" in ids(prefix, cuda_driver="12.4")
     assert "EK013" not in ids(prefix, cuda_driver="12.9")
     assert "EK013" in ids(prefix)  # no driver at all: flagged

@@ -57,8 +57,14 @@ def test_inventory_agrees_with_threadpoolctl(seed_env: Path) -> None:
 
     assert "INVENTORY_SNIPPET" in probe_script_text()
     code = INVENTORY_SNIPPET + "\nimport threadpoolctl\nprint('TPC:' + json.dumps(threadpoolctl.threadpool_info()))\n"
-    proc = subprocess.run([str(seed_env / "bin" / "python"), "-c", code, json.dumps(["torch", "numpy", "mkl"])],
-                          capture_output=True, text=True, env=activated_environment(seed_env), timeout=120, check=False)
+    proc = subprocess.run(
+        [str(seed_env / "bin" / "python"), "-c", code, json.dumps(["torch", "numpy", "mkl"])],
+        capture_output=True,
+        text=True,
+        env=activated_environment(seed_env),
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     ours = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("ENVKIT-JSON:"))[12:])["libraries"]
     theirs = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("TPC:"))[4:])
@@ -72,7 +78,9 @@ def test_inventory_agrees_with_threadpoolctl(seed_env: Path) -> None:
     assert mkl_ours["num_threads"] == mkl_theirs["num_threads"]
 
 
-def test_create_runs_the_probe_and_records_health(wheel_channel: Path, tmp_path: Path, session_pkgs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_create_runs_the_probe_and_records_health(
+    wheel_channel: Path, tmp_path: Path, session_pkgs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ENVKIT_PKGS_DIR", str(session_pkgs))
     good = run_envkit("create", str(payload_recipe(tmp_path / "r", wheel_channel, name="healthy")), "--yes")
     assert good.returncode == 0, good.stdout + good.stderr

@@ -20,7 +20,14 @@ def compiled(tmp_path: Path, toolchain: str, extra: str = "") -> tuple[list[str]
 
 def test_conda_forge_mkl_llvm_cpu(tmp_path: Path) -> None:
     specs, env = compiled(tmp_path, "{blas: mkl, openmp: llvm, mkl: '>=2025,<2026', pytorch: {version: '2.10', variant: cpu}}")
-    assert specs == ["python 3.12.*", "libblas * *mkl", "mkl >=2025,<2026", "_openmp_mutex * *_llvm", "llvm-openmp", "pytorch 2.10.* cpu_mkl*"]
+    assert specs == [
+        "python 3.12.*",
+        "libblas * *mkl",
+        "mkl >=2025,<2026",
+        "_openmp_mutex * *_llvm",
+        "llvm-openmp",
+        "pytorch 2.10.* cpu_mkl*",
+    ]
     assert env == {"MKL_THREADING_LAYER": "GNU"}
 
 
@@ -40,8 +47,13 @@ def test_gnu_openmp_mutex(tmp_path: Path) -> None:
 def test_pytorch_channel_pins(tmp_path: Path) -> None:
     specs, env = compiled(tmp_path, "{blas: mkl, pytorch: {source: pytorch-channel, version: '2.5.1', variant: cuda, cuda: '12.4'}}")
     assert specs == [
-        "python 3.12.*", "blas * mkl", "mkl <2024.1", "llvm-openmp <16",
-        "pytorch ==2.5.1 *cuda*", "pytorch-mutex ==1.0 cuda", "pytorch-cuda 12.4.*",
+        "python 3.12.*",
+        "blas * mkl",
+        "mkl <2024.1",
+        "llvm-openmp <16",
+        "pytorch ==2.5.1 *cuda*",
+        "pytorch-mutex ==1.0 cuda",
+        "pytorch-cuda 12.4.*",
     ]
     assert env == {"MKL_THREADING_LAYER": "GNU"}
 

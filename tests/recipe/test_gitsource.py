@@ -26,7 +26,9 @@ def team_repo(tmp_path: Path) -> Path:
     git(repo, "init", "-q", "-b", "main")
     git(repo, "config", "user.email", "t@example.invalid")
     git(repo, "config", "user.name", "t")
-    (repo / "trainer.yaml").write_text("envkit: 1\nname: trainer\ndescription: v1\nextends: [pytorch-base]\nthreading: {omp_num_threads: 2}\n")
+    (repo / "trainer.yaml").write_text(
+        "envkit: 1\nname: trainer\ndescription: v1\nextends: [pytorch-base]\nthreading: {omp_num_threads: 2}\n"
+    )
     (repo / "old.yaml").write_text("envkit: 1\nname: old\nchannels: [conda-forge]\n")
     (repo / "README.md").write_text("not a recipe\n")
     git(repo, "add", "-A")
@@ -42,7 +44,9 @@ def test_lifecycle(team_repo: Path) -> None:
     assert recipe.origin.source == "team-recipes" and recipe.origin.commit == first
     assert recipe.threading.omp_num_threads == 2 and recipe.toolchain.blas == "mkl"  # extends a built-in
 
-    (team_repo / "trainer.yaml").write_text("envkit: 1\nname: trainer\ndescription: v2\nextends: [pytorch-base]\nthreading: {omp_num_threads: 4}\n")
+    (team_repo / "trainer.yaml").write_text(
+        "envkit: 1\nname: trainer\ndescription: v2\nextends: [pytorch-base]\nthreading: {omp_num_threads: 4}\n"
+    )
     (team_repo / "old.yaml").unlink()
     (team_repo / "fresh.yaml").write_text("envkit: 1\nname: fresh\nchannels: [conda-forge]\n")
     git(team_repo, "add", "-A")

@@ -17,15 +17,38 @@ from envkit.recipe.model import RecipeOrigin
 from envkit.recipe.schema import TOP_KEYS, validate_layer
 from envkit.recipe.yamlsource import load_yaml
 
-KEYS = [*TOP_KEYS, "blas", "mkl", "openmp", "pytorch", "env", "set", "prepend", "imports", "expect", "ddp", "nproc", "source", "variant", "cuda"]
+KEYS = [
+    *TOP_KEYS,
+    "blas",
+    "mkl",
+    "openmp",
+    "pytorch",
+    "env",
+    "set",
+    "prepend",
+    "imports",
+    "expect",
+    "ddp",
+    "nproc",
+    "source",
+    "variant",
+    "cuda",
+]
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(allow_nan=True),
-    st.sampled_from(["mkl", "llvm", "cuda", "pip", "physical-cores", "numpy >=1", "libblas=*=*mkl", "$(rm -rf /)", "`id`", "a:b", "\x00", "3.12"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True),
+    st.sampled_from(
+        ["mkl", "llvm", "cuda", "pip", "physical-cores", "numpy >=1", "libblas=*=*mkl", "$(rm -rf /)", "`id`", "a:b", "\x00", "3.12"]
+    ),
     st.text(max_size=12),
 )
 documents = st.recursive(
     scalars,
-    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=6), children, max_size=5)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=6), children, max_size=5)
+    ),
     max_leaves=25,
 )
 
@@ -46,7 +69,9 @@ def _check(text: str) -> None:
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents)
 def test_structured_documents(doc: object) -> None:
-    text = yaml.safe_dump({"envkit": 1, "name": "fuzz", "channels": ["c"], "x": doc} if isinstance(doc, dict) and len(doc) % 2 else doc, allow_unicode=True)
+    text = yaml.safe_dump(
+        {"envkit": 1, "name": "fuzz", "channels": ["c"], "x": doc} if isinstance(doc, dict) and len(doc) % 2 else doc, allow_unicode=True
+    )
     _check(text)
 
 

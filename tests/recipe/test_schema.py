@@ -85,7 +85,7 @@ def test_schema_version_and_required_fields(tmp_path: Path) -> None:
 
 def test_float_versions_are_refused_not_mangled(tmp_path: Path) -> None:
     lines = problems(tmp_path, "envkit: 1\nname: r\nchannels: [c]\npython: 3.10\n")
-    assert lines == [f"{tmp_path}/r.yaml:4:9: python: expected a quoted string, found number 3.1 (write it as \"3.1\")"]
+    assert lines == [f'{tmp_path}/r.yaml:4:9: python: expected a quoted string, found number 3.1 (write it as "3.1")']
 
 
 def test_duplicate_keys_and_packages(tmp_path: Path) -> None:

@@ -1,0 +1,310 @@
+"""envkit benchmarks: each one times envkit and a baseline in the same run, alternating, and prints
+the ratio of medians. Our machines are shared and noisy; only ratios mean anything.
+
+    python bench/run.py                 # all
+    python bench/run.py version audit   # some
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PY = sys.executable
+
+
+@dataclass(frozen=True)
+class Measurement:
+    name: str
+    ours: float
+    baseline: float
+    target: float | None
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.ours / self.baseline
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def alternate(
+    ours: Callable[[], object], base: Callable[[], object], rounds: int, setup: Callable[[], object] | None = None
+) -> tuple[float, float]:
+    a, b = [], []
+    for _ in range(rounds):
+        if setup:
+            setup()
+        a.append(timed(ours))
+        if setup:
+            setup()
+        b.append(timed(base))
+    return statistics.median(a), statistics.median(b)
+
+
+def run(cmd: list[str], **kw: object) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload]
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark command failed: {' '.join(cmd[:4])}...\n{proc.stderr[-2000:]}")
+
+
+def bench_version() -> Measurement:
+    ours, base = alternate(lambda: run([PY, "-m", "envkit", "--version"]), lambda: run([PY, "-c", "import rich.console, yaml"]), 15)
+    return Measurement("envkit --version vs import rich+yaml", ours, base, 2.0)
+
+
+def _isolated_env(work: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "ENVKIT_"))}
+    env.update(
+        HOME=str(work / "home"),
+        XDG_CONFIG_HOME=str(work / "cfg"),
+        XDG_CACHE_HOME=str(work / "cache"),
+        ENVKIT_ENVS_DIR=str(work / "envs"),
+        ENVKIT_PKGS_DIR=str(work / "pkgs"),
+    )
+    return env
+
+
+RAW_INSTALL = """
+import asyncio, sys, rattler
+channel, prefix, cache = sys.argv[1:4]
+specs = sys.argv[4:]
+vp = rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env())
+records = asyncio.run(rattler.solve([channel], specs, platforms=["linux-64", "noarch"], virtual_packages=vp))
+asyncio.run(rattler.install(records, prefix, cache_dir=cache, show_progress=False))
+"""
+
+
+def bench_create(work: Path) -> list[Measurement]:
+    from tests.support.wheelchannel import build_wheel_channel, cache_root
+
+    channel = build_wheel_channel()
+    specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]
+    recipe = work / "bench-create.yaml"
+    recipe.write_text(
+        f"envkit: 1\nname: bench\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [pytorch ==2.13.0, numpy, mkl-service, threadpoolctl]\n"
+    )
+    env = _isolated_env(work)
+    a, b = work / "envkit-env", work / "raw-env"
+
+    def clean() -> None:
+        for p in (a, b):
+            shutil.rmtree(p, ignore_errors=True)
+
+    ours_cmd = [PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--yes", "--no-probe"]
+    raw_cmd = [PY, "-c", RAW_INSTALL, channel.as_uri(), str(b), env["ENVKIT_PKGS_DIR"], *specs]
+    run(ours_cmd, env=env)  # warm the package cache
+    ours, base = alternate(lambda: run(ours_cmd, env=env), lambda: run(raw_cmd, env=env), 5, setup=clean)
+    out = [Measurement("create --no-probe vs raw rattler solve+install (warm cache)", ours, base, 1.15)]
+    wheels = cache_root() / "wheels"
+    venv = work / "venv"
+    shutil.rmtree(venv, ignore_errors=True)
+    pip_time = timed(
+        lambda: (
+            run([PY, "-m", "venv", str(venv)]),
+            run(
+                [
+                    str(venv / "bin" / "pip"),
+                    "install",
+                    "--quiet",
+                    "--no-index",
+                    "--find-links",
+                    str(wheels),
+                    "torch==2.13.0",
+                    "numpy",
+                    "mkl-service",
+                    "threadpoolctl",
+                ]
+            ),
+        )
+    )
+    out.append(Measurement("create --no-probe vs pip+venv from the same wheels", ours, pip_time, None, "the alternative users would pick"))
+    clean()
+    return out
+
+
+def bench_activation(work: Path) -> list[Measurement]:
+    """Sourcing the activate script vs plain exports of the same variables, 2000 times in one bash.
+    Each round unsets the variables again, as a fresh shell would have them; a second measurement
+    has them already set, which makes envkit save every prior value (plain exports save nothing)."""
+    from envkit.activation.writer import render_files, write_files
+    from envkit.recipe.model import EnvOp
+
+    prefix = work / "act-env"
+    names = [f"ENVKIT_BENCH_{i}" for i in range(20)]
+    ops = tuple(EnvOp(n, "set", value=f"value {i}") for i, n in enumerate(names))
+    files = render_files(prefix, "bench", ops, ("sh",))
+    write_files(files)
+    tag = next(line.split("_ACTIVE=1")[0].split()[-1] for line in files[0].text.splitlines() if "_ACTIVE=1" in line)
+    plain = work / "plain.sh"
+    plain.write_text("".join(f"export {n}='value {i}'\n" for i, n in enumerate(names)))
+    loops = 2000
+    reset = f"unset {' '.join(names)}"
+    out = []
+    for label, between in (("variables unset before", reset), ("variables already set", ":")):
+        ours_script = f"i=0; while [ $i -lt {loops} ]; do . '{files[0].path}'; unset {tag}_ACTIVE {tag}_STATE; {between}; i=$((i+1)); done"
+        base_script = f"i=0; while [ $i -lt {loops} ]; do . '{plain}'; unset ENVKIT_BENCH_X ENVKIT_BENCH_Y; {between}; i=$((i+1)); done"
+        ours, base = alternate(
+            lambda s=ours_script: run(["bash", "--noprofile", "--norc", "-c", s]),
+            lambda s=base_script: run(["bash", "--noprofile", "--norc", "-c", s]),
+            7,
+        )
+        out.append(
+            Measurement(
+                f"source activate script vs plain exports (bash, 20 vars, {label})",
+                ours,
+                base,
+                1.5 if between != ":" else None,
+                "" if between != ":" else "saves 20 prior values; plain exports cannot restore anything",
+            )
+        )
+    return out
+
+
+def bench_probe(work: Path) -> Measurement:
+    from envkit.activation.runenv import activated_environment
+    from envkit.probe.probe_script import GLOO_WORKER
+    from tests.support.wheelchannel import build_wheel_channel
+
+    channel = build_wheel_channel()
+    recipe = work / "bench-probe.yaml"
+    recipe.write_text(
+        f"envkit: 1\nname: benchprobe\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [pytorch ==2.13.0, numpy, mkl-service, threadpoolctl]\n"
+        "probe: {imports: [numpy, torch, mkl], import_orders: [[torch, numpy]], ddp: {enabled: true, nproc: 2}}\n"
+    )
+    env = _isolated_env(work)
+    prefix = work / "probe-env"
+    shutil.rmtree(prefix, ignore_errors=True)
+    run([PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"], env=env)
+    worker = work / "worker.py"
+    worker.write_text(GLOO_WORKER)
+    act = activated_environment(prefix)
+    ddp = [
+        str(prefix / "bin" / "python"),
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        "2",
+        str(worker),
+        "numpy",
+        "mkl",
+    ]
+    ours, base = alternate(lambda: run([PY, "-m", "envkit", "probe", "-p", str(prefix), "--json"], env=env), lambda: run(ddp, env=act), 3)
+    return Measurement("full probe vs the 2-rank torch.distributed check alone", ours, base, 1.3)
+
+
+def _fake_envs(root: Path, n_envs: int, n_pkgs: int) -> list[Path]:
+    """Envs with real conda-meta shapes (depends, files, paths_data), as conda writes them."""
+    envs = []
+    for e in range(n_envs):
+        prefix = root / f"env{e:02d}"
+        meta = prefix / "conda-meta"
+        meta.mkdir(parents=True)
+        (meta / "history").write_text("")
+        for p in range(n_pkgs):
+            name = f"pkg{p:03d}" if p else "numpy"
+            files = [f"lib/python3.12/site-packages/{name}/mod{i}.py" for i in range(20)]
+            record = {
+                "name": name,
+                "version": "1.0.0",
+                "build": "py312_0",
+                "build_number": 0,
+                "fn": f"{name}-1.0.0-py312_0.conda",
+                "channel": "https://conda.anaconda.org/conda-forge/",
+                "depends": ["python >=3.12,<3.13.0a0", "libgcc >=14"],
+                "subdir": "linux-64",
+                "files": files,
+                "paths_data": {
+                    "paths": [{"_path": f, "path_type": "hardlink", "sha256": "0" * 64, "size_in_bytes": 100} for f in files],
+                    "paths_version": 1,
+                },
+                "requested_spec": name,
+                "sha256": "0" * 64,
+                "url": f"https://conda.anaconda.org/conda-forge/linux-64/{name}-1.0.0-py312_0.conda",
+            }
+            (meta / f"{name}-1.0.0-py312_0.json").write_text(json.dumps(record))
+        envs.append(prefix)
+    return envs
+
+
+JSON_LOAD_ONLY = """
+import json, sys
+from pathlib import Path
+for prefix in sys.argv[1:]:
+    for p in Path(prefix, "conda-meta").glob("*.json"):
+        json.loads(p.read_bytes())
+"""
+
+
+def bench_audit(work: Path) -> Measurement:
+    root = work / "audit-envs"
+    shutil.rmtree(root, ignore_errors=True)
+    envs = _fake_envs(root, 50, 300)
+    env = _isolated_env(work)
+    env["ENVKIT_ENVS_DIR"] = str(root)
+    ours, base = alternate(lambda: _audit_all(env), lambda: run([PY, "-c", JSON_LOAD_ONLY, *map(str, envs)]), 5)
+    return Measurement("audit --all (50 envs x 300 pkgs) vs json-loading their conda-meta", ours, base, 1.5)
+
+
+def _audit_all(env: dict[str, str]) -> None:
+    proc = subprocess.run([PY, "-m", "envkit", "audit", "--all", "--json"], capture_output=True, text=True, env=env, check=False)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(proc.stderr)
+
+
+BENCHES = {"version": bench_version, "activation": bench_activation, "audit": bench_audit, "create": bench_create, "probe": bench_probe}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", metavar="NAME", help="any of: " + ", ".join(BENCHES))
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    names = args.names or list(BENCHES)
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
+    results: list[Measurement] = []
+    with tempfile.TemporaryDirectory(prefix="envkit-bench-") as tmp:
+        for name in names:
+            fn = BENCHES[name]
+            out = fn() if name == "version" else fn(Path(tmp))  # type: ignore[call-arg]
+            for m in out if isinstance(out, list) else [out]:
+                results.append(m)
+                verdict = "" if m.target is None else ("  ok" if m.ratio <= m.target else "  OVER TARGET")
+                target = "" if m.target is None else f" (target <= {m.target}x)"
+                print(
+                    f"{m.name}: {m.ours:.3f}s vs {m.baseline:.3f}s = {m.ratio:.2f}x{target}{verdict}{'  ' + m.note if m.note else ''}",
+                    flush=True,
+                )
+    if args.json:
+        print(
+            json.dumps(
+                [{"name": m.name, "ours_s": m.ours, "baseline_s": m.baseline, "ratio": m.ratio, "target": m.target} for m in results],
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
