@@ -186,7 +186,7 @@ def bench_probe(work: Path) -> Measurement:
     recipe = work / "bench-probe.yaml"
     recipe.write_text(
         f"envkit: 1\nname: benchprobe\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [pytorch ==2.13.0, numpy, mkl-service, threadpoolctl]\n"
-        "probe: {imports: [numpy, torch, mkl], import_orders: [[torch, numpy]], ddp: {enabled: true, nproc: 2}}\n"
+        "probe: {imports: [numpy, torch, mkl], import_orders: [[torch, numpy], [numpy, torch]], ddp: {enabled: true, nproc: 2}}\n"
     )
     env = _isolated_env(work)
     prefix = work / "probe-env"
@@ -208,7 +208,7 @@ def bench_probe(work: Path) -> Measurement:
         "numpy",
         "mkl",
     ]
-    ours, base = alternate(lambda: run([PY, "-m", "envkit", "probe", "-p", str(prefix), "--json"], env=env), lambda: run(ddp, env=act), 3)
+    ours, base = alternate(lambda: run([PY, "-m", "envkit", "probe", "-p", str(prefix), "--json"], env=env), lambda: run(ddp, env=act), 5)
     return Measurement("full probe vs the 2-rank torch.distributed check alone", ours, base, 1.3)
 
 

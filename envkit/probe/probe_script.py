@@ -130,7 +130,7 @@ except ImportError:
 if torch is not None:
     T = torch.tensor(a, dtype=torch.float64) @ torch.tensor(b, dtype=torch.float64)
     out["torch_vs_numpy_err"] = float(np.max(np.abs(T.numpy() - C)))
-print("ENVKIT-JSON:" + json.dumps(out))
+print("ENVKIT-NUMERIC:" + json.dumps(out))
 """
 
 GPU_SNIPPET = r"""
@@ -156,7 +156,7 @@ if out["cuda_available"]:
         out["driver_cuda"] = torch._C._cuda_getDriverVersion()
     except Exception:
         pass
-print("ENVKIT-JSON:" + json.dumps(out))
+print("ENVKIT-GPU:" + json.dumps(out))
 """
 
 # A DDP worker: torch first (as DDP workers do), then the MKL side, then a gloo all_reduce.
@@ -173,40 +173,87 @@ world = dist.get_world_size()
 expected = world * (world + 1) / 2
 assert float(t[0]) == expected, (float(t[0]), expected)
 dist.destroy_process_group()
-print("rank", os.environ.get("RANK"), "ok", float(t[0]))
+sys.stdout.write("rank %s ok %s\n" % (os.environ.get("RANK"), float(t[0])))  # one write: ranks share the pipe
+sys.stdout.flush()
 """
 
 # The seed scenario's parent: import the MKL side first (as Ultralytics does with numpy/cv2), then
 # start children with subprocess.run and the inherited environment, the way the trainer does.
 PARENT_SNIPPET = r"""
-import json, subprocess, sys
-first = json.loads(sys.argv[1]); child_cmd = json.loads(sys.argv[2]); timeout = float(sys.argv[3])
+import json, os, subprocess, sys, time
+first = json.loads(sys.argv[1]); children = json.loads(sys.argv[2]); timeout = float(sys.argv[3])
 for mod in first:
     __import__(mod)
-try:
-    p = subprocess.run(child_cmd, capture_output=True, text=True, timeout=timeout)
-    print("ENVKIT-JSON:" + json.dumps({"returncode": p.returncode, "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]}))
-except subprocess.TimeoutExpired as exc:
-    print("ENVKIT-JSON:" + json.dumps({"returncode": None, "timeout": True, "stderr": str(exc)}))
+procs = {}
+for name, cmd, background in children:
+    procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if background and hasattr(os, "setpriority"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, procs[name].pid, 10)
+        except OSError:
+            pass
+deadline = time.monotonic() + timeout
+out = {}
+for name, p in procs.items():
+    try:
+        so, se = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        out[name] = {"returncode": p.returncode, "stdout": so[-400000:], "stderr": se[-4000:]}
+    except subprocess.TimeoutExpired:
+        p.kill()
+        so, se = p.communicate()
+        out[name] = {"returncode": None, "timeout": True, "stdout": "", "stderr": (se or "")[-4000:]}
+print("ENVKIT-JSON:" + json.dumps(out))
 """
 
 
-def run_py(args, timeout, env=None):
+class _Done:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def run_py(args, timeout, env=None, background=True):
+    """Run the env's python. Background checks get a lower CPU priority so the DDP job, the
+    longest one, keeps its share of the cores; every run has a timeout and is killed after it."""
     start = time.monotonic()
     try:
-        proc = subprocess.run([PY] + args, capture_output=True, text=True, timeout=timeout, env=env)
+        popen = subprocess.Popen([PY] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        if background and hasattr(os, "setpriority"):
+            try:
+                os.setpriority(os.PRIO_PROCESS, popen.pid, 10)
+            except OSError:
+                pass
+        try:
+            out, err_text = popen.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            out, err_text = popen.communicate()
+            raise subprocess.TimeoutExpired(popen.args, timeout, output=out, stderr=err_text) from None
+        proc = _Done(popen.returncode, out, err_text)
     except subprocess.TimeoutExpired as exc:
         err = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        return {"returncode": None, "timeout": True, "stdout": "", "stderr": err[-4000:], "seconds": round(time.monotonic() - start, 2)}
-    data = None
+        return {
+            "returncode": None,
+            "timeout": True,
+            "stdout": "",
+            "stderr": err[-4000:],
+            "data": None,
+            "sections": {},
+            "seconds": round(time.monotonic() - start, 2),
+        }
+    sections = {}
     for line in proc.stdout.splitlines():
-        if line.startswith("ENVKIT-JSON:"):
-            data = json.loads(line[len("ENVKIT-JSON:") :])
+        if line.startswith("ENVKIT-") and ":" in line:
+            tag, _, payload = line.partition(":")
+            try:
+                sections[tag[len("ENVKIT-") :]] = json.loads(payload)
+            except ValueError:
+                pass
     return {
         "returncode": proc.returncode,
         "stdout": proc.stdout[-4000:],
         "stderr": proc.stderr[-4000:],
-        "data": data,
+        "data": sections.get("JSON"),
+        "sections": sections,
         "seconds": round(time.monotonic() - start, 2),
     }
 
@@ -288,56 +335,112 @@ def mkl_side(cfg):
     return mods
 
 
-def check_seed(cfg, timeout):
-    """The DDP crash without torch.distributed: parent imports the MKL side, child imports torch first."""
+def runtime_code(cfg):
+    """Code that imports torch first, then the MKL side (a DDP worker's order), and then reports the
+    loaded runtimes, the numeric checks and the GPU. Importing torch costs seconds of CPU, so the
+    DDP-style child of check_seed runs this code and its observations serve several checks."""
+    order = [m for m in ("torch", "numpy", "mkl") if importable(m)]
+    order += [m for m in cfg.get("imports", []) if m not in order and m in ("scipy", "sklearn")]
+    code = INVENTORY_SNIPPET
+    if importable("numpy"):
+        code += "\n" + _guarded("NUMERIC", NUMERIC_SNIPPET)
+    if importable("torch"):
+        code += "\n" + _guarded("GPU", GPU_SNIPPET)
+    return code, order
+
+
+def _child_sections(data):
+    sections = {}
+    for line in (data.get("stdout") or "").splitlines():
+        if line.startswith("ENVKIT-") and ":" in line:
+            tag, _, payload = line.partition(":")
+            try:
+                sections[tag[len("ENVKIT-") :]] = json.loads(payload)
+            except ValueError:
+                pass
+    return sections
+
+
+SEED_TITLE = "MKL parent, torch-first children"
+GLOO_TITLE = "torch.distributed.run --nproc_per_node %d gloo all_reduce"
+
+
+def _ddp_fail(cid, title, child, info, seconds):
+    ev = excerpt(child.get("stderr")) or ("timed out" if child.get("timeout") else "the child failed with no output")
+    remedy = (
+        "set MKL_THREADING_LAYER=GNU for this env (envkit writes it into etc/conda/activate.d; envkit audit --fix repairs it)"
+        if "MKL_THREADING_LAYER" in ev
+        else "see the evidence"
+    )
+    return check(cid, title, "fail", ev, remedy, info, seconds)
+
+
+def _parent_ran(seed, gloo):
+    """Whether the DDP parent imported its modules (then each of them imports)."""
+    return bool(seed.get("data", {}).get("parent_ran") or gloo.get("data", {}).get("parent_ran"))
+
+
+def ddp_checks(cfg, timeout):
+    """The seed scenario and the real DDP job, from one parent that imports the MKL side first (as
+    the Ultralytics trainer does) and then starts both: a plain child that imports torch first and
+    then the MKL side, and `python -m torch.distributed.run` with a gloo all_reduce.
+
+    Returns (seed check, gloo check, the plain child's runtime observations or None)."""
     side = mkl_side(cfg)
     if not importable("torch"):
-        return check("ddp-seed", "MKL parent, torch-first children", "skip", "torch is not installed", "")
-    child = [PY, "-c", "; ".join(["import torch"] + ["import " + m for m in side])]
-    r = run_py(["-c", PARENT_SNIPPET, json.dumps(side), json.dumps(child), str(timeout)], timeout + 10)
-    data = r.get("data") or {}
-    if r["returncode"] != 0 or data.get("returncode") != 0:
-        ev = excerpt(data.get("stderr") or r["stderr"]) or "child failed with no output"
-        remedy = (
-            "set MKL_THREADING_LAYER=GNU for this env (envkit writes it into etc/conda/activate.d; envkit audit --fix repairs it)"
-            if "MKL_THREADING_LAYER" in ev
-            else "see the evidence"
-        )
-        return check(
-            "ddp-seed", "MKL parent, torch-first children", "fail", ev, remedy, {"parent_imports": side, "child": child[2]}, r["seconds"]
-        )
-    return check("ddp-seed", "MKL parent, torch-first children", "pass", "", "", {"parent_imports": side, "child": child[2]}, r["seconds"])
-
-
-def check_gloo(cfg, timeout):
-    if not importable("torch"):
-        return check("ddp-gloo", "torch.distributed.run gloo all_reduce", "skip", "torch is not installed")
-    if not cfg.get("ddp", True):
-        return check("ddp-gloo", "torch.distributed.run gloo all_reduce", "skip", "disabled by the recipe (probe.ddp)")
+        skip = "torch is not installed"
+        return check("ddp-seed", SEED_TITLE, "skip", skip), check("ddp-gloo", GLOO_TITLE % 0, "skip", skip), None
+    code, order = runtime_code(cfg)
+    children = [["seed", [PY, "-c", code, json.dumps(order)], True]]
     nproc = int(cfg.get("nproc", 2))
-    side = mkl_side(cfg)
-    tmp = tempfile.mkdtemp(prefix="envkit-probe-")
-    worker = os.path.join(tmp, "worker.py")
-    with open(worker, "w") as fh:
-        fh.write(GLOO_WORKER)
-    child = [PY, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", str(nproc), worker] + side
-    r = run_py(["-c", PARENT_SNIPPET, json.dumps(side), json.dumps(child), str(timeout)], timeout + 10)
-    data = r.get("data") or {}
-    title = "torch.distributed.run --nproc_per_node %d gloo all_reduce" % nproc
-    if data.get("returncode") == 0:
-        return check(
-            "ddp-gloo", title, "pass", data.get("stdout", "").strip()[-300:], "", {"nproc": nproc, "parent_imports": side}, r["seconds"]
-        )
-    ev = excerpt(data.get("stderr") or r["stderr"]) or ("timed out" if data.get("timeout") else "launcher failed")
-    remedy = "set MKL_THREADING_LAYER=GNU for this env (envkit audit --fix)" if "MKL_THREADING_LAYER" in ev else "see the evidence"
-    return check("ddp-gloo", title, "fail", ev, remedy, {"nproc": nproc, "parent_imports": side}, r["seconds"])
+    if cfg.get("ddp", True):
+        worker = os.path.join(tempfile.mkdtemp(prefix="envkit-probe-"), "worker.py")
+        with open(worker, "w") as fh:
+            fh.write(GLOO_WORKER)
+        launcher = [PY, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", str(nproc), worker]
+        children.append(["gloo", launcher + side, False])
+    r = run_py(["-c", PARENT_SNIPPET, json.dumps(side), json.dumps(children), str(timeout)], timeout + 15, background=False)
+    results = r.get("data") or {}
+    parent_failed = r["returncode"] != 0 or not results
+    seed_info_parent_ok = not parent_failed
+    seed_info = {"parent_imports": side, "child_imports": order, "parent_ran": seed_info_parent_ok}
+    gloo_info = {"parent_imports": side, "nproc": nproc, "parent_ran": seed_info_parent_ok}
+    observed = None
+    seed_child = results.get("seed", {"stderr": r["stderr"]})
+    if parent_failed or seed_child.get("returncode") != 0:
+        seed = _ddp_fail("ddp-seed", SEED_TITLE, seed_child, seed_info, r["seconds"])
+    else:
+        seed = check("ddp-seed", SEED_TITLE, "pass", "", "", seed_info, r["seconds"])
+        sections = _child_sections(seed_child)
+        observed = {
+            "returncode": 0,
+            "stdout": "",
+            "stderr": seed_child.get("stderr", ""),
+            "data": sections.get("JSON"),
+            "sections": sections,
+            "seconds": r["seconds"],
+        }
+    if not cfg.get("ddp", True):
+        gloo = check("ddp-gloo", GLOO_TITLE % nproc, "skip", "disabled by the recipe (probe.ddp)")
+    else:
+        gloo_child = results.get("gloo", {"stderr": r["stderr"]})
+        if parent_failed or gloo_child.get("returncode") != 0:
+            gloo = _ddp_fail("ddp-gloo", GLOO_TITLE % nproc, gloo_child, gloo_info, r["seconds"])
+        else:
+            ranks = sorted(line.strip() for line in gloo_child.get("stdout", "").splitlines() if line.startswith("rank "))
+            gloo = check("ddp-gloo", GLOO_TITLE % nproc, "pass", "\n".join(ranks), "", gloo_info, r["seconds"])
+    return seed, gloo, observed
+
+
+def _guarded(tag, snippet):
+    body = "\n".join("    " + line for line in snippet.strip().splitlines())
+    return "try:\n%s\nexcept Exception as exc:\n    print('ENVKIT-ERR-%s:' + json.dumps(repr(exc)))\n" % (body, tag)
 
 
 def inventory(cfg, timeout):
-    order = [m for m in ("torch", "numpy", "mkl") if importable(m)]
-    order += [m for m in cfg.get("imports", []) if m not in order and m in ("scipy", "sklearn")]
-    r = run_py(["-c", INVENTORY_SNIPPET, json.dumps(order)], timeout)
-    return r, order
+    """The runtime observations in a process of their own (used when the DDP-style child failed)."""
+    code, order = runtime_code(cfg)
+    return run_py(["-c", code, json.dumps(order)], timeout), order
 
 
 def check_runtimes(inv, order):
@@ -411,10 +514,11 @@ def check_runtimes(inv, order):
     return check("runtimes", "BLAS and OpenMP runtimes loaded", "pass", evidence, "", summary, r["seconds"])
 
 
-def check_numeric(timeout):
+def check_numeric(timeout, shared=None):
     if not importable("numpy"):
         return check("numeric", "numeric sanity", "skip", "numpy is not installed")
-    r = run_py(["-c", NUMERIC_SNIPPET], timeout)
+    r = shared if shared is not None and "NUMERIC" in shared.get("sections", {}) else run_py(["-c", NUMERIC_SNIPPET], timeout)
+    r = dict(r, data=r["sections"].get("NUMERIC"), returncode=0 if r["sections"].get("NUMERIC") else r["returncode"])
     data = r.get("data")
     if r["returncode"] != 0 or not data:
         return check(
@@ -481,10 +585,11 @@ def check_threads(cfg, runtimes):
     return check("threads", "thread settings in effect", "pass", evidence, "", info)
 
 
-def check_gpu(timeout):
+def check_gpu(timeout, shared=None):
     if not importable("torch"):
         return check("gpu", "CUDA, devices, NCCL", "skip", "torch is not installed")
-    r = run_py(["-c", GPU_SNIPPET], timeout)
+    r = shared if shared is not None and "GPU" in shared.get("sections", {}) else run_py(["-c", GPU_SNIPPET], timeout)
+    r = dict(r, data=r["sections"].get("GPU"), returncode=0 if r["sections"].get("GPU") else r["returncode"])
     data = r.get("data")
     if r["returncode"] != 0 or not data:
         return check("gpu", "CUDA, devices, NCCL", "fail", excerpt(r["stderr"]), "see the evidence", seconds=r["seconds"])
@@ -559,23 +664,69 @@ def main():
     started = time.monotonic()
     imports = [m for m in cfg.get("imports", [])]
     orders = [list(o) for o in cfg.get("import_orders", [])]
-    with ThreadPoolExecutor(max_workers=max(2, min(8, (os.cpu_count() or 2) * 2))) as pool:
-        fut_imports = [pool.submit(check_import, m, timeout) for m in imports]
-        fut_orders = [pool.submit(check_order, o, timeout) for o in orders]
-        fut_seed = pool.submit(check_seed, cfg, timeout)
-        fut_gloo = pool.submit(check_gloo, cfg, timeout)
-        fut_inv = pool.submit(inventory, cfg, timeout)
-        fut_num = pool.submit(check_numeric, timeout)
-        fut_gpu = pool.submit(check_gpu, timeout)
-        checks = [f.result() for f in fut_imports] + [f.result() for f in fut_orders]
-        checks.append(fut_seed.result())
-        checks.append(fut_gloo.result())
-        inv, order = fut_inv.result()
+    # The DDP job is the longest check: start it first so everything else overlaps with it.
+    # Evidence is reused where it is the same observation: a module that begins a passing import
+    # order was imported first in a fresh process; an order that is a prefix of the DDP-style
+    # child's imports ran in that fresh process. Failures always get their own process, so the
+    # report says which part broke.
+    with ThreadPoolExecutor(max_workers=len(imports) + len(orders) + 4) as pool:
+        fut_ddp = pool.submit(ddp_checks, cfg, timeout)
+        child_order = runtime_code(cfg)[1] if importable("torch") else []
+
+        def is_prefix(o):
+            return list(o) == child_order[: len(o)]
+
+        fut_orders = {tuple(o): pool.submit(check_order, o, timeout) for o in orders if not is_prefix(o)}
+        first_of = {}
+        for o in orders:
+            first_of.setdefault(o[0], o)
+        side = mkl_side(cfg) if importable("torch") else []
+        fut_imports = {m: pool.submit(check_import, m, timeout) for m in imports if m not in first_of and m not in side}
+        seed, gloo, observed = fut_ddp.result()
+        order_results = {}
+        for o in orders:
+            key = tuple(o)
+            if key in fut_orders:
+                order_results[key] = fut_orders[key].result()
+            elif seed["status"] == "pass":
+                order_results[key] = check(
+                    "import-order:" + ",".join(o),
+                    "import " + " then ".join(o),
+                    "pass",
+                    "imported in this order by the DDP-style child (ddp-seed)",
+                )
+            else:
+                order_results[key] = check_order(o, timeout)
+        checks = []
+        for m in imports:
+            if m in fut_imports:
+                checks.append(fut_imports[m].result())
+                continue
+            if m in side and m not in first_of:
+                if "parent_imports" in seed.get("data", {}) and seed["status"] != "skip" and _parent_ran(seed, gloo):
+                    where = "first" if side[0] == m else "after " + ", ".join(side[: side.index(m)])
+                    checks.append(check("import:" + m, "import " + m, "pass", "imported %s in a fresh process by the DDP parent" % where))
+                else:
+                    checks.append(check_import(m, timeout))
+                continue
+            covering = order_results[tuple(first_of[m])]
+            if covering["status"] == "pass":
+                checks.append(check("import:" + m, "import " + m, "pass", "imported first in a fresh process by " + covering["id"]))
+            else:
+                checks.append(check_import(m, timeout))
+        checks += [order_results[tuple(o)] for o in orders]
+        checks.append(seed)
+        checks.append(gloo)
+        if observed is not None:
+            inv, order = observed, child_order
+        else:
+            inv, order = inventory(cfg, timeout)
+        healthy = inv["returncode"] == 0
         runtimes = check_runtimes(inv, order)
         checks.append(runtimes)
-        checks.append(fut_num.result())
+        checks.append(check_numeric(timeout, inv if healthy else None))
         checks.append(check_threads(cfg, inv))
-        checks.append(fut_gpu.result())
+        checks.append(check_gpu(timeout, inv if healthy else None))
         checks.append(check_expect(cfg, runtimes))
     doc = {
         "envkit_probe": PROBE_VERSION,

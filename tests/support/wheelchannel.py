@@ -8,6 +8,8 @@ conversion of torch (about 1 GB unpacked) once per machine.
 from __future__ import annotations
 
 import hashlib
+import importlib._bootstrap_external
+import importlib.util
 import os
 import re
 import shutil
@@ -24,7 +26,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda
 
-CONVERTER_VERSION = "3"
+CONVERTER_VERSION = "4"
 PY_VER = f"{sys.version_info.major}.{sys.version_info.minor}"
 SITE = f"lib/python{PY_VER}/site-packages"
 # The payload the acceptance tests need: the seed crash is `import mkl` in a parent, then
@@ -82,6 +84,19 @@ def _wheel_depends(metadata: str, wheel_tag_python: str) -> list[str]:
     return deps
 
 
+def _bytecode(path: str, source: bytes) -> PkgFile | None:
+    """A hash-based .pyc next to each module, as conda packages ship them: imports then never
+    compile (PYTHONDONTWRITEBYTECODE is common on shared machines) and mtimes do not matter."""
+    folder, _, name = path.rpartition("/")
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    data = importlib._bootstrap_external._code_to_hash_pyc(code, importlib.util.source_hash(source), False)  # type: ignore[attr-defined]
+    tag = sys.implementation.cache_tag
+    return PkgFile(f"{folder}/__pycache__/{name[:-3]}.{tag}.pyc", bytes(data))
+
+
 def convert_wheel(wheel: Path, channel: Path) -> Path:
     name, version, _build, tags = parse_wheel_filename(wheel.name)
     canonical = canonicalize_name(name)
@@ -118,6 +133,10 @@ def convert_wheel(wheel: Path, channel: Path) -> Path:
                 if base == "INSTALLER":
                     data = b"conda\n"
             files.append(PkgFile(target, data, mode | 0o644))
+            if target.endswith(".py") and target.startswith(SITE):
+                pyc = _bytecode(target, data)
+                if pyc is not None:
+                    files.append(pyc)
     dist_info = next(f.path.rsplit("/", 1)[0] for f in files if f.path.endswith(".dist-info/METADATA"))
     if not any(f.path == f"{dist_info}/INSTALLER" for f in files):
         files.append(PkgFile(f"{dist_info}/INSTALLER", b"conda\n"))
