@@ -136,7 +136,7 @@ def dispatch(args: argparse.Namespace, console: object) -> object:
             reporter = RichInstallReporter(console)
 
         def confirm(plan: object) -> bool:
-            answer = console.input("Proceed? [y/N] ").strip().lower()
+            answer = console.input("Proceed? [y/N] ", markup=False).strip().lower()
             return answer in ("y", "yes")
 
         return create(
@@ -159,7 +159,7 @@ def dispatch(args: argparse.Namespace, console: object) -> object:
 
         def confirm_fix(plan: object) -> bool:
             console.print(getattr(plan, "diff", ""))
-            return console.input("Apply these changes? [y/N] ").strip().lower() in ("y", "yes")
+            return console.input("Apply these changes? [y/N] ", markup=False).strip().lower() in ("y", "yes")
 
         return audit.audit(
             args.targets,

@@ -514,11 +514,18 @@ def check_runtimes(inv, order):
     return check("runtimes", "BLAS and OpenMP runtimes loaded", "pass", evidence, "", summary, r["seconds"])
 
 
+def section_result(tag, snippet, timeout, shared):
+    """One section of a shared runtime observation, or the snippet run in a process of its own."""
+    if shared is None or tag not in shared.get("sections", {}):
+        shared = run_py(["-c", snippet], timeout)
+    section = shared["sections"].get(tag)
+    return dict(shared, data=section, returncode=0 if section else shared["returncode"])
+
+
 def check_numeric(timeout, shared=None):
     if not importable("numpy"):
         return check("numeric", "numeric sanity", "skip", "numpy is not installed")
-    r = shared if shared is not None and "NUMERIC" in shared.get("sections", {}) else run_py(["-c", NUMERIC_SNIPPET], timeout)
-    r = dict(r, data=r["sections"].get("NUMERIC"), returncode=0 if r["sections"].get("NUMERIC") else r["returncode"])
+    r = section_result("NUMERIC", NUMERIC_SNIPPET, timeout, shared)
     data = r.get("data")
     if r["returncode"] != 0 or not data:
         return check(
@@ -588,8 +595,7 @@ def check_threads(cfg, runtimes):
 def check_gpu(timeout, shared=None):
     if not importable("torch"):
         return check("gpu", "CUDA, devices, NCCL", "skip", "torch is not installed")
-    r = shared if shared is not None and "GPU" in shared.get("sections", {}) else run_py(["-c", GPU_SNIPPET], timeout)
-    r = dict(r, data=r["sections"].get("GPU"), returncode=0 if r["sections"].get("GPU") else r["returncode"])
+    r = section_result("GPU", GPU_SNIPPET, timeout, shared)
     data = r.get("data")
     if r["returncode"] != 0 or not data:
         return check("gpu", "CUDA, devices, NCCL", "fail", excerpt(r["stderr"]), "see the evidence", seconds=r["seconds"])

@@ -96,3 +96,9 @@ def test_explain_every_rule(rule: object) -> None:
     for part in (rule.id, rule.title, "Why", "Fix", rule.sources[0]):  # type: ignore[attr-defined]
         assert part in proc.stdout
     assert run_envkit("audit", "--explain", rule.slug).returncode == 0  # type: ignore[attr-defined]
+
+
+def test_probe_findings_are_merged(raw_payload_env: Path) -> None:
+    code, doc = audit_json(str(raw_payload_env), "--probe", "--min-severity", "error")
+    ids = {f["rule_id"] for f in doc["data"]["audits"][0]["findings"]}
+    assert code == 1 and {"EK001", "PROBE:ddp-seed", "PROBE:ddp-gloo"} <= ids
