@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import re
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -17,7 +17,9 @@ from tests.test_create import tiny_channel, tiny_recipe
 def converse(args: list[str], answer: bytes, timeout: float = 120) -> tuple[int, str]:
     """Run under a pty; type `answer` when the question appears; return exit code and screen text."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=dict(os.environ, TERM="xterm", COLUMNS="200"), close_fds=True)
+    proc = subprocess.Popen(
+        args, stdin=slave, stdout=slave, stderr=slave, env=dict(os.environ, TERM="xterm", COLUMNS="200"), close_fds=True
+    )
     os.close(slave)
     screen = b""
     answered = False

@@ -187,14 +187,26 @@ for mod in first:
 procs = {}
 for name, cmd, background in children:
     procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if background and hasattr(os, "setpriority"):
+    if background:
         try:
-            os.setpriority(os.PRIO_PROCESS, procs[name].pid, 10)
-        except OSError:
-            pass
+            os.sched_setscheduler(procs[name].pid, os.SCHED_IDLE, os.sched_param(0))
+        except (AttributeError, OSError):
+            try:
+                os.setpriority(os.PRIO_PROCESS, procs[name].pid, 10)
+            except (AttributeError, OSError):
+                pass
 deadline = time.monotonic() + timeout
 out = {}
-for name, p in procs.items():
+order = [n for n, _, bg in children if not bg] + [n for n, _, bg in children if bg]
+for name in order:
+    p = procs[name]
+    if name == order[-1] or all(n in out for n, _, bg in children if not bg):
+        for n, _, bg in children:
+            if bg and n not in out:
+                try:
+                    os.sched_setscheduler(procs[n].pid, os.SCHED_OTHER, os.sched_param(0))
+                except (AttributeError, OSError):
+                    pass
     try:
         so, se = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
         out[name] = {"returncode": p.returncode, "stdout": so[-400000:], "stderr": se[-4000:]}
@@ -204,6 +216,30 @@ for name, p in procs.items():
         out[name] = {"returncode": None, "timeout": True, "stdout": "", "stderr": (se or "")[-4000:]}
 print("ENVKIT-JSON:" + json.dumps(out))
 """
+
+
+BACKGROUND = set()
+
+
+def deprioritize(pid):
+    """Let a background check run only on CPU the DDP job leaves idle (SCHED_IDLE on Linux);
+    promote_all() hands it normal priority again once the DDP job is over."""
+    BACKGROUND.add(pid)
+    try:
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, 10)
+        except (AttributeError, OSError):
+            pass
+
+
+def promote_all():
+    for pid in list(BACKGROUND):
+        try:
+            os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+        except (AttributeError, OSError):
+            pass
 
 
 class _Done:
@@ -217,11 +253,8 @@ def run_py(args, timeout, env=None, background=True):
     start = time.monotonic()
     try:
         popen = subprocess.Popen([PY] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        if background and hasattr(os, "setpriority"):
-            try:
-                os.setpriority(os.PRIO_PROCESS, popen.pid, 10)
-            except OSError:
-                pass
+        if background:
+            deprioritize(popen.pid)
         try:
             out, err_text = popen.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -689,6 +722,7 @@ def main():
         side = mkl_side(cfg) if importable("torch") else []
         fut_imports = {m: pool.submit(check_import, m, timeout) for m in imports if m not in first_of and m not in side}
         seed, gloo, observed = fut_ddp.result()
+        promote_all()
         order_results = {}
         for o in orders:
             key = tuple(o)
