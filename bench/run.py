@@ -8,6 +8,7 @@ the ratio of medians. Our machines are shared and noisy; only ratios mean anythi
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -283,6 +284,9 @@ def main() -> int:
     unknown = [n for n in names if n not in BENCHES]
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
+    # pip compiles bytecode when it installs a package; an editable checkout on a machine with
+    # PYTHONDONTWRITEBYTECODE set would otherwise recompile envkit on every run and skew the ratios.
+    compileall.compile_dir(str(ROOT / "envkit"), quiet=1)
     results: list[Measurement] = []
     with tempfile.TemporaryDirectory(prefix="envkit-bench-") as tmp:
         for name in names:

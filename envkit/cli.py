@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a command under an env's activation (like conda run)")
     _env_args(p)
+    _json_flag(p)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...")
     return parser
 
@@ -177,7 +178,7 @@ def dispatch(args: argparse.Namespace, console: object) -> object:
         from envkit.commands.activation import run
 
         argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-        return run(_env(args), argv)
+        return run(_env(args), argv, capture=args.json)
     raise AssertionError(args.command)
 
 

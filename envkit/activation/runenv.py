@@ -44,12 +44,14 @@ def activated_environment(prefix: Path, base: dict[str, str] | None = None) -> d
     return out
 
 
-def run_in_env(prefix: Path, argv: list[str]) -> int:
-    """`envkit run`: the command runs under the env's activation; its exit code is returned."""
+def run_in_env(prefix: Path, argv: list[str], *, capture: bool = False) -> tuple[int, str | None, str | None]:
+    """`envkit run`: the command runs under the env's activation. Returns its exit code and, when
+    captured (for --json), its output."""
     if not argv:
         raise UsageError("envkit run needs a command after --", hint="e.g. envkit run -n yolov8 -- python train.py")
     env = activated_environment(prefix)
     try:
-        return subprocess.run(argv, env=env, check=False).returncode
+        proc = subprocess.run(argv, env=env, check=False, capture_output=capture, text=capture or None)
     except FileNotFoundError:
         raise UsageError(f"command not found in {prefix}: {argv[0]}") from None
+    return proc.returncode, proc.stdout if capture else None, proc.stderr if capture else None

@@ -41,7 +41,8 @@ def show(env: str, shell: str) -> Result:
     return Result("activation show", ActivationView(str(prefix), name, ops, shell, files[0].text, files[1].text))
 
 
-def run(env: str, argv: list[str]) -> Result:
+def run(env: str, argv: list[str], capture: bool = False) -> Result:
     prefix = find_env(env)
-    code = run_in_env(prefix, argv)
-    return Result("run", {"prefix": str(prefix), "argv": argv, "returncode": code}, code)
+    code, stdout, stderr = run_in_env(prefix, argv, capture=capture)
+    data = {"prefix": str(prefix), "argv": argv, "returncode": code, "stdout": stdout, "stderr": stderr}
+    return Result("run", data, code)

@@ -52,3 +52,11 @@ def test_activation_show(tmp_path: Path) -> None:
     assert "set -gx MKL_THREADING_LAYER 'GNU'" in data["activate"]
     bad = run_envkit("activation", "show", "-p", str(prefix), "--shell", "nushell")
     assert bad.returncode == 2 and "unknown shell 'nushell'" in bad.stderr
+
+
+def test_envkit_run_json_captures_output(tmp_path: Path) -> None:
+    prefix = fake_prefix(tmp_path)
+    proc = run_envkit("run", "-p", str(prefix), "--json", "--", "sh", "-c", 'echo "layer=$MKL_THREADING_LAYER"; echo oops >&2; exit 3')
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 3 and doc["exit_code"] == 3
+    assert doc["data"]["stdout"] == "layer=GNU\n" and doc["data"]["stderr"] == "oops\n"
