@@ -273,14 +273,7 @@ def run_py(args, timeout, env=None, background=True):
             "sections": {},
             "seconds": round(time.monotonic() - start, 2),
         }
-    sections = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("ENVKIT-") and ":" in line:
-            tag, _, payload = line.partition(":")
-            try:
-                sections[tag[len("ENVKIT-") :]] = json.loads(payload)
-            except ValueError:
-                pass
+    sections = parse_sections(proc.stdout)
     return {
         "returncode": proc.returncode,
         "stdout": proc.stdout[-4000:],
@@ -382,9 +375,10 @@ def runtime_code(cfg):
     return code, order
 
 
-def _child_sections(data):
+def parse_sections(stdout):
+    """Snippets report as `ENVKIT-<TAG>:<json>` lines; anything else on stdout is ignored."""
     sections = {}
-    for line in (data.get("stdout") or "").splitlines():
+    for line in (stdout or "").splitlines():
         if line.startswith("ENVKIT-") and ":" in line:
             tag, _, payload = line.partition(":")
             try:
@@ -444,7 +438,7 @@ def ddp_checks(cfg, timeout):
         seed = _ddp_fail("ddp-seed", SEED_TITLE, seed_child, seed_info, r["seconds"])
     else:
         seed = check("ddp-seed", SEED_TITLE, "pass", "", "", seed_info, r["seconds"])
-        sections = _child_sections(seed_child)
+        sections = parse_sections(seed_child.get("stdout"))
         observed = {
             "returncode": 0,
             "stdout": "",
