@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 
 import rattler
 
-from envkit.errors import EnvkitError, InstallError, SolveError
+from envkit.errors import ChannelError, EnvkitError, InstallError, SolveError
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: lis
         text = str(exc).strip()
         if type(exc).__name__ == "SolverError":
             return SolveError(text)
-        return SolveError(f"the solver could not read the channels: {text.splitlines()[0] if text else type(exc).__name__}")
+        return ChannelError(text.splitlines()[0] if text else type(exc).__name__)
 
     return _run(
         rattler.solve(

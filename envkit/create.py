@@ -67,11 +67,9 @@ def verify_archives(records: list[Any], cache: Path | None = None) -> None:
         if cache is not None and cached_sha256(cache, rec) == bytes(rec.sha256):
             continue
         path = Path(unquote(parsed.path))
-        digest = hashlib.sha256()
         try:
             with path.open("rb") as handle:
-                for block in iter(lambda h=handle: h.read(1 << 20), b""):  # type: ignore[misc]
-                    digest.update(block)
+                digest = hashlib.file_digest(handle, "sha256")
         except OSError as exc:
             raise InstallError(f"cannot read package {path}: {exc.strerror}") from None
         if digest.hexdigest() != rec.sha256.hex():

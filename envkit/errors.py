@@ -91,6 +91,10 @@ class SolveError(EnvkitError):
     exit_code = ExitCode.SOLVE
 
 
+class ChannelError(SolveError):
+    """The solver could not read a channel (unreachable, not a channel): distinct from unsatisfiable."""
+
+
 class InstallError(EnvkitError):
     exit_code = ExitCode.INSTALL
 

@@ -30,10 +30,9 @@ STATUS_STYLE = {
 def jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value) if f.name not in ("check", "records")}
-        if hasattr(value, "status") and not isinstance(getattr(type(value), "status", None), dataclasses.Field):
-            status = getattr(value, "status", None)
-            if isinstance(status, str):
-                out.setdefault("status", status)
+        # Properties a class names in JSON_PROPERTIES (derived values such as a report's status) are part of its JSON.
+        for name in getattr(value, "JSON_PROPERTIES", ()):
+            out[name] = jsonable(getattr(value, name))
         return out
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}

@@ -9,7 +9,7 @@ from typing import Any
 from envkit import backend
 from envkit.activation.model import resolve
 from envkit.channels import ResolvedChannel, check_local_channel, resolve_channels
-from envkit.errors import SolveError
+from envkit.errors import ChannelError, SolveError, UsageError
 from envkit.recipe.compile import CompiledRecipe, CompiledSpec
 from envkit.recipe.model import EnvOp
 
@@ -75,8 +75,6 @@ class SolveOutcome:
 def choose_channels(compiled: CompiledRecipe, extra: list[str], override: bool) -> list[str]:
     if override:
         if not extra:
-            from envkit.errors import UsageError
-
             raise UsageError("--override-channels needs at least one -c CHANNEL")
         return list(dict.fromkeys(extra))
     return list(dict.fromkeys([*extra, *compiled.channels]))
@@ -114,15 +112,16 @@ def solve_recipe(
     specs = [s.spec for s in compiled.conda_specs]
     try:
         records = backend.solve([c.url for c in channels], specs, platform, virtual)
+    except ChannelError as exc:
+        names = ", ".join(c.name for c in channels if not c.url.startswith("file:")) or ", ".join(c.name for c in channels)
+        raise SolveError(
+            f"cannot reach channel(s) {names}: {exc.message}",
+            hint="map each to a reachable mirror with --mirror NAME=URL (or custom_channels in .condarc)",
+        ) from None
     except SolveError as exc:
-        text = exc.message
-        if "could not read the channels" in text or "GatewayError" in text or ("failed to" in text.lower() and "repodata" in text.lower()):
-            names = ", ".join(c.name for c in channels if not c.url.startswith("file:"))
-            raise SolveError(
-                f"cannot reach channel(s) {names or ', '.join(c.name for c in channels)}: {text.splitlines()[0]}",
-                hint="map each to a reachable mirror with --mirror NAME=URL (or custom_channels in .condarc)",
-            ) from None
-        raise SolveError(f"the recipe '{compiled.recipe.name}' cannot be solved:\n{text}", hint=_hint(text, compiled.conda_specs)) from None
+        raise SolveError(
+            f"the recipe '{compiled.recipe.name}' cannot be solved:\n{exc.message}", hint=_hint(exc.message, compiled.conda_specs)
+        ) from None
     packages = []
     for rec in sorted(records, key=lambda r: r.name.normalized):
         name = rec.name.normalized

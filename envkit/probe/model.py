@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from envkit.errors import ProbeError
 
@@ -24,6 +24,8 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class ProbeReport:
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("status",)
+
     prefix: str
     python: str
     seconds: float

@@ -123,14 +123,7 @@ def _check_blas_mkl_pin(recipe: Recipe) -> str | None:
 def _check_legacy_llvm(recipe: Recipe) -> str | None:
     if _torch_source(recipe) == "pytorch-channel" and not _admits(_spec_for(recipe, "llvm-openmp"), "llvm-openmp", "15.0.7"):
         return "pytorch-channel builds need llvm-openmp<16 (CPU affinity collapses to one core with 16+)"
-    if (
-        _torch_source(recipe) == "pytorch-channel"
-        and recipe.toolchain.openmp == "llvm"
-        and recipe.toolchain.blas in (None, "mkl")
-        and "conda-forge" in recipe.channels
-        and recipe.toolchain.mkl is None
-    ):
-        return None
+    return None
     return None
 
 

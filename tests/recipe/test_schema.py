@@ -137,7 +137,6 @@ def test_malformed_documents_are_one_line_errors(tmp_path: Path, body: str, need
 def test_alias_bomb_is_refused(tmp_path: Path) -> None:
     rows = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     rows += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 8)]
-    body = "envkit: 1\nname: r\nprobe:\n  imports:\n" + "".join(f"    - {{{row}}}\n" for row in rows[:1])
     body = "envkit: 1\nname: r\n" + "\n".join(rows) + "\n"
     lines = problems(tmp_path, body)
     assert "expands to more than" in lines[0]
