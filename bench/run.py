@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import functools
 import json
 import os
 import shutil
@@ -116,25 +117,13 @@ def bench_create(work: Path) -> list[Measurement]:
     wheels = cache_root() / "wheels"
     venv = work / "venv"
     shutil.rmtree(venv, ignore_errors=True)
-    pip_time = timed(
-        lambda: (
-            run([PY, "-m", "venv", str(venv)]),
-            run(
-                [
-                    str(venv / "bin" / "pip"),
-                    "install",
-                    "--quiet",
-                    "--no-index",
-                    "--find-links",
-                    str(wheels),
-                    "torch==2.13.0",
-                    "numpy",
-                    "mkl-service",
-                    "threadpoolctl",
-                ]
-            ),
-        )
-    )
+
+    def pip_install() -> None:
+        run([PY, "-m", "venv", str(venv)])
+        pip = [str(venv / "bin" / "pip"), "install", "--quiet", "--no-index", "--find-links", str(wheels)]
+        run([*pip, "torch==2.13.0", "numpy", "mkl-service", "threadpoolctl"])
+
+    pip_time = timed(pip_install)
     out.append(Measurement("create --no-probe vs pip+venv from the same wheels", ours, pip_time, None, "the alternative users would pick"))
     clean()
     return out
@@ -162,8 +151,8 @@ def bench_activation(work: Path) -> list[Measurement]:
         ours_script = f"i=0; while [ $i -lt {loops} ]; do . '{files[0].path}'; unset {tag}_ACTIVE {tag}_STATE; {between}; i=$((i+1)); done"
         base_script = f"i=0; while [ $i -lt {loops} ]; do . '{plain}'; unset ENVKIT_BENCH_X ENVKIT_BENCH_Y; {between}; i=$((i+1)); done"
         ours, base = alternate(
-            lambda s=ours_script: run(["bash", "--noprofile", "--norc", "-c", s]),
-            lambda s=base_script: run(["bash", "--noprofile", "--norc", "-c", s]),
+            functools.partial(run, ["bash", "--noprofile", "--norc", "-c", ours_script]),
+            functools.partial(run, ["bash", "--noprofile", "--norc", "-c", base_script]),
             7,
         )
         out.append(
@@ -178,39 +167,42 @@ def bench_activation(work: Path) -> list[Measurement]:
     return out
 
 
-def bench_probe(work: Path) -> Measurement:
+def bench_probe(work: Path, prefix: Path | None = None, rounds: int = 5) -> Measurement:
+    """Full probe vs the 2-rank gloo job alone. Without --prefix it builds the env from the test
+    suite's real-payload channel; with it, it measures an existing env (e.g. on a GPU machine)."""
     from envkit.activation.runenv import activated_environment
     from envkit.probe.probe_script import GLOO_WORKER
-    from tests.support.wheelchannel import build_wheel_channel
 
-    channel = build_wheel_channel()
-    recipe = work / "bench-probe.yaml"
-    recipe.write_text(
-        f"envkit: 1\nname: benchprobe\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [pytorch ==2.13.0, numpy, mkl-service, threadpoolctl]\n"
-        "probe: {imports: [numpy, torch, mkl], import_orders: [[torch, numpy], [numpy, torch]], ddp: {enabled: true, nproc: 2}}\n"
-    )
     env = _isolated_env(work)
-    prefix = work / "probe-env"
-    shutil.rmtree(prefix, ignore_errors=True)
-    run([PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"], env=env)
+    if prefix is None:
+        from tests.support.wheelchannel import build_wheel_channel
+
+        channel = build_wheel_channel()
+        recipe = work / "bench-probe.yaml"
+        recipe.write_text(
+            f"envkit: 1\nname: benchprobe\nchannels: [{channel.as_uri()}]\npython: '3.11'\n"
+            "packages: [pytorch ==2.13.0, numpy, mkl-service, threadpoolctl]\n"
+            "probe: {imports: [numpy, torch, mkl], import_orders: [[torch, numpy], [numpy, torch]], ddp: {enabled: true, nproc: 2}}\n"
+        )
+        prefix = work / "probe-env"
+        shutil.rmtree(prefix, ignore_errors=True)
+        run([PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"], env=env)
     worker = work / "worker.py"
     worker.write_text(GLOO_WORKER)
     act = activated_environment(prefix)
-    ddp = [
-        str(prefix / "bin" / "python"),
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nnodes",
-        "1",
-        "--nproc_per_node",
-        "2",
-        str(worker),
-        "numpy",
-        "mkl",
-    ]
-    ours, base = alternate(lambda: run([PY, "-m", "envkit", "probe", "-p", str(prefix), "--json"], env=env), lambda: run(ddp, env=act), 5)
-    return Measurement("full probe vs the 2-rank torch.distributed check alone", ours, base, 1.3)
+    python = str(prefix / "bin" / "python")
+    # the baseline worker imports what the probe's DDP children import after torch
+    side = subprocess.run(
+        [python, "-c", "import importlib.util as u; print(' '.join(m for m in ('numpy', 'mkl') if u.find_spec(m)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=act,
+    ).stdout.split()
+    ddp = [python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2", str(worker), *side]
+    probe_cmd = [PY, "-m", "envkit", "probe", "-p", str(prefix), "--json"]
+    ours, base = alternate(lambda: run(probe_cmd, env=env), lambda: run(ddp, env=act), rounds)
+    return Measurement("full probe vs the 2-rank torch.distributed check alone", ours, base, 1.3, f"{os.cpu_count()} CPUs")
 
 
 def _fake_envs(root: Path, n_envs: int, n_pkgs: int) -> list[Path]:
@@ -272,13 +264,27 @@ def _audit_all(env: dict[str, str]) -> None:
         raise SystemExit(proc.stderr)
 
 
-BENCHES = {"version": bench_version, "activation": bench_activation, "audit": bench_audit, "create": bench_create, "probe": bench_probe}
+BENCHES = ("version", "activation", "audit", "create", "probe")
+
+
+def run_bench(name: str, work: Path, args: argparse.Namespace) -> list[Measurement]:
+    if name == "version":
+        return [bench_version()]
+    if name == "activation":
+        return bench_activation(work)
+    if name == "audit":
+        return [bench_audit(work)]
+    if name == "create":
+        return bench_create(work)
+    return [bench_probe(work, args.prefix, args.rounds)]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", metavar="NAME", help="any of: " + ", ".join(BENCHES))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--prefix", type=Path, help="probe: measure this existing env instead of building one")
+    parser.add_argument("--rounds", type=int, default=5, help="probe: rounds of each side (default 5)")
     args = parser.parse_args()
     names = args.names or list(BENCHES)
     unknown = [n for n in names if n not in BENCHES]
@@ -290,9 +296,7 @@ def main() -> int:
     results: list[Measurement] = []
     with tempfile.TemporaryDirectory(prefix="envkit-bench-") as tmp:
         for name in names:
-            fn = BENCHES[name]
-            out = fn() if name == "version" else fn(Path(tmp))  # type: ignore[call-arg]
-            for m in out if isinstance(out, list) else [out]:
+            for m in run_bench(name, Path(tmp), args):
                 results.append(m)
                 verdict = "" if m.target is None else ("  ok" if m.ratio <= m.target else "  OVER TARGET")
                 target = "" if m.target is None else f" (target <= {m.target}x)"

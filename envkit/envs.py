@@ -7,7 +7,7 @@ from pathlib import Path
 
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, exclusive_lock
-from envkit.recipe.schema import NAME_RE
+from envkit.recipe.model import NAME_RE
 
 
 def envs_dir() -> Path:

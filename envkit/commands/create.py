@@ -11,7 +11,7 @@ from envkit.create import CreatedEnv, create_env, update_record_probe
 from envkit.envs import target_prefix
 from envkit.errors import ExitCode, UsageError
 from envkit.probe.model import ProbeReport
-from envkit.probe.runner import default_spec, run_probe
+from envkit.probe.runner import run_probe, spec_for
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.loader import load_recipe
@@ -71,8 +71,7 @@ def create(
     created = create_env(plan, outcome.records, recipe.origin, force=request.force, reporter=reporter)
     if not request.probe:
         return Result("create", CreateOutcome(plan, False, created, None))
-    spec = recipe.probe if (recipe.probe.imports or recipe.probe.import_orders) else default_spec(prefix)
-    report = run_probe(prefix, spec)
+    report = run_probe(prefix, spec_for(prefix, recipe))
     update_record_probe(prefix, report.summary(), report.healthy)
     messages: tuple[str, ...] = ()
     code = ExitCode.OK

@@ -134,28 +134,62 @@ print("ENVKIT-NUMERIC:" + json.dumps(out))
 """
 
 GPU_SNIPPET = r"""
-import json
+import ctypes, json, os
 import torch
-out = {"cuda_available": torch.cuda.is_available(), "cuda_build": torch.version.cuda}
+out = {"cuda_build": torch.version.cuda, "torch_version": torch.__version__, "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+# The driver is asked directly (not through torch) so that an unusable GPU can be explained:
+# no driver, a driver older than the build, or devices hidden by CUDA_VISIBLE_DEVICES.
+try:
+    cu = ctypes.CDLL("libcuda.so.1")
+except OSError as exc:
+    out["driver_error"] = str(exc)
+else:
+    def cu_name(rc):
+        name = ctypes.c_char_p()
+        if cu.cuGetErrorName(rc, ctypes.byref(name)) == 0 and name.value:
+            return name.value.decode()
+        return "CUresult %d" % rc
+    version = ctypes.c_int()
+    if cu.cuDriverGetVersion(ctypes.byref(version)) == 0:
+        out["driver_cuda"] = "%d.%d" % (version.value // 1000, version.value % 1000 // 10)
+    rc = cu.cuInit(0)
+    out["cu_init"] = "CUDA_SUCCESS" if rc == 0 else cu_name(rc)
+    if rc == 0:
+        count = ctypes.c_int()
+        if cu.cuDeviceGetCount(ctypes.byref(count)) == 0:
+            out["driver_devices"] = count.value
+out["cuda_available"] = bool(out["cuda_build"]) and torch.cuda.is_available()
 try:
     import torch.distributed as dist
     out["nccl_available"] = bool(dist.is_available() and dist.is_nccl_available())
 except Exception:
+    dist = None
     out["nccl_available"] = False
 if out["cuda_available"]:
     out["device_count"] = torch.cuda.device_count()
     out["devices"] = [torch.cuda.get_device_name(i) for i in range(out["device_count"])]
     out["capability"] = list(torch.cuda.get_device_capability(0))
-    x = torch.ones(256, 256, device="cuda")
-    out["matmul_ok"] = bool(torch.allclose((x @ x).sum().cpu(), torch.tensor(256.0 * 256 * 256)))
+    out["arch_list"] = torch.cuda.get_arch_list()
+    gen = torch.Generator().manual_seed(11)
+    a, b = torch.randn(512, 512, generator=gen, dtype=torch.float64), torch.randn(512, 512, generator=gen, dtype=torch.float64)
+    ref = a @ b
+    got = (a.float().cuda() @ b.float().cuda()).double().cpu()
+    out["matmul_rel_err"] = float(torch.linalg.norm(got - ref) / torch.linalg.norm(ref))
     try:
         out["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
     except Exception:
         pass
-    try:
-        out["driver_cuda"] = torch._C._cuda_getDriverVersion()
-    except Exception:
-        pass
+    if out["nccl_available"]:
+        # One rank on one GPU: proves NCCL loads, builds a communicator and reduces on this driver.
+        try:
+            dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+            t = torch.full((1024,), 3.0, device="cuda")
+            dist.all_reduce(t)
+            torch.cuda.synchronize()
+            out["nccl_all_reduce"] = "ok" if float(t[0]) == 3.0 else "wrong result %r" % float(t[0])
+            dist.destroy_process_group()
+        except Exception as exc:
+            out["nccl_all_reduce"] = repr(exc)[:500]
 print("ENVKIT-GPU:" + json.dumps(out))
 """
 
@@ -619,34 +653,133 @@ def check_threads(cfg, runtimes):
     return check("threads", "thread settings in effect", "pass", evidence, "", info)
 
 
-def check_gpu(timeout, shared=None):
+GPU_TITLE = "CUDA, devices, NCCL"
+
+
+def check_gpu(timeout, shared=None, torch_build=None):
     if not importable("torch"):
-        return check("gpu", "CUDA, devices, NCCL", "skip", "torch is not installed")
+        return check("gpu", GPU_TITLE, "skip", "torch is not installed")
     r = section_result("GPU", GPU_SNIPPET, timeout, shared)
     data = r.get("data")
-    if r["returncode"] != 0 or not data:
-        return check("gpu", "CUDA, devices, NCCL", "fail", excerpt(r["stderr"]), "see the evidence", seconds=r["seconds"])
-    if not data.get("cuda_build"):
-        return check("gpu", "CUDA, devices, NCCL", "skip", "torch is a CPU build", "", data, r["seconds"])
-    if not data.get("cuda_available"):
-        return check(
-            "gpu",
-            "CUDA, devices, NCCL",
-            "warn",
-            "CUDA %s build but no usable GPU (no device, or the driver is older than the build)" % data.get("cuda_build"),
-            "run on a GPU node, or install a build for the driver's CUDA version",
-            data,
-            r["seconds"],
-        )
-    ev = "%d device(s): %s; CUDA build %s; NCCL %s" % (
-        data["device_count"],
-        ", ".join(data.get("devices", [])),
-        data.get("cuda_build"),
-        data.get("nccl_version", "unavailable"),
+    if not data:
+        error = (r.get("sections") or {}).get("ERR-GPU")
+        ev = "the GPU check raised %s" % error if error else ("timed out" if r.get("timeout") else excerpt(r["stderr"]))
+        return check("gpu", GPU_TITLE, "fail", ev, "see the evidence", seconds=r["seconds"])
+    status, evidence, remedy = classify_gpu(data, torch_build)
+    return check("gpu", GPU_TITLE, status, evidence, remedy, data, r["seconds"])
+
+
+def _major_minor(text):
+    try:
+        major, minor = str(text).split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return None
+
+
+def arch_supported(arch_list, capability):
+    """Whether a build's compiled architectures can run on a GPU of this compute capability: a cubin
+    for the same major and an equal or lower minor, or PTX for an equal or lower architecture."""
+    major, minor = capability
+    for arch in arch_list:
+        kind, _, digits = arch.partition("_")
+        if not digits.isdigit() or len(digits) < 2:
+            continue
+        a_major, a_minor = int(digits[:-1]), int(digits[-1])
+        if kind == "sm" and a_major == major and a_minor <= minor:
+            return True
+        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+            return True
+    return False
+
+
+def classify_gpu(data, torch_build=None):
+    """(status, evidence, remedy) from the GPU observations. torch_build is the build the env was
+    made for ('cuda' or 'cpu', from the recipe or the installed pytorch record), or None."""
+    build, driver = data.get("cuda_build"), data.get("driver_cuda")
+    driver_gpus = data.get("driver_devices") or 0
+    machine = (
+        "no NVIDIA driver here"
+        if "driver_error" in data
+        else "driver CUDA %s, %d GPU(s) visible to the driver" % (driver or "unknown", driver_gpus)
     )
-    status = "pass" if data.get("matmul_ok") and data.get("nccl_available") else "warn"
-    remedy = "" if status == "pass" else "NCCL is missing or a GPU matmul failed: multi-GPU DDP will not work"
-    return check("gpu", "CUDA, devices, NCCL", status, ev, remedy, data, r["seconds"])
+    if not build:
+        ev = "torch %s is a CPU build (%s)" % (data.get("torch_version", "?"), machine)
+        if torch_build == "cuda":
+            return (
+                "fail",
+                ev + "; this env was made for a CUDA build",
+                "a CPU torch shadows the CUDA one or was solved instead: see 'envkit audit' for a pip torch over "
+                "conda's pytorch, or recreate the env with a cuda pytorch variant",
+            )
+        return "skip", ev, ""
+    if not data.get("cuda_available"):
+        head = "CUDA %s build, but no usable GPU: " % build
+        if "driver_error" in data:
+            return (
+                "warn",
+                head + "no NVIDIA driver (%s)" % data["driver_error"],
+                "run it on a GPU node; on this machine the env can only use the CPU",
+            )
+        need, have = _major_minor(build), _major_minor(driver)
+        if need and have and need[0] > have[0]:
+            return (
+                "fail",
+                head + "the driver supports CUDA %s, this build needs %s" % (driver, build),
+                "update the NVIDIA driver, or pin a build for CUDA %s (toolchain.pytorch.cuda in the recipe)" % driver,
+            )
+        visible = data.get("visible_devices")
+        if data.get("cu_init") == "CUDA_ERROR_NO_DEVICE" and visible is not None:
+            return (
+                "warn",
+                head + "CUDA_VISIBLE_DEVICES=%r hides every GPU" % visible,
+                "unset CUDA_VISIBLE_DEVICES or list the GPUs this job may use",
+            )
+        if data.get("cu_init") == "CUDA_ERROR_NO_DEVICE" or (data.get("cu_init") == "CUDA_SUCCESS" and not driver_gpus):
+            return "warn", head + "the driver reports no GPU", "run it on a GPU node"
+        return (
+            "fail",
+            head + "the driver answered cuInit with %s (%s)" % (data.get("cu_init"), machine),
+            "check the driver with nvidia-smi; the evidence names the driver's error",
+        )
+    cap = data.get("capability") or [0, 0]
+    sm = "sm_%d%d" % (cap[0], cap[1])
+    compat = ""
+    need, have = _major_minor(build), _major_minor(driver)
+    if need and have and need > have:
+        compat = " (minor-version compatibility)"
+    parts = [
+        "%d device(s): %s (%s)" % (data.get("device_count", 0), ", ".join(data.get("devices", [])), sm),
+        "CUDA build %s, driver %s%s" % (build, driver or "unknown", compat),
+    ]
+    problems, remedies = [], []
+    arch = data.get("arch_list") or []
+    if arch and not arch_supported(arch, cap):
+        problems.append("this build has no kernels for %s (it has %s)" % (sm, " ".join(arch)))
+        remedies.append("install a pytorch build that supports %s (usually a newer one)" % sm)
+    err = data.get("matmul_rel_err")
+    if err is None or not err <= 1e-3:  # NaN fails too
+        problems.append("a float32 GPU matmul is off from the float64 CPU result by %s (relative)" % err)
+        remedies.append("see the evidence; suspect the driver or the GPU")
+    else:
+        parts.append("matmul rel. error %.1e" % err)
+    if data.get("nccl_available"):
+        reduce = data.get("nccl_all_reduce")
+        if reduce == "ok":
+            parts.append("NCCL %s all_reduce ok" % data.get("nccl_version", "?"))
+        else:
+            problems.append("NCCL %s is there but a 1-rank all_reduce failed: %s" % (data.get("nccl_version", "?"), reduce))
+            remedies.append("multi-GPU DDP with the nccl backend will fail: check NCCL_* settings and the driver")
+    status = "fail" if problems else "pass"
+    if not data.get("nccl_available"):
+        parts.append("NCCL unavailable")
+        remedies.append("this build has no NCCL: multi-GPU DDP must use gloo (slow) or a build with NCCL")
+        status = "warn" if status == "pass" else status
+    if torch_build == "cpu" and status == "pass":
+        status = "warn"
+        parts.append("the env was made for a CPU build")
+        remedies.append("recreate the env, or set toolchain.pytorch.variant: cuda in the recipe")
+    return status, "; ".join(parts + problems), "; ".join(remedies)
 
 
 def check_expect(cfg, runtimes_result):
@@ -760,7 +893,7 @@ def main():
         checks.append(runtimes)
         checks.append(check_numeric(timeout, inv if healthy else None))
         checks.append(check_threads(cfg, inv))
-        checks.append(check_gpu(timeout, inv if healthy else None))
+        checks.append(check_gpu(timeout, inv if healthy else None, cfg.get("torch_build")))
         checks.append(check_expect(cfg, runtimes))
     doc = {
         "envkit_probe": PROBE_VERSION,

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
 from envkit.activation.runenv import activated_environment
 from envkit.errors import ProbeError
 from envkit.probe.model import ProbeReport, parse_report
-from envkit.recipe.model import ProbeSpec
+from envkit.recipe.model import ProbeSpec, Recipe, TorchVariant
 from envkit.record import read_record
 
 
@@ -30,13 +32,55 @@ def installed_names(prefix: Path) -> set[str]:
     return names
 
 
+def installed_torch_build(prefix: Path) -> TorchVariant | None:
+    """The torch build the packages claim to be, so the probe can tell a CPU torch that shadows a
+    CUDA one. conda builds say it in the build string (cuda129_mkl_..., py3.11_cuda12.1_..., cpu_...);
+    pip wheels in the local version (+cu130, +cpu). A plain PyPI version says nothing."""
+    for record in (prefix / "conda-meta").glob("pytorch-*.json"):
+        if record.stem.rsplit("-", 2)[0] != "pytorch":
+            continue
+        try:
+            build = str(json.loads(record.read_text(encoding="utf-8")).get("build", ""))
+        except (OSError, ValueError):
+            continue
+        if "cuda" in build:
+            return "cuda"
+        if "cpu" in build:
+            return "cpu"
+    for site in prefix.glob("lib/python3*/site-packages"):
+        for dist in site.glob("torch-*.dist-info"):
+            local = dist.name[: -len(".dist-info")].partition("+")[2]
+            if re.fullmatch(r"cu\d+|rocm[\d.]+", local):
+                return "cuda"
+            if local == "cpu":
+                return "cpu"
+    return None
+
+
 def default_spec(prefix: Path) -> ProbeSpec:
     """Checks for an env envkit did not make, derived from what is installed."""
     names = installed_names(prefix)
     has_torch = bool({"pytorch", "torch"} & names)
     imports = [m for m, pkgs in (("numpy", {"numpy"}), ("torch", {"pytorch", "torch"}), ("mkl", {"mkl-service"})) if pkgs & names]
     orders = [("torch", "numpy")] if has_torch and "numpy" in imports else []
-    return ProbeSpec(imports=tuple(imports), import_orders=tuple(orders), ddp=has_torch, nproc=2)
+    return ProbeSpec(
+        imports=tuple(imports),
+        import_orders=tuple(orders),
+        ddp=has_torch,
+        nproc=2,
+        torch_build=installed_torch_build(prefix) if has_torch else None,
+    )
+
+
+def spec_for(prefix: Path, recipe: Recipe | None) -> ProbeSpec:
+    """The recipe's probe section when it names what to import, else the defaults for what is
+    installed; the recipe's torch build wins over what the packages claim."""
+    if recipe is None:
+        return default_spec(prefix)
+    if recipe.probe.imports or recipe.probe.import_orders:
+        return recipe.probe
+    spec = default_spec(prefix)
+    return replace(spec, torch_build=recipe.probe.torch_build or spec.torch_build)
 
 
 def probe_config(spec: ProbeSpec, threading: dict[str, str]) -> dict[str, object]:
@@ -49,6 +93,7 @@ def probe_config(spec: ProbeSpec, threading: dict[str, str]) -> dict[str, object
         "expect": dict(spec.expect),
         "timeout": spec.timeout,
         "threading": threading,
+        "torch_build": spec.torch_build,
     }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from envkit.errors import SourceError
 from envkit.fsutil import atomic_write_text, exclusive_lock
+from envkit.recipe.model import NAME_RE
 from envkit.recipe.sources import (
     SOURCES_FILE_VERSION,
     GitSourceEntry,
@@ -19,8 +20,6 @@ from envkit.recipe.sources import (
     read_git_sources,
     sources_file,
 )
-
-SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ def default_name(url: str) -> str:
 
 def add_source(url: str, name: str | None = None, ref: str | None = None) -> GitSourceEntry:
     name = name or default_name(url)
-    if not SOURCE_NAME_RE.match(name) or name in ("user", "builtin") or name.startswith("path"):
+    if not NAME_RE.match(name) or name in ("user", "builtin") or name.startswith("path"):
         raise SourceError(
             f"invalid source name {name!r}", hint="use lowercase letters, digits, '-' and '_' (not 'user', 'builtin', 'path*')"
         )

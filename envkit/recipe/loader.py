@@ -115,6 +115,7 @@ def build_recipe(layer: Layer, origin: RecipeOrigin, chain: tuple[str, ...]) -> 
         nproc=pr.get("nproc", 2),
         expect=tuple(sorted(pr.get("expect", {}).items())),
         timeout=pr.get("timeout", 120),
+        torch_build=toolchain.pytorch.variant if toolchain.pytorch else None,
     )
     return Recipe(
         name=layer["name"],

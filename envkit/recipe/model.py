@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from envkit.errors import Location
 
 SCHEMA_VERSION = 1
+# Recipe, env and source names: safe as file names and in shell variable tags.
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 Blas = Literal["mkl", "openblas", "blis", "accelerate"]
 OpenMP = Literal["gnu", "llvm", "intel"]
@@ -88,6 +91,8 @@ class ProbeSpec:
     nproc: int = 2
     expect: tuple[tuple[str, str | int], ...] = ()
     timeout: int = 120
+    # The torch build the env was made for: a CPU torch in a CUDA env is a failure, not a skip.
+    torch_build: TorchVariant | None = None
 
 
 @dataclass(frozen=True)

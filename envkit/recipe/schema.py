@@ -20,6 +20,7 @@ from envkit.recipe.model import (
     BLAS_CHOICES,
     KNOWN_PLATFORMS,
     LAYER_CHOICES,
+    NAME_RE,
     OPENMP_CHOICES,
     SCHEMA_VERSION,
     TORCH_SOURCES,
@@ -30,7 +31,6 @@ from envkit.recipe.model import (
 )
 from envkit.recipe.yamlsource import PathKey, YamlDocument, dotted
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 VERSIONISH_RE = re.compile(r"^[0-9][0-9A-Za-z.*_+!-]*$")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from envkit import paths
 from envkit.errors import SourceError
-from envkit.recipe.schema import NAME_RE
+from envkit.recipe.model import NAME_RE
 
 
 @dataclass(frozen=True)
