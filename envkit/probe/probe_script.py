@@ -18,6 +18,15 @@ PY = sys.executable
 
 # Runs in a fresh interpreter after importing modules: lists BLAS/OpenMP libraries mapped into the
 # process (dl_iterate_phdr, /proc/self/maps as fallback) and asks each library for its state.
+# One write per report line: a line shorter than PIPE_BUF cannot be split by other writers of the
+# same pipe (the DDP ranks write to it while the observations run in a thread).
+REPORT_FN = r"""
+import json as _json, sys as _sys
+def report(tag, value):
+    _sys.stdout.write("ENVKIT-" + tag + ":" + _json.dumps(value) + "\n")
+    _sys.stdout.flush()
+"""
+
 INVENTORY_SNIPPET = r"""
 import ctypes, ctypes.util, json, os, sys
 def loaded_paths():
@@ -130,7 +139,7 @@ except ImportError:
 if torch is not None:
     T = torch.tensor(a, dtype=torch.float64) @ torch.tensor(b, dtype=torch.float64)
     out["torch_vs_numpy_err"] = float(np.max(np.abs(T.numpy() - C)))
-print("ENVKIT-NUMERIC:" + json.dumps(out))
+report("NUMERIC", out)
 """
 
 GPU_SNIPPET = r"""
@@ -190,7 +199,7 @@ if out["cuda_available"]:
             dist.destroy_process_group()
         except Exception as exc:
             out["nccl_all_reduce"] = repr(exc)[:500]
-print("ENVKIT-GPU:" + json.dumps(out))
+report("GPU", out)
 """
 
 # A DDP worker: torch first (as DDP workers do), then the MKL side, then a gloo all_reduce.
@@ -395,18 +404,45 @@ def mkl_side(cfg):
     return mods
 
 
-def runtime_code(cfg):
+def runtime_code(cfg, launch=False):
     """Code that imports torch first, then the MKL side (a DDP worker's order), and then reports the
     loaded runtimes, the numeric checks and the GPU. Importing torch costs seconds of CPU, so the
-    DDP-style child of check_seed runs this code and its observations serve several checks."""
+    seed child runs this code and its observations serve several checks. With launch, the same
+    child then becomes the torch.distributed launcher (whose own `import torch` it would otherwise
+    repeat) while the numeric and GPU observations run in a thread beside it."""
     order = [m for m in ("torch", "numpy", "mkl") if importable(m)]
     order += [m for m in cfg.get("imports", []) if m not in order and m in ("scipy", "sklearn")]
-    code = INVENTORY_SNIPPET
+    observations = ""
     if importable("numpy"):
-        code += "\n" + _guarded("NUMERIC", NUMERIC_SNIPPET)
+        observations += _guarded("NUMERIC", NUMERIC_SNIPPET)
     if importable("torch"):
-        code += "\n" + _guarded("GPU", GPU_SNIPPET)
-    return code, order
+        observations += _guarded("GPU", GPU_SNIPPET)
+    if not launch:
+        return REPORT_FN + INVENTORY_SNIPPET + "\n" + observations, order
+    body = "\n".join("    " + line for line in observations.splitlines()) or "    pass"
+    return REPORT_FN + INVENTORY_SNIPPET + "\ndef _observe():\n" + body + "\n" + LAUNCH_SNIPPET, order
+
+
+# The end of the seed child when the DDP job is on: it runs `python -m torch.distributed.run ARGS`
+# in this same process (argv[2] holds ARGS), so the job's ranks are its children.
+LAUNCH_SNIPPET = r"""
+import runpy, threading
+sys.stdout.flush()
+_observer = threading.Thread(target=_observe)
+_observer.start()
+sys.argv = ["torch.distributed.run"] + json.loads(sys.argv[2])
+_code = 0
+try:
+    runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    _code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+except BaseException as exc:
+    sys.stderr.write("torch.distributed.run failed: %r\n" % (exc,))
+    _code = 1
+_observer.join()
+sys.stdout.flush()
+sys.exit(_code)
+"""
 
 
 def parse_sections(stdout):
@@ -442,37 +478,41 @@ def _parent_ran(seed, gloo):
 
 
 def ddp_checks(cfg, timeout):
-    """The seed scenario and the real DDP job, from one parent that imports the MKL side first (as
-    the Ultralytics trainer does) and then starts both: a plain child that imports torch first and
-    then the MKL side, and `python -m torch.distributed.run` with a gloo all_reduce.
+    """The seed scenario and the real DDP job. A parent imports the MKL side first (as the
+    Ultralytics trainer does) and starts a child that imports torch first and then the MKL side (the
+    seed scenario), reports what is loaded, and then runs `torch.distributed.run` with a gloo
+    all_reduce in the same process, as the job's launcher. When that child fails at its imports, the
+    job is run again as a plain `python -m torch.distributed.run` from the same kind of parent, so
+    the ranks' own evidence is reported.
 
-    Returns (seed check, gloo check, the plain child's runtime observations or None)."""
+    Returns (seed check, gloo check, the seed child's runtime observations or None)."""
     side = mkl_side(cfg)
     if not importable("torch"):
         skip = "torch is not installed"
         return check("ddp-seed", SEED_TITLE, "skip", skip), check("ddp-gloo", GLOO_TITLE % 0, "skip", skip), None
-    code, order = runtime_code(cfg)
-    children = [["seed", [PY, "-c", code, json.dumps(order)], True]]
     nproc = int(cfg.get("nproc", 2))
-    if cfg.get("ddp", True):
+    ddp = bool(cfg.get("ddp", True))
+    job_args = []
+    if ddp:
         worker = os.path.join(tempfile.mkdtemp(prefix="envkit-probe-"), "worker.py")
         with open(worker, "w") as fh:
             fh.write(GLOO_WORKER)
-        launcher = [PY, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", str(nproc), worker]
-        children.append(["gloo", launcher + side, False])
-    r = run_py(["-c", PARENT_SNIPPET, json.dumps(side), json.dumps(children), str(timeout)], timeout + 15, background=False)
-    results = r.get("data") or {}
-    parent_failed = r["returncode"] != 0 or not results
-    seed_info_parent_ok = not parent_failed
-    seed_info = {"parent_imports": side, "child_imports": order, "parent_ran": seed_info_parent_ok}
-    gloo_info = {"parent_imports": side, "nproc": nproc, "parent_ran": seed_info_parent_ok}
+        job_args = ["--standalone", "--nnodes", "1", "--nproc_per_node", str(nproc), worker] + side
+    code, order = runtime_code(cfg, launch=ddp)
+    seed_cmd = [PY, "-c", code, json.dumps(order), json.dumps(job_args)]
+    r = _from_mkl_parent(side, [["seed", seed_cmd, not ddp]], timeout)
+    seed_child = r["children"].get("seed", {"stderr": r["stderr"]})
+    sections = parse_sections(seed_child.get("stdout"))
+    parent_ran = r["parent_ran"]
+    seed_info = {"parent_imports": side, "child_imports": order, "parent_ran": parent_ran}
+    gloo_info = {"parent_imports": side, "nproc": nproc, "parent_ran": parent_ran}
     observed = None
-    seed_child = results.get("seed", {"stderr": r["stderr"]})
-    if parent_failed or seed_child.get("returncode") != 0:
+    # The inventory line is printed once the child's imports are done: then the seed scenario passed.
+    if not parent_ran or "JSON" not in sections or (not ddp and seed_child.get("returncode") != 0):
         seed = _ddp_fail("ddp-seed", SEED_TITLE, seed_child, seed_info, r["seconds"])
     else:
-        seed = check("ddp-seed", SEED_TITLE, "pass", "", "", seed_info, r["seconds"])
-        sections = parse_sections(seed_child.get("stdout"))
+        how = "a child of a parent that imported %s imported %s" % (", ".join(side) or "nothing", ", ".join(order))
+        seed = check("ddp-seed", SEED_TITLE, "pass", how, "", seed_info, r["seconds"])
         observed = {
             "returncode": 0,
             "stdout": "",
@@ -481,21 +521,31 @@ def ddp_checks(cfg, timeout):
             "sections": sections,
             "seconds": r["seconds"],
         }
-    if not cfg.get("ddp", True):
-        gloo = check("ddp-gloo", GLOO_TITLE % nproc, "skip", "disabled by the recipe (probe.ddp)")
+    if not ddp:
+        return seed, check("ddp-gloo", GLOO_TITLE % nproc, "skip", "disabled by the recipe (probe.ddp)"), observed
+    job = seed_child
+    if observed is None and parent_ran:
+        launcher = [PY, "-m", "torch.distributed.run"] + job_args
+        again = _from_mkl_parent(side, [["gloo", launcher, False]], timeout)
+        job = again["children"].get("gloo", {"stderr": again["stderr"]})
+    ranks = sorted(line.strip() for line in (job.get("stdout") or "").splitlines() if line.startswith("rank "))
+    if job.get("returncode") != 0 or len(ranks) != nproc:
+        gloo = _ddp_fail("ddp-gloo", GLOO_TITLE % nproc, job, gloo_info, r["seconds"])
     else:
-        gloo_child = results.get("gloo", {"stderr": r["stderr"]})
-        if parent_failed or gloo_child.get("returncode") != 0:
-            gloo = _ddp_fail("ddp-gloo", GLOO_TITLE % nproc, gloo_child, gloo_info, r["seconds"])
-        else:
-            ranks = sorted(line.strip() for line in gloo_child.get("stdout", "").splitlines() if line.startswith("rank "))
-            gloo = check("ddp-gloo", GLOO_TITLE % nproc, "pass", "\n".join(ranks), "", gloo_info, r["seconds"])
+        gloo = check("ddp-gloo", GLOO_TITLE % nproc, "pass", "\n".join(ranks), "", gloo_info, r["seconds"])
     return seed, gloo, observed
+
+
+def _from_mkl_parent(side, children, timeout):
+    """Run children from a parent that first imports the MKL side; each child's output comes back."""
+    r = run_py(["-c", PARENT_SNIPPET, json.dumps(side), json.dumps(children), str(timeout)], timeout + 15, background=False)
+    results = r.get("data") or {}
+    return {"children": results, "parent_ran": r["returncode"] == 0 and bool(results), "stderr": r["stderr"], "seconds": r["seconds"]}
 
 
 def _guarded(tag, snippet):
     body = "\n".join("    " + line for line in snippet.strip().splitlines())
-    return "try:\n%s\nexcept Exception as exc:\n    print('ENVKIT-ERR-%s:' + json.dumps(repr(exc)))\n" % (body, tag)
+    return "try:\n%s\nexcept Exception as exc:\n    report('ERR-%s', repr(exc))\n" % (body, tag)
 
 
 def inventory(cfg, timeout):
@@ -578,7 +628,7 @@ def check_runtimes(inv, order):
 def section_result(tag, snippet, timeout, shared):
     """One section of a shared runtime observation, or the snippet run in a process of its own."""
     if shared is None or tag not in shared.get("sections", {}):
-        shared = run_py(["-c", snippet], timeout)
+        shared = run_py(["-c", REPORT_FN + snippet], timeout)
     section = shared["sections"].get(tag)
     return dict(shared, data=section, returncode=0 if section else shared["returncode"])
 
