@@ -11,7 +11,8 @@
 #   2. envkit probe (expects: gpu pass, with devices, CUDA build vs driver, NCCL all_reduce);
 #   3. the same with CUDA_VISIBLE_DEVICES="" (expects: gpu warn naming CUDA_VISIBLE_DEVICES);
 #   4. envkit audit, audit --fix, and the probe again (expects: activation written, probe healthy);
-#   5. bench/run.py probe --prefix: full probe vs the 2-rank gloo job alone on this machine.
+#   5. bench/run.py probe --prefix: full probe vs the 2-rank gloo job alone on this machine
+#      (ROUNDS rounds, default 3; ROUNDS=0 skips it).
 # Reports go to $OUT (default: a temp dir): probe-*.json, audit.json, bench.txt, log.txt.
 # py-rattler must be importable; put its wheel in .whl/ and this installs it into /tmp/site.
 set -u -o pipefail
@@ -63,10 +64,12 @@ step probe-hidden.json 150 env CUDA_VISIBLE_DEVICES= "${ENVKIT[@]}" probe -p "$P
 step audit.json 150 "${ENVKIT[@]}" audit "$PREFIX" --json
 step audit-fix.txt 150 "${ENVKIT[@]}" audit "$PREFIX" --fix --yes
 step probe-fixed.json 150 "${ENVKIT[@]}" probe -p "$PREFIX" --json
-step bench.txt 240 "$PYTHON" bench/run.py probe --prefix "$PREFIX" --rounds "${ROUNDS:-3}"
+if [ "${ROUNDS:-3}" -gt 0 ]; then
+    step bench.txt 240 "$PYTHON" bench/run.py probe --prefix "$PREFIX" --rounds "${ROUNDS:-3}"
+    cat "$OUT/bench.txt"
+fi
 cat "$OUT/audit-fix.txt" >>"$LOG"
 rm -f "$OUT/audit-fix.txt"
-cat "$OUT/bench.txt"
 
 "$PYTHON" - "$OUT" <<'EOF'
 import json, pathlib, sys
@@ -80,6 +83,8 @@ for name in ("probe-plain.json", "probe-hidden.json", "probe-fixed.json"):
     print(f"--- {name}: ok={doc.get('ok')} exit={doc.get('exit_code')} errors={doc.get('errors')}")
     for c in (doc.get("data") or {}).get("checks", []):
         print(f"  {c['status']:5} {c['id']:24} {str(c.get('evidence', '')).splitlines()[0][:150] if c.get('evidence') else ''}")
+        if c["status"] in ("warn", "fail"):
+            print(f"        remedy: {c.get('remedy')}")
 try:
     audit = json.loads((out / "audit.json").read_text())
     for env in (audit.get("data") or {}).get("audits", []):

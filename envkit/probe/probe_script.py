@@ -216,7 +216,8 @@ world = dist.get_world_size()
 expected = world * (world + 1) / 2
 assert float(t[0]) == expected, (float(t[0]), expected)
 dist.destroy_process_group()
-sys.stdout.write("rank %s ok %s\n" % (os.environ.get("RANK"), float(t[0])))  # one write: ranks share the pipe
+threads = "threads=%d OMP_NUM_THREADS=%s" % (torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"))
+sys.stdout.write("rank %s ok %s %s\n" % (os.environ.get("RANK"), float(t[0]), threads))  # one write: ranks share the pipe
 sys.stdout.flush()
 """
 
@@ -532,8 +533,19 @@ def ddp_checks(cfg, timeout):
     if job.get("returncode") != 0 or len(ranks) != nproc:
         gloo = _ddp_fail("ddp-gloo", GLOO_TITLE % nproc, job, gloo_info, r["seconds"])
     else:
+        gloo_info["rank_threads"] = [_field(line, "threads") for line in ranks]
+        gloo_info["rank_omp_num_threads"] = [_field(line, "OMP_NUM_THREADS") for line in ranks]
         gloo = check("ddp-gloo", GLOO_TITLE % nproc, "pass", "\n".join(ranks), "", gloo_info, r["seconds"])
     return seed, gloo, observed
+
+
+def _field(line, name):
+    """A `name=value` field of a rank's report line (an int when it is one)."""
+    for part in line.split():
+        key, _, value = part.partition("=")
+        if key == name:
+            return int(value) if value.isdigit() else value
+    return None
 
 
 def _from_mkl_parent(side, children, timeout):
@@ -662,7 +674,20 @@ def check_numeric(timeout, shared=None):
     return check("numeric", "numeric sanity (matmul, solve, numpy vs torch)", "pass", ev, "", data, r["seconds"])
 
 
-def check_threads(cfg, runtimes):
+def usable_cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+THREADS_TITLE = "thread settings in effect"
+
+
+def check_threads(cfg, runtimes, gloo=None):
+    """The recipe's variables in the activated env, then threads per DDP rank against the CPUs. The
+    ranks' own thread counts are used when the gloo job ran (torchrun sets OMP_NUM_THREADS=1 for
+    its workers when it is unset); otherwise the seed child's, as ranks started another way get."""
     data = runtimes.get("data") or {}
     env = data.get("env") or {}
     expected = cfg.get("threading", {})
@@ -672,35 +697,47 @@ def check_threads(cfg, runtimes):
         if have != want:
             problems.append("%s is %r, the recipe sets %r" % (var, have, want))
     nproc = int(cfg.get("nproc", 2)) if cfg.get("ddp", True) else 1
-    cpus = os.cpu_count() or 1
-    per_rank = data.get("torch_threads") or 1
-    evidence = "OMP_NUM_THREADS=%s MKL_NUM_THREADS=%s torch threads=%s, %d ranks on %d CPUs" % (
+    cpus = usable_cpus()
+    ranks = [n for n in ((gloo or {}).get("data") or {}).get("rank_threads", []) if isinstance(n, int)]
+    per_rank = max(ranks) if ranks else (data.get("torch_threads") or 1)
+    where = "in each of %d torchrun ranks" % nproc if ranks else "in a process (x %d ranks)" % nproc
+    evidence = "OMP_NUM_THREADS=%s MKL_NUM_THREADS=%s; torch threads %s %s; %d usable CPUs" % (
         env.get("OMP_NUM_THREADS"),
         env.get("MKL_NUM_THREADS"),
-        data.get("torch_threads"),
-        nproc,
+        per_rank,
+        where,
         cpus,
     )
-    info = {"expected": expected, "torch_threads": data.get("torch_threads"), "cpus": cpus, "nproc": nproc}
+    info = {"expected": expected, "torch_threads": data.get("torch_threads"), "rank_threads": ranks, "cpus": cpus, "nproc": nproc}
     if problems:
         return check(
             "threads",
-            "thread settings in effect",
+            THREADS_TITLE,
             "fail",
             "; ".join(problems),
             "activate the env (conda activate / envkit run) or run envkit audit --fix",
             info,
         )
+    share = max(1, cpus // max(nproc, 1))
     if nproc > 1 and per_rank * nproc > cpus:
         return check(
             "threads",
-            "thread settings in effect",
+            THREADS_TITLE,
             "warn",
-            evidence + ": %d x %d threads oversubscribe the CPU" % (nproc, per_rank),
-            "set threading.omp_num_threads to about physical cores / ranks",
+            evidence + ": %d x %d threads oversubscribe the CPUs" % (nproc, per_rank),
+            "set threading.omp_num_threads to about physical cores / ranks (%d here)" % share,
             info,
         )
-    return check("threads", "thread settings in effect", "pass", evidence, "", info)
+    if ranks and env.get("OMP_NUM_THREADS") is None and nproc > 1 and per_rank < share:
+        return check(
+            "threads",
+            THREADS_TITLE,
+            "warn",
+            evidence + ": OMP_NUM_THREADS is unset, so torch.distributed.run gave each rank %d thread(s)" % per_rank,
+            "set threading.omp_num_threads to about physical cores / ranks (%d here)" % share,
+            info,
+        )
+    return check("threads", THREADS_TITLE, "pass", evidence, "", info)
 
 
 GPU_TITLE = "CUDA, devices, NCCL"
@@ -942,7 +979,7 @@ def main():
         runtimes = check_runtimes(inv, order)
         checks.append(runtimes)
         checks.append(check_numeric(timeout, inv if healthy else None))
-        checks.append(check_threads(cfg, inv))
+        checks.append(check_threads(cfg, inv, gloo))
         checks.append(check_gpu(timeout, inv if healthy else None, cfg.get("torch_build")))
         checks.append(check_expect(cfg, runtimes))
     doc = {

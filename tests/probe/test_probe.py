@@ -4,6 +4,7 @@ passes, the 2-rank gloo job included, once envkit's activation is in place."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -49,6 +50,28 @@ def test_probe_passes_with_envkit_activation(seed_env: Path) -> None:
     assert runtimes["mkl_threading_layer"] == "gnu" and runtimes["openmp_runtimes"] == 1
     assert by_id["numeric"]["status"] == "pass" and by_id["threads"]["status"] in ("pass", "warn")
     assert by_id["gpu"]["status"] == "skip" and "CPU build" in str(by_id["gpu"]["evidence"])
+
+
+def test_threads_are_measured_in_the_ranks(seed_env: Path) -> None:
+    """torchrun gives each worker OMP_NUM_THREADS=1 when it is unset; set to every CPU, the ranks
+    together oversubscribe them. Both are the ranks' own thread counts, not a prediction."""
+    cpus = len(os.sched_getaffinity(0))
+    unset = checks(json.loads(run_envkit("probe", "-p", str(seed_env), "--json").stdout))
+    assert unset["ddp-gloo"]["data"]["rank_threads"] == [1, 1]
+    assert unset["ddp-gloo"]["data"]["rank_omp_num_threads"] == [1, 1]
+    threads = unset["threads"]
+    assert "in each of 2 torchrun ranks" in str(threads["evidence"])
+    if cpus // 2 > 1:
+        assert threads["status"] == "warn" and "gave each rank 1 thread" in str(threads["evidence"])
+        assert f"({cpus // 2} here)" in str(threads["remedy"])
+    else:
+        assert threads["status"] == "pass", threads
+
+    env = dict(os.environ, OMP_NUM_THREADS=str(cpus))
+    every_cpu = checks(json.loads(run_envkit("probe", "-p", str(seed_env), "--json", env=env).stdout))
+    assert every_cpu["ddp-gloo"]["data"]["rank_threads"] == [cpus, cpus]
+    over = every_cpu["threads"]
+    assert over["status"] == "warn" and f"2 x {cpus} threads oversubscribe" in str(over["evidence"])
 
 
 def test_inventory_agrees_with_threadpoolctl(seed_env: Path) -> None:
