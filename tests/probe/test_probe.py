@@ -119,3 +119,26 @@ def test_create_runs_the_probe_and_records_health(
     prefix = tmp_path / "envs" / "intel"
     record = json.loads((prefix / "conda-meta" / "envkit.json").read_text())
     assert record["healthy"] is False and "ddp-seed" in record["probe"]["failed"]
+
+
+def test_inventory_degrades_cleanly_off_linux(seed_env: Path) -> None:
+    """Elsewhere than Linux the loaded-library listing is absent: the runtimes check says so and
+    skips instead of claiming that nothing is loaded. Run as if on macOS, in the real env."""
+    ns: dict[str, object] = {"__name__": "envkit_probe_test"}
+    exec(compile(probe_script_text(), "probe_script.py", "exec"), ns)
+    code = "import sys\nsys.platform = 'darwin'\n" + INVENTORY_SNIPPET
+    proc = subprocess.run(
+        [str(seed_env / "bin" / "python"), "-c", code, json.dumps(["numpy"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("ENVKIT-JSON:"))
+    data = json.loads(line[len("ENVKIT-JSON:") :])
+    assert data["listing"] is None and data["libraries"] == []
+    inv = {"returncode": 0, "data": data, "seconds": 0.1}
+    runtimes = ns["check_runtimes"](inv, ["numpy"])  # type: ignore[operator]
+    assert runtimes["status"] == "skip" and "Linux only; this is darwin" in runtimes["evidence"]
+    expect = ns["check_expect"]({"expect": {"blas": "mkl"}}, runtimes)  # type: ignore[operator]
+    assert expect["status"] == "skip" and "runtime inventory" in expect["evidence"]
