@@ -199,7 +199,21 @@ def bench_probe(work: Path, prefix: Path | None = None, rounds: int = 5) -> Meas
         check=True,
         env=act,
     ).stdout.split()
-    ddp = [python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2", str(worker), *side]
+    logs = str(work / "torchrun-logs")
+    ddp = [
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        "2",
+        "--log_dir",
+        logs,
+        str(worker),
+        *side,
+    ]
     probe_cmd = [PY, "-m", "envkit", "probe", "-p", str(prefix), "--json"]
     ours, base = alternate(lambda: run(probe_cmd, env=env), lambda: run(ddp, env=act), rounds)
     return Measurement("full probe vs the 2-rank torch.distributed check alone", ours, base, 1.3, f"{os.cpu_count()} CPUs")

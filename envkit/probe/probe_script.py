@@ -7,6 +7,7 @@ process runs in its own subprocess with a timeout, several at once; the probe ne
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -225,9 +226,54 @@ sys.stdout.write("rank %s ok %s %s\n" % (os.environ.get("RANK"), float(t[0]), th
 sys.stdout.flush()
 """
 
+# Kills a child and everything below it. A process group is not enough: torchrun starts each rank
+# with start_new_session=True, and an orphaned rank would keep the pipes open (and the CPU busy).
+KILL_TREE = r"""
+import os as _os, signal as _signal
+def kill_tree(pid):
+    below = {}
+    try:
+        for entry in _os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open("/proc/%s/stat" % entry) as fh:
+                        ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                below.setdefault(ppid, []).append(int(entry))
+    except OSError:
+        pass
+    victims = [pid]
+    for victim in victims:
+        victims.extend(below.get(victim, []))
+    for victim in victims:  # the root first, so it starts nothing new
+        try:
+            _os.kill(victim, _signal.SIGKILL)
+        except OSError:
+            pass
+def finish(popen, grace=5.0):
+    # Output of a killed child; a pipe still held by something that escaped is abandoned, not awaited.
+    try:
+        return popen.communicate(timeout=grace)
+    except Exception:
+        for pipe in (popen.stdout, popen.stderr):
+            try:
+                pipe.close()
+            except Exception:
+                pass
+        popen.wait()
+        return "", ""
+"""
+# The probe runs as one -c string, so helpers it shares with its snippets are shared as source text.
+_SHARED = {}
+exec(KILL_TREE, _SHARED)
+kill_tree, finish = _SHARED["kill_tree"], _SHARED["finish"]
+
 # The seed scenario's parent: import the MKL side first (as Ultralytics does with numpy/cv2), then
 # start children with subprocess.run and the inherited environment, the way the trainer does.
-PARENT_SNIPPET = r"""
+PARENT_SNIPPET = (
+    KILL_TREE
+    + r"""
 import json, os, subprocess, sys, time
 first = json.loads(sys.argv[1]); children = json.loads(sys.argv[2]); timeout = float(sys.argv[3])
 for mod in first:
@@ -259,11 +305,12 @@ for name in order:
         so, se = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
         out[name] = {"returncode": p.returncode, "stdout": so[-400000:], "stderr": se[-4000:]}
     except subprocess.TimeoutExpired:
-        p.kill()
-        so, se = p.communicate()
-        out[name] = {"returncode": None, "timeout": True, "stdout": "", "stderr": (se or "")[-4000:]}
+        kill_tree(p.pid)
+        so, se = finish(p)
+        out[name] = {"returncode": None, "timeout": True, "stdout": (so or "")[-400000:], "stderr": (se or "")[-4000:]}
 print("ENVKIT-JSON:" + json.dumps(out))
 """
+)
 
 
 BACKGROUND = set()
@@ -306,8 +353,8 @@ def run_py(args, timeout, env=None, background=True):
         try:
             out, err_text = popen.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            popen.kill()
-            out, err_text = popen.communicate()
+            kill_tree(popen.pid)
+            out, err_text = finish(popen)
             raise subprocess.TimeoutExpired(popen.args, timeout, output=out, stderr=err_text) from None
         proc = _Done(popen.returncode, out, err_text)
     except subprocess.TimeoutExpired as exc:
@@ -468,7 +515,10 @@ GLOO_TITLE = "torch.distributed.run --nproc_per_node %d gloo all_reduce"
 
 
 def _ddp_fail(cid, title, child, info, seconds):
-    ev = excerpt(child.get("stderr")) or ("timed out" if child.get("timeout") else "the child failed with no output")
+    ev = excerpt(child.get("stderr"))
+    if child.get("timeout"):
+        ev = "timed out; killed with everything it started" + ("\n" + ev if ev else "")
+    ev = ev or "the child failed with no output"
     remedy = (
         "set MKL_THREADING_LAYER=GNU for this env (envkit writes it into etc/conda/activate.d; envkit audit --fix repairs it)"
         if "MKL_THREADING_LAYER" in ev
@@ -495,14 +545,26 @@ def ddp_checks(cfg, timeout):
     if not importable("torch"):
         skip = "torch is not installed"
         return check("ddp-seed", SEED_TITLE, "skip", skip), check("ddp-gloo", GLOO_TITLE % 0, "skip", skip), None
-    nproc = int(cfg.get("nproc", 2))
     ddp = bool(cfg.get("ddp", True))
+    workdir = tempfile.mkdtemp(prefix="envkit-probe-") if ddp else None
+    try:
+        return _ddp_checks(cfg, timeout, side, workdir)
+    finally:
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _ddp_checks(cfg, timeout, side, workdir):
+    nproc = int(cfg.get("nproc", 2))
+    ddp = workdir is not None
     job_args = []
     if ddp:
-        worker = os.path.join(tempfile.mkdtemp(prefix="envkit-probe-"), "worker.py")
+        worker = os.path.join(workdir, "worker.py")
         with open(worker, "w") as fh:
             fh.write(GLOO_WORKER)
-        job_args = ["--standalone", "--nnodes", "1", "--nproc_per_node", str(nproc), worker] + side
+        # torchrun makes a log directory per run and leaves it behind: keep it inside ours
+        logs = os.path.join(workdir, "logs")
+        job_args = ["--standalone", "--nnodes", "1", "--nproc_per_node", str(nproc), "--log_dir", logs, worker] + side
     code, order = runtime_code(cfg, launch=ddp)
     seed_cmd = [PY, "-c", code, json.dumps(order), json.dumps(job_args)]
     r = _from_mkl_parent(side, [["seed", seed_cmd, not ddp]], timeout)

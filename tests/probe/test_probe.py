@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from envkit.probe.probe_script import INVENTORY_SNIPPET
-from envkit.probe.runner import probe_script_text
+from envkit.probe.runner import default_spec, probe_script_text, run_probe
 from tests.conftest import payload_recipe, run_envkit
 
 SEED_MESSAGE = "MKL_THREADING_LAYER=INTEL is incompatible with libgomp"
@@ -142,3 +143,34 @@ def test_inventory_degrades_cleanly_off_linux(seed_env: Path) -> None:
     assert runtimes["status"] == "skip" and "Linux only; this is darwin" in runtimes["evidence"]
     expect = ns["check_expect"]({"expect": {"blas": "mkl"}}, runtimes)  # type: ignore[operator]
     assert expect["status"] == "skip" and "runtime inventory" in expect["evidence"]
+
+
+def test_a_hung_ddp_job_is_killed_with_its_ranks(seed_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks that never finish (a sitecustomize that sleeps in every torchrun worker) time the job
+    out: the probe reports it and leaves no rank behind, although torchrun starts each rank in a
+    session of its own, out of reach of a process-group kill."""
+    site = tmp_path / "site"
+    site.mkdir()
+    pids = tmp_path / "rank-pids"
+    (site / "sitecustomize.py").write_text(
+        "import os, time\n"
+        "if os.environ.get('LOCAL_RANK') is not None:\n"
+        f"    with open({str(pids)!r}, 'a') as fh:\n"
+        "        fh.write('%d\\n' % os.getpid())\n"
+        "    time.sleep(600)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    report = run_probe(seed_env, replace(default_spec(seed_env), timeout=40))
+    by_id = {c.id: c for c in report.checks}
+    assert by_id["ddp-gloo"].status == "fail" and "timed out" in by_id["ddp-gloo"].evidence
+    # the seed child's imports had passed before the job hung; the report keeps that
+    assert by_id["ddp-seed"].status == "pass"
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2
+    for pid in started:
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z", f"rank {pid} outlived the probe"
+    assert not list(scratch.iterdir()), "the probe left its worker directory behind"
