@@ -1,4 +1,4 @@
-"""The one seam to py-rattler: solve, install, read prefixes. Everything rattler raises,
+"""The one seam to py-rattler's solver and installer. Everything rattler raises,
 including Rust panics (BaseException), becomes an envkit error here."""
 
 from __future__ import annotations
@@ -85,8 +85,3 @@ def install(records: list[Any], prefix: Path, cache_dir: Path | None, specs: lis
         ),
         wrap,
     )
-
-
-def prefix_records(prefix: Path) -> list[Any]:
-    meta = prefix / "conda-meta"
-    return [rattler.PrefixRecord.from_path(p) for p in sorted(meta.glob("*.json")) if p.name.count("-") >= 2 and p.name != "envkit.json"]

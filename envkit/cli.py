@@ -5,9 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from envkit import __version__
 from envkit.errors import EnvkitError, ExitCode, one_line
+
+if TYPE_CHECKING:  # rich and the commands load only once a command runs: `--version` stays fast
+    from rich.console import Console
+
+    from envkit.audit.fix import FixPlan
+    from envkit.commands import Result
+    from envkit.solve import Plan
 
 EPILOG = "exit codes: 0 ok, 1 findings or probe failure, 2 usage or invalid input, 3 solve failure, 4 install failure, 130 interrupted"
 
@@ -95,13 +103,10 @@ def _env(args: argparse.Namespace) -> str:
     return str(args.prefix or args.name)
 
 
-def dispatch(args: argparse.Namespace, console: object) -> object:
-    from rich.console import Console
-
+def dispatch(args: argparse.Namespace, console: Console) -> Result:
     from envkit.commands import Result
     from envkit.render import render_plan
 
-    assert isinstance(console, Console)
     interactive = sys.stdin.isatty() and sys.stdout.isatty() and not getattr(args, "json", False)
     if args.command == "recipes":
         from envkit.commands import recipes
@@ -136,7 +141,7 @@ def dispatch(args: argparse.Namespace, console: object) -> object:
 
             reporter = RichInstallReporter(console)
 
-        def confirm(plan: object) -> bool:
+        def confirm(plan: Plan) -> bool:
             answer = console.input("Proceed? [y/N] ", markup=False).strip().lower()
             return answer in ("y", "yes")
 
@@ -158,8 +163,8 @@ def dispatch(args: argparse.Namespace, console: object) -> object:
         if args.list_rules:
             return Result("audit rules", audit.list_rules())
 
-        def confirm_fix(plan: object) -> bool:
-            console.print(getattr(plan, "diff", ""))
+        def confirm_fix(plan: FixPlan) -> bool:
+            console.print(plan.diff)
             return console.input("Apply these changes? [y/N] ", markup=False).strip().lower() in ("y", "yes")
 
         return audit.audit(
@@ -187,7 +192,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from rich.console import Console
 
-    from envkit.commands import Result
     from envkit.render import envelope, print_json, render_human
 
     as_json = bool(getattr(args, "json", False))
@@ -207,12 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("envkit: interrupted", markup=False)
         return int(ExitCode.INTERRUPTED)
-    assert isinstance(result, Result)
     if as_json:
         print_json(out, envelope(result, command=result.command, exit_code=result.exit_code))
-    elif result.command == "audit rules":
-        for rule in result.data:
-            out.print(f"{rule.id}  {rule.severity:7}  {rule.slug:28} {rule.title}", markup=False)
     elif result.command != "run":
         render_human(out, result)
     return result.exit_code

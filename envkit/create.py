@@ -26,7 +26,7 @@ from envkit.activation.writer import ActivationFile, ops_to_json, remove_stale, 
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
 from envkit.fsutil import exclusive_lock
 from envkit.recipe.model import RecipeOrigin
-from envkit.record import write_record
+from envkit.record import read_record, write_record
 from envkit.solve import Plan
 
 
@@ -80,11 +80,10 @@ def verify_archives(records: list[Any], cache: Path | None = None) -> None:
 
 
 def _remove_tree(path: Path) -> None:
-    # Background extraction in rattler can outlive a failed install(); sweep twice.
-    for _ in range(2):
-        shutil.rmtree(path, ignore_errors=True)
-        if not path.exists():
-            time.sleep(0.2)
+    # rattler's background extraction can outlive a failed install() and write again: sweep,
+    # give it a moment, sweep again.
+    shutil.rmtree(path, ignore_errors=True)
+    time.sleep(0.2)
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -180,12 +179,9 @@ def build_record(plan: Plan, origin: RecipeOrigin, files: list[ActivationFile]) 
 
 
 def update_record_probe(prefix: Path, summary: dict[str, Any], healthy: bool) -> None:
-    from envkit.record import read_record
-
     record = read_record(prefix)
     if record is None:
         return
-    record.pop("envkit_record_version", None)
     record["probe"] = summary
     record["healthy"] = healthy
     record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")

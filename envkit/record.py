@@ -17,7 +17,9 @@ def record_path(prefix: Path) -> Path:
 
 
 def write_record(prefix: Path, record: dict[str, Any]) -> None:
-    atomic_write_text(record_path(prefix), json.dumps({"envkit_record_version": RECORD_VERSION, **record}, indent=2, sort_keys=True) + "\n")
+    # The version is this writer's, whatever a record read back earlier carried.
+    data = {**record, "envkit_record_version": RECORD_VERSION}
+    atomic_write_text(record_path(prefix), json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def read_record(prefix: Path) -> dict[str, Any] | None:

@@ -222,6 +222,11 @@ def _explain(c: Console, rule: Any) -> None:
     c.print("\n[bold]Sources[/bold]\n" + "\n".join(rule.sources))
 
 
+def _rules_list(c: Console, rules: Any) -> None:
+    for rule in rules:
+        c.print(f"{rule.id}  {rule.severity:7}  {rule.slug:28} {rule.title}", markup=False)
+
+
 def _activation_show(c: Console, view: Any) -> None:
     c.print(f"# {view.prefix} ({view.recipe}), shell {view.shell}")
     _ops_lines(c, view.ops)
@@ -250,6 +255,7 @@ RENDERERS = {
     "probe": _probe,
     "audit": _audit,
     "audit explain": _explain,
+    "audit rules": _rules_list,
     "activation show": _activation_show,
 }
 

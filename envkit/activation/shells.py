@@ -32,11 +32,7 @@ class ScriptContext:
 
 
 def _names(ops: tuple[EnvOp, ...]) -> list[str]:
-    seen: list[str] = []
-    for op in ops:
-        if op.name not in seen:
-            seen.append(op.name)
-    return seen
+    return list(dict.fromkeys(op.name for op in ops))
 
 
 def _marker(ctx: ScriptContext) -> str:

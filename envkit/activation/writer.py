@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from envkit import __version__
 from envkit.activation.shells import GENERATORS, ScriptContext
+from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, read_exact
 from envkit.recipe.model import EnvOp
 
@@ -21,8 +22,7 @@ def prefix_tag(prefix: Path) -> str:
 
 
 def ops_digest(ops: tuple[EnvOp, ...]) -> str:
-    data = [{k: v for k, v in asdict(op).items() if k != "origin"} for op in ops]
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(ops_to_json(ops), sort_keys=True).encode()).hexdigest()
 
 
 def ops_to_json(ops: tuple[EnvOp, ...]) -> list[dict[str, object]]:
@@ -33,11 +33,13 @@ def ops_from_json(data: list[dict[str, object]]) -> tuple[EnvOp, ...]:
     out = []
     for item in data:
         entries = item.get("entries") or []
-        assert isinstance(entries, list)
+        action = item.get("action")
+        if not isinstance(entries, list) or action not in ("set", "unset", "prepend", "append"):
+            raise UsageError(f"activation operation {item!r} in conda-meta/envkit.json is not one envkit writes", hint="recreate the env")
         out.append(
             EnvOp(
                 name=str(item["name"]),
-                action=str(item["action"]),  # type: ignore[arg-type]
+                action=action,
                 value=str(item.get("value", "")),
                 entries=tuple(str(e) for e in entries),
                 separator=str(item.get("separator", ":")),

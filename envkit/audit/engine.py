@@ -12,6 +12,7 @@ from envkit.audit.inventory import Inventory, read_inventory
 from envkit.audit.rules import RULES, SEVERITY_ORDER, Rule, Severity
 from envkit.errors import EnvkitError
 from envkit.probe.model import ProbeReport
+from envkit.probe.runner import run_probe
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,6 @@ def audit_env(prefix: Path, *, probe: bool = False, cuda_driver: str | None = No
     inv = read_inventory(prefix, cuda_driver=cuda_driver)
     findings = findings_for(inv)
     if probe:
-        from envkit.probe.runner import run_probe
-
         try:
             findings += probe_findings(run_probe(prefix))
         except EnvkitError as exc:

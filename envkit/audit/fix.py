@@ -4,13 +4,16 @@ package-level findings the report carries the exact command to run."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from envkit import __version__
 from envkit.activation.writer import ActivationFile, ops_from_json, ops_to_json, remove_stale, render_files, write_files
 from envkit.audit.engine import Finding
+from envkit.audit.rules import RULES_BY_ID
 from envkit.fsutil import read_exact
 from envkit.recipe.model import EnvOp
 from envkit.record import read_record, write_record
@@ -34,17 +37,26 @@ def _with(ops: list[EnvOp], op: EnvOp) -> list[EnvOp]:
     return [o for o in ops if o.name != op.name] + [op]
 
 
+# A rule's `safe_fix` names one of these: the settings it changes, and what it says it does.
+# Rewriting the scripts needs no change of settings: every plan renders them from the ops.
+SAFE_FIXES: dict[str, tuple[Callable[[list[EnvOp]], list[EnvOp]], str]] = {
+    "threading-layer-gnu": (lambda ops: _with(ops, EnvOp("MKL_THREADING_LAYER", "set", value="GNU")), "export MKL_THREADING_LAYER=GNU"),
+    "rewrite-activation": (lambda ops: ops, "rewrite activation scripts from conda-meta/envkit.json"),
+}
+
+
 def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
     record = read_record(prefix)
     ops = list(ops_from_json(record["activation"]["ops"])) if record else []
     name = record["recipe"]["name"] if record else "audit"
     reasons = []
     for finding in findings:
-        if finding.rule_id == "EK001":
-            ops = _with(ops, EnvOp("MKL_THREADING_LAYER", "set", value="GNU"))
-            reasons.append("EK001: export MKL_THREADING_LAYER=GNU")
-        elif finding.rule_id == "EK014":
-            reasons.append("EK014: rewrite activation scripts from conda-meta/envkit.json")
+        safe_fix = RULES_BY_ID[finding.rule_id].safe_fix if finding.rule_id in RULES_BY_ID else None
+        if safe_fix is None:
+            continue
+        change, says = SAFE_FIXES[safe_fix]
+        ops = change(ops)
+        reasons.append(f"{finding.rule_id}: {says}")
     files = render_files(prefix, name, tuple(ops)) if ops else []
     diff_parts = []
     for f in files:
@@ -67,11 +79,8 @@ def apply_fix(plan: FixPlan) -> list[Path]:
         "probe": None,
         "healthy": None,
     }
-    record.pop("envkit_record_version", None)
     record["activation"] = {"ops": ops_to_json(plan.ops), "files": [str(f.path.relative_to(plan.prefix)) for f in plan.files]}
     record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
-    from envkit import __version__
-
     record["envkit_version"] = __version__
     write_record(plan.prefix, record)
     return changed

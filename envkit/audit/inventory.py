@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envkit import backend
 from envkit.activation.writer import FILE_PREFIX
+from envkit.installed import CondaPackage, PipDist, conda_packages, pip_dists, site_packages
 from envkit.record import read_record
 
 # (kind, api, basename pattern): runtimes only, not their helpers (libiomp5_db, libomptarget, ...).
@@ -21,25 +23,6 @@ NATIVE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("blas", "openblas", re.compile(r"^lib(scipy_)?openblas[^/]*\.(so|dylib)")),
 )
 EXPORT_RE = re.compile(r"""^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=(?:'([^']*)'|"([^"]*)"|(\S*))\s*$""")
-
-
-@dataclass(frozen=True)
-class CondaPackage:
-    name: str
-    version: str
-    build: str
-    channel: str
-    depends: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class PipDist:
-    name: str
-    version: str
-    installer: str
-    dist_info: str
-    top_level: tuple[str, ...]
-    outside_files: tuple[str, ...]  # RECORD entries outside site-packages (pip wheels' data files)
 
 
 @dataclass(frozen=True)
@@ -87,57 +70,6 @@ class Inventory:
         if "conda-forge" in pkg.channel:
             return "conda-forge"
         return "conda"
-
-
-def _read_conda_meta(prefix: Path) -> dict[str, CondaPackage]:
-    out = {}
-    for path in (prefix / "conda-meta").glob("*.json"):
-        if path.name == "envkit.json":
-            continue
-        try:
-            data = json.loads(path.read_bytes())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict) or "name" not in data:
-            continue
-        out[data["name"]] = CondaPackage(
-            data["name"],
-            str(data.get("version", "")),
-            str(data.get("build", "")),
-            str(data.get("channel") or data.get("url") or ""),
-            tuple(data.get("depends") or ()),
-        )
-    return out
-
-
-def site_packages(prefix: Path) -> list[Path]:
-    return sorted(prefix.glob("lib/python3*/site-packages"))
-
-
-def _read_pip(prefix: Path) -> dict[str, PipDist]:
-    out = {}
-    for site in site_packages(prefix):
-        for dist in site.glob("*.dist-info"):
-            stem = dist.name[: -len(".dist-info")]
-            name, _, version = stem.partition("-")
-            name = name.lower().replace("_", "-")
-            installer_file = dist / "INSTALLER"
-            installer = installer_file.read_text(errors="replace").strip() if installer_file.exists() else "unknown"
-            top = dist / "top_level.txt"
-            top_level = (
-                tuple(t.strip() for t in top.read_text(errors="replace").splitlines() if t.strip())
-                if top.exists()
-                else (name.replace("-", "_"),)
-            )
-            outside: list[str] = []
-            record = dist / "RECORD"
-            if installer == "pip" and record.exists():
-                for line in record.read_text(errors="replace").splitlines():
-                    rel = line.split(",", 1)[0]
-                    if rel.startswith("../"):
-                        outside.append(os.path.normpath(str(site.relative_to(prefix) / rel)))
-            out[name] = PipDist(name, version, installer, str(dist.relative_to(prefix)), top_level, tuple(outside))
-    return out
 
 
 def _candidate_lib_paths(prefix: Path) -> list[Path]:
@@ -238,24 +170,23 @@ def cuda_driver_version() -> str | None:
     if "CONDA_OVERRIDE_CUDA" in os.environ:
         return os.environ["CONDA_OVERRIDE_CUDA"] or None
     try:
-        import rattler
-
-        for pkg in rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env()):
-            generic = pkg.into_generic()
-            if generic.name.normalized == "__cuda":
-                return str(generic.version)
+        detected = backend.virtual_packages(backend.native_platform())
     except Exception:  # detection must never break an audit
         return None
+    for name_version in map(backend.describe_virtual, detected):
+        name, _, version = name_version.partition("=")
+        if name == "__cuda":
+            return version
     return None
 
 
 def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: str | None = None) -> Inventory:
     record = read_record(prefix)
-    pip = _read_pip(prefix)
+    pip = pip_dists(prefix)
     activation, files = _read_activation(prefix, record)
     return Inventory(
         prefix=prefix,
-        packages=_read_conda_meta(prefix),
+        packages=conda_packages(prefix),
         pip=pip,
         libs=_read_libs(prefix, pip),
         activation=activation,

@@ -4,13 +4,17 @@ check over the inventory returning evidence lines (one finding each). `safe_fix`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import rattler
 
+from envkit.activation.writer import ops_from_json, render_files
 from envkit.audit.inventory import Inventory
+from envkit.fsutil import read_exact
+from envkit.installed import wheel_torch_build
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
@@ -183,10 +187,9 @@ def _cuda_build(inv: Inventory) -> tuple[str, str] | None:
         if name in inv.packages:
             return name, inv.packages[name].version
     dist = inv.pip.get("torch")
-    if dist and "+cu" in dist.version:
-        tag = dist.version.split("+cu", 1)[1]
-        if tag.isdigit() and len(tag) >= 3:
-            return "pip torch", f"{tag[:-1]}.{tag[-1]}"
+    claim = wheel_torch_build(dist.version) if dist else None
+    if claim and claim[1]:
+        return "pip torch", claim[1]
     return None
 
 
@@ -206,9 +209,6 @@ def cuda_vs_driver(inv: Inventory) -> list[str]:
 def activation_drift(inv: Inventory) -> list[str]:
     if inv.record is None:
         return []
-    from envkit.activation.writer import ops_from_json, render_files
-    from envkit.fsutil import read_exact
-
     ops = ops_from_json(inv.record.get("activation", {}).get("ops", []))
     name = inv.record.get("recipe", {}).get("name", "audit")
     out = []
@@ -223,19 +223,13 @@ def activation_drift(inv: Inventory) -> list[str]:
 
 
 def oversubscription(inv: Inventory) -> list[str]:
-    cores = os_cpu_count()
+    cores = os.cpu_count() or 1
     out = []
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         value = inv.setting(var)
         if value and value.isdigit() and int(value) > cores:
             out.append(f"{var}={value} exceeds the {cores} CPUs here")
     return out
-
-
-def os_cpu_count() -> int:
-    import os
-
-    return os.cpu_count() or 1
 
 
 def torchrun_threads(inv: Inventory) -> list[str]:

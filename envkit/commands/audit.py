@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envkit.audit.engine import EnvAudit, audit_many
 from envkit.audit.fix import FixPlan, apply_fix, plan_fix
 from envkit.audit.inventory import cuda_driver_version
-from envkit.audit.rules import SEVERITY_ORDER, Rule, lookup
+from envkit.audit.rules import RULES, SEVERITY_ORDER, Rule, lookup
 from envkit.commands import Result
 from envkit.envs import all_envs, find_env
 from envkit.errors import ExitCode, UsageError
@@ -32,9 +32,12 @@ def explain(rule_id: str) -> Result:
 
 
 def list_rules() -> tuple[Rule, ...]:
-    from envkit.audit.rules import RULES
-
     return RULES
+
+
+def _at_or_above(audits: list[EnvAudit], min_severity: str) -> list[EnvAudit]:
+    floor = SEVERITY_ORDER[min_severity]
+    return [replace(a, findings=tuple(f for f in a.findings if SEVERITY_ORDER[f.severity] >= floor)) for a in audits]
 
 
 def audit(
@@ -59,12 +62,7 @@ def audit(
             "no env to audit: no NAME or PREFIX given and no env is active (CONDA_PREFIX unset)",
             hint="pass an env name, a prefix, or --all",
         )
-    audits = audit_many(prefixes, probe=probe, cuda_driver=cuda_driver_version())
-    floor = SEVERITY_ORDER[min_severity]
-    audits = [
-        EnvAudit(a.prefix, tuple(f for f in a.findings if SEVERITY_ORDER[f.severity] >= floor), a.envkit_managed, a.packages, a.error)
-        for a in audits
-    ]
+    audits = _at_or_above(audit_many(prefixes, probe=probe, cuda_driver=cuda_driver_version()), min_severity)
     fixes: list[FixPlan] = []
     applied: list[str] = []
     if fix:
@@ -77,13 +75,7 @@ def audit(
             if plan.changes and (confirm_fix is None or confirm_fix(plan)):
                 applied += [str(p) for p in apply_fix(plan)]
         if applied:
-            rerun = audit_many([a.prefix for a in audits], probe=False, cuda_driver=cuda_driver_version())
-            audits = [
-                EnvAudit(
-                    a.prefix, tuple(f for f in a.findings if SEVERITY_ORDER[f.severity] >= floor), a.envkit_managed, a.packages, a.error
-                )
-                for a in rerun
-            ]
+            audits = _at_or_above(audit_many([a.prefix for a in audits], cuda_driver=cuda_driver_version()), min_severity)
     failing = any(f.severity == "error" for a in audits for f in a.findings) or any(a.error for a in audits)
     return Result(
         "audit", AuditOutcome(tuple(audits), min_severity, tuple(fixes), tuple(applied)), int(ExitCode.FINDINGS if failing else ExitCode.OK)

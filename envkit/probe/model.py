@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -34,11 +35,7 @@ class ProbeReport:
     @property
     def status(self) -> Status:
         statuses = {c.status for c in self.checks}
-        for level in ("fail", "warn"):
-            if level in statuses:
-                assert level in ("fail", "warn")
-                return level
-        return "pass"
+        return "fail" if "fail" in statuses else "warn" if "warn" in statuses else "pass"
 
     @property
     def healthy(self) -> bool:
@@ -54,8 +51,6 @@ class ProbeReport:
 
 
 def parse_report(text: str) -> ProbeReport:
-    import json
-
     try:
         doc = json.loads(text.strip().splitlines()[-1])
     except (ValueError, IndexError):

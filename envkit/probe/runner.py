@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
 from envkit.activation.runenv import activated_environment
-from envkit.errors import ProbeError
+from envkit.errors import EnvkitError, ProbeError
+from envkit.installed import conda_packages, pip_dists, torch_build
 from envkit.probe.model import ProbeReport, parse_report
-from envkit.recipe.model import ProbeSpec, Recipe, TorchVariant
+from envkit.recipe.loader import load_recipe
+from envkit.recipe.model import ProbeSpec, Recipe
 from envkit.record import read_record
 
 
@@ -20,46 +21,10 @@ def probe_script_text() -> str:
     return resources.files("envkit.probe").joinpath("probe_script.py").read_text(encoding="utf-8")
 
 
-def installed_names(prefix: Path) -> set[str]:
-    names = set()
-    for path in (prefix / "conda-meta").glob("*.json"):
-        parts = path.stem.rsplit("-", 2)
-        if len(parts) == 3:
-            names.add(parts[0])
-    for site in prefix.glob("lib/python3*/site-packages"):
-        for dist in site.glob("*.dist-info"):
-            names.add(dist.name.split("-", 1)[0].lower().replace("_", "-"))
-    return names
-
-
-def installed_torch_build(prefix: Path) -> TorchVariant | None:
-    """The torch build the packages claim to be, so the probe can tell a CPU torch that shadows a
-    CUDA one. conda builds say it in the build string (cuda129_mkl_..., py3.11_cuda12.1_..., cpu_...);
-    pip wheels in the local version (+cu130, +cpu). A plain PyPI version says nothing."""
-    for record in (prefix / "conda-meta").glob("pytorch-*.json"):
-        if record.stem.rsplit("-", 2)[0] != "pytorch":
-            continue
-        try:
-            build = str(json.loads(record.read_text(encoding="utf-8")).get("build", ""))
-        except (OSError, ValueError):
-            continue
-        if "cuda" in build:
-            return "cuda"
-        if "cpu" in build:
-            return "cpu"
-    for site in prefix.glob("lib/python3*/site-packages"):
-        for dist in site.glob("torch-*.dist-info"):
-            local = dist.name[: -len(".dist-info")].partition("+")[2]
-            if re.fullmatch(r"cu\d+|rocm[\d.]+", local):
-                return "cuda"
-            if local == "cpu":
-                return "cpu"
-    return None
-
-
 def default_spec(prefix: Path) -> ProbeSpec:
     """Checks for an env envkit did not make, derived from what is installed."""
-    names = installed_names(prefix)
+    packages, pip = conda_packages(prefix), pip_dists(prefix)
+    names = set(packages) | set(pip)
     has_torch = bool({"pytorch", "torch"} & names)
     imports = [m for m, pkgs in (("numpy", {"numpy"}), ("torch", {"pytorch", "torch"}), ("mkl", {"mkl-service"})) if pkgs & names]
     orders = [("torch", "numpy")] if has_torch and "numpy" in imports else []
@@ -68,7 +33,7 @@ def default_spec(prefix: Path) -> ProbeSpec:
         import_orders=tuple(orders),
         ddp=has_torch,
         nproc=2,
-        torch_build=installed_torch_build(prefix) if has_torch else None,
+        torch_build=torch_build(packages, pip) if has_torch else None,
     )
 
 
@@ -81,6 +46,18 @@ def spec_for(prefix: Path, recipe: Recipe | None) -> ProbeSpec:
         return recipe.probe
     spec = default_spec(prefix)
     return replace(spec, torch_build=recipe.probe.torch_build or spec.torch_build)
+
+
+def spec_for_env(prefix: Path) -> ProbeSpec:
+    """The checks for an existing env: its recipe's, when envkit made it and the recipe still loads."""
+    record = read_record(prefix)
+    recipe = None
+    if record and record.get("recipe", {}).get("path"):
+        try:
+            recipe = load_recipe(record["recipe"]["path"])
+        except EnvkitError:  # a moved or edited recipe must not stop the probe: fall back to defaults
+            recipe = None
+    return spec_for(prefix, recipe)
 
 
 def probe_config(spec: ProbeSpec, threading: dict[str, str]) -> dict[str, object]:
@@ -108,7 +85,7 @@ def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
     python = prefix / "bin" / "python"
     if not python.exists():
         raise ProbeError(f"{python} does not exist: the probe needs the env's own python", hint="install python into the env")
-    spec = spec or default_spec(prefix)
+    spec = spec or spec_for_env(prefix)
     env = activated_environment(prefix)
     config = probe_config(spec, expected_threading(prefix))
     try:

@@ -16,7 +16,7 @@ import rattler
 from envkit.activation.model import PHYSICAL_CORES, ActivationSettings, Setting
 from envkit.errors import Location
 from envkit.recipe.model import EnvOp, Recipe
-from envkit.recipe.schema import VERSIONISH_RE, python_spec
+from envkit.recipe.schema import VERSIONISH_RE, python_spec, spec_name
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,7 @@ class CompiledSpec:
 
     @property
     def name(self) -> str:
-        match = rattler.MatchSpec(self.spec, strict=False)
-        return getattr(match.name, "normalized", None) or str(match.name)
+        return spec_name(rattler.MatchSpec(self.spec, strict=False))
 
 
 @dataclass(frozen=True)
@@ -133,16 +132,15 @@ def effective_threading_layer(recipe: Recipe) -> str | None:
         uses_mkl = True
     if not uses_mkl and chosen is None:
         return None
-    torch_gomp = torch is not None and torch.source in ("pip", "pytorch-channel")
-    if tc.openmp == "intel" and not torch_gomp:
+    if tc.openmp == "intel" and not (torch is not None and torch.loads_libgomp):
         return "INTEL"
     return "GNU"
 
 
-def activation_settings(recipe: Recipe) -> ActivationSettings:
+def activation_settings(recipe: Recipe, layer: str | None) -> ActivationSettings:
+    """The env's settings; `layer` is effective_threading_layer(recipe)."""
     th = recipe.threading
     out: list[Setting] = []
-    layer = effective_threading_layer(recipe)
     if layer is not None:
         why = (
             "explicit threading.mkl_threading_layer"
@@ -174,24 +172,20 @@ def compile_recipe(recipe: Recipe) -> CompiledRecipe:
     specs: list[CompiledSpec] = []
     if recipe.python:
         specs.append(CompiledSpec(python_spec(recipe.python), "python", None))
-    toolchain = toolchain_specs(recipe)
-    user_names = {s.name for s in recipe.packages}
-    for spec in toolchain:
-        if spec.name not in user_names:
-            specs.append(spec)
-    for pkg in recipe.packages:
-        specs.append(CompiledSpec(pkg.normalized, "recipe package", pkg.origin))
     # A spec the user wrote for a toolchain package replaces envkit's default for that name.
+    user_names = {s.name for s in recipe.packages}
+    specs += [spec for spec in toolchain_specs(recipe) if spec.name not in user_names]
+    specs += [CompiledSpec(pkg.normalized, "recipe package", pkg.origin) for pkg in recipe.packages]
     pip = [*pip_torch(recipe), *(p.normalized for p in recipe.pip)]
     if pip and "pip" not in {s.name for s in specs}:
         specs.append(CompiledSpec("pip", "installs the recipe's pip list"))
-    channels = list(recipe.channels)
+    layer = effective_threading_layer(recipe)
     return CompiledRecipe(
         recipe=recipe,
-        channels=tuple(channels),
+        channels=recipe.channels,
         platforms=recipe.platforms,
         conda_specs=tuple(specs),
         pip_specs=tuple(pip),
-        activation=activation_settings(recipe),
-        threading_layer=effective_threading_layer(recipe),
+        activation=activation_settings(recipe, layer),
+        threading_layer=layer,
     )

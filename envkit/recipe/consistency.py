@@ -66,7 +66,8 @@ def _torch_source(recipe: Recipe) -> str | None:
 
 
 def _gomp_torch(recipe: Recipe) -> bool:
-    return _torch_source(recipe) in ("pip", "pytorch-channel") or recipe.toolchain.openmp == "gnu"
+    torch = recipe.toolchain.pytorch
+    return (torch is not None and torch.loads_libgomp) or recipe.toolchain.openmp == "gnu"
 
 
 def _check_legacy_mkl(recipe: Recipe) -> str | None:

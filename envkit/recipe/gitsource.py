@@ -4,11 +4,14 @@ after showing what changed."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from envkit.errors import SourceError
 from envkit.fsutil import atomic_write_text, exclusive_lock
@@ -25,7 +28,7 @@ from envkit.recipe.sources import (
 @dataclass(frozen=True)
 class RecipeChange:
     name: str
-    change: str  # "added" | "removed" | "changed"
+    change: Literal["added", "removed", "changed"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,9 @@ def _git(args: list[str], cwd: Path | None = None) -> str:
             text=True,
             timeout=300,
             check=False,
-            env={"GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(Path.home()), "LANG": "C"},
+            # The user's environment (PATH, SSH agent, proxies, credentials helpers) plus: never
+            # prompt for a password, and English messages for the errors envkit quotes.
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
         )
     except FileNotFoundError:
         raise SourceError("git is not installed", hint="install git to use recipe repos") from None
@@ -63,7 +68,7 @@ def _save(entries: list[GitSourceEntry]) -> None:
     atomic_write_text(sources_file(), json.dumps(data, indent=2) + "\n")
 
 
-def _lock() -> object:
+def _lock() -> AbstractContextManager[None]:
     return exclusive_lock(sources_file().with_name(".sources.lock"), "the recipe source list")
 
 
@@ -79,7 +84,7 @@ def add_source(url: str, name: str | None = None, ref: str | None = None) -> Git
         raise SourceError(
             f"invalid source name {name!r}", hint="use lowercase letters, digits, '-' and '_' (not 'user', 'builtin', 'path*')"
         )
-    with _lock():  # type: ignore[attr-defined]
+    with _lock():
         entries = read_git_sources()
         if any(e.name == name for e in entries):
             raise SourceError(f"a recipe source named '{name}' already exists", hint="pick another --name or run 'envkit recipes update'")
@@ -121,13 +126,13 @@ def _recipe_changes(repo: Path, old: str, new: str) -> tuple[RecipeChange, ...]:
         if "/" in path:
             continue
         name = path.rsplit(".", 1)[0]
-        kind = {"A": "added", "D": "removed"}.get(status[:1], "changed")
+        kind: Literal["added", "removed", "changed"] = "added" if status[:1] == "A" else "removed" if status[:1] == "D" else "changed"
         changes.append(RecipeChange(name, kind))
     return tuple(sorted(changes, key=lambda c: c.name))
 
 
 def update_sources(name: str | None = None, *, apply: bool = True) -> list[SourceUpdate]:
-    with _lock():  # type: ignore[attr-defined]
+    with _lock():
         entries = read_git_sources()
         if name is not None and not any(e.name == name for e in entries):
             raise SourceError(f"no recipe source named '{name}'", hint="see 'envkit recipes list' for sources")

@@ -69,14 +69,13 @@ def _resolve(
 def load_recipe(name_or_path: str) -> Recipe:
     """Load a recipe by name (searched in sources) or by a path to a .yaml file."""
     candidate = Path(name_or_path)
+    files: list[str] = []
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
         if not candidate.is_file():
             raise SourceError(f"recipe file not found: {name_or_path}")
-        files: list[str] = []
         layer, source, path = _resolve(candidate.stem, None, candidate, (), files)
         origin = RecipeOrigin("file", str(path))
     else:
-        files = []
         layer, source, path = _resolve(name_or_path, None, None, (), files)
         assert source is not None
         origin = RecipeOrigin(source.name, str(path), source.commit)
@@ -85,11 +84,8 @@ def load_recipe(name_or_path: str) -> Recipe:
 
 def build_recipe(layer: Layer, origin: RecipeOrigin, chain: tuple[str, ...]) -> Recipe:
     """Turn a merged layer into the typed recipe, applying defaults."""
-    problems = []
     if not layer.get("channels"):
-        problems.append(Problem(Location(origin.path, 1, 1), "channels", "no channels given (in this recipe or any it extends)"))
-    if problems:
-        raise RecipeError(problems)
+        raise RecipeError([Problem(Location(origin.path, 1, 1), "channels", "no channels given (in this recipe or any it extends)")])
     tc: dict[str, Any] = layer.get("toolchain", {})
     torch = tc.get("pytorch")
     toolchain = Toolchain(

@@ -20,17 +20,10 @@ from envkit.recipe.model import Spec
 from envkit.recipe.schema import Layer
 
 
-def _union(parent: list[Any], child: list[Any]) -> list[Any]:
-    out = list(child)
-    for item in parent:
-        if item not in out:
-            out.append(item)
-    return out
-
-
-def _append_union(parent: list[Any], child: list[Any]) -> list[Any]:
-    out = list(parent)
-    for item in child:
+def _union(first: list[Any], then: list[Any]) -> list[Any]:
+    """Items of `first`, then those of `then` not yet there (items may be unhashable lists)."""
+    out = list(first)
+    for item in then:
         if item not in out:
             out.append(item)
     return out
@@ -67,7 +60,7 @@ def merge_layers(parent: Layer, child: Layer) -> Layer:
         elif key in parent and key != "name":
             out[key] = parent[key]
     if "channels" in child or "channels" in parent:
-        out["channels"] = _union(parent.get("channels", []), child.get("channels", []))
+        out["channels"] = _union(child.get("channels", []), parent.get("channels", []))
     for key in ("packages", "pip"):
         if key in child or key in parent:
             out[key] = _by_name(parent.get(key, []), child.get(key, []))
@@ -80,8 +73,8 @@ def merge_layers(parent: Layer, child: Layer) -> Layer:
         probe = _deep(p, c)
         for key in ("imports", "import_orders"):
             if key in p or key in c:
-                probe[key] = _append_union(p.get(key, []), c.get(key, []))
+                probe[key] = _union(p.get(key, []), c.get(key, []))
         out["probe"] = probe
     if "force" in child or "force" in parent:
-        out["force"] = _append_union(parent.get("force", []), child.get("force", []))
+        out["force"] = _union(parent.get("force", []), child.get("force", []))
     return out

@@ -53,6 +53,11 @@ class PytorchChoice:
     cuda: str | None = None
     source: TorchSource = "conda-forge"
 
+    @property
+    def loads_libgomp(self) -> bool:
+        """PyPI wheels vendor libgomp and pytorch-channel builds link it, whatever the env's OpenMP."""
+        return self.source in ("pip", "pytorch-channel")
+
 
 @dataclass(frozen=True)
 class Toolchain:

@@ -87,11 +87,27 @@ class _Checker:
         if not isinstance(value, str) or value not in choices:
             close = difflib.get_close_matches(str(value), choices, n=1) if isinstance(value, str) else []
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            self.expect(path, "one of " + "|".join(choices), value)
-            if hint:
-                self.problems[-1] = Problem(self.problems[-1].location, self.problems[-1].path, self.problems[-1].message + hint)
+            self.fail(path, f"expected one of {'|'.join(choices)}, found {_found(value)}{hint}")
             return None
         return value
+
+    def integer(self, path: PathKey, value: object, low: int, high: int, expected: str) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            self.expect(path, expected, value)
+            return None
+        return value
+
+    def version_spec(self, path: PathKey, value: object) -> str | None:
+        """A conda version spec such as "<2024.1" or "2.5.*"."""
+        text = self.string(path, value)
+        if text is None:
+            return None
+        try:
+            rattler.VersionSpec(text)
+        except Exception as exc:  # rattler raises its own exception types
+            self.fail(path, f"invalid version spec {text!r}: {_first_line(exc)}")
+            return None
+        return text
 
     def str_list(self, path: PathKey, value: object, item: Callable[[PathKey, object], Any]) -> list[Any] | None:
         if isinstance(value, str):
@@ -112,17 +128,18 @@ class _Checker:
     def count(self, path: PathKey, value: object) -> int | str | None:
         if value == "physical-cores":
             return "physical-cores"
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > 4096:
-            self.expect(path, "a positive integer or 'physical-cores'", value)
-            return None
-        return value
+        return self.integer(path, value, 1, 4096, "a positive integer or 'physical-cores'")
+
+
+def spec_name(match: rattler.MatchSpec) -> str:
+    """The package a MatchSpec names ("" or a pattern when it names none exactly)."""
+    return getattr(match.name, "normalized", None) or str(match.name)
 
 
 def conda_spec(text: str) -> Spec:
     """Parse a conda MatchSpec the lenient way users write them and return its strict form."""
     match = rattler.MatchSpec(text, strict=False)
-    name_obj = match.name
-    name = getattr(name_obj, "normalized", None) or str(name_obj)
+    name = spec_name(match)
     if not name or any(ch in name for ch in "*?[]"):
         raise ValueError("a package spec must name one package exactly")
     normalized = str(match)
@@ -207,7 +224,7 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
         py = c.string(("python",), root["python"])
         if py is not None:
             try:
-                _python_spec(py)
+                python_spec(py)
                 layer["python"] = py
             except Exception as exc:  # rattler raises its own exception types
                 c.fail(("python",), f"invalid python version {py!r}: {_first_line(exc)}")
@@ -270,12 +287,9 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-def _python_spec(py: str) -> str:
+def python_spec(py: str) -> str:
     text = f"python={py}" if VERSIONISH_RE.match(py) else f"python {py}"
     return str(rattler.MatchSpec(text, strict=False))
-
-
-python_spec = _python_spec
 
 
 def _no_duplicate_names(c: _Checker, path: PathKey, specs: list[Spec]) -> None:
@@ -294,15 +308,9 @@ def _toolchain(c: _Checker, value: object) -> dict[str, Any]:
     if "blas" in tc and (blas := c.choice(("toolchain", "blas"), tc["blas"], BLAS_CHOICES)):
         out["blas"] = blas
     if "mkl" in tc and tc["mkl"] is None:
-        out["mkl"] = None
-    elif "mkl" in tc:
-        mkl = c.string(("toolchain", "mkl"), tc["mkl"])
-        if mkl is not None:
-            try:
-                rattler.VersionSpec(mkl)
-                out["mkl"] = mkl
-            except Exception as exc:
-                c.fail(("toolchain", "mkl"), f"invalid version spec {mkl!r}: {_first_line(exc)}")
+        out["mkl"] = None  # null clears a value inherited through extends
+    elif "mkl" in tc and (mkl := c.version_spec(("toolchain", "mkl"), tc["mkl"])) is not None:
+        out["mkl"] = mkl
     if "openmp" in tc and (omp := c.choice(("toolchain", "openmp"), tc["openmp"], OPENMP_CHOICES)):
         out["openmp"] = omp
     if "pytorch" in tc:
@@ -312,14 +320,8 @@ def _toolchain(c: _Checker, value: object) -> dict[str, Any]:
             torch: dict[str, Any] = {}
             if "version" in pt and pt["version"] is None:
                 torch["version"] = None
-            elif "version" in pt:
-                ver = c.string((*path, "version"), pt["version"])
-                if ver is not None:
-                    try:
-                        rattler.VersionSpec(ver)
-                        torch["version"] = ver
-                    except Exception as exc:
-                        c.fail((*path, "version"), f"invalid version spec {ver!r}: {_first_line(exc)}")
+            elif "version" in pt and (ver := c.version_spec((*path, "version"), pt["version"])) is not None:
+                torch["version"] = ver
             if "variant" in pt and (variant := c.choice((*path, "variant"), pt["variant"], TORCH_VARIANTS)):
                 torch["variant"] = variant
             if "cuda" in pt and pt["cuda"] is None:
@@ -468,12 +470,8 @@ def _probe(c: _Checker, value: object) -> dict[str, Any]:
                         out["ddp"] = dd["enabled"]
                     else:
                         c.expect(("probe", "ddp", "enabled"), "true or false", dd["enabled"])
-                if "nproc" in dd:
-                    n = dd["nproc"]
-                    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:
-                        c.expect(("probe", "ddp", "nproc"), "an integer from 1 to 64", n)
-                    else:
-                        out["nproc"] = n
+                if "nproc" in dd and (n := c.integer(("probe", "ddp", "nproc"), dd["nproc"], 1, 64, "an integer from 1 to 64")):
+                    out["nproc"] = n
     if "expect" in pr:
         ex = c.mapping(("probe", "expect"), pr["expect"], EXPECT_KEYS)
         if ex is not None:
@@ -485,17 +483,9 @@ def _probe(c: _Checker, value: object) -> dict[str, Any]:
                 if layer:
                     expect["mkl_threading_layer"] = layer
             for key in ("openmp_runtimes", "torch_threads"):
-                if key in ex:
-                    n = ex[key]
-                    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                        c.expect(("probe", "expect", key), "a non-negative integer", n)
-                    else:
-                        expect[key] = n
+                if key in ex and (n := c.integer(("probe", "expect", key), ex[key], 0, 1 << 20, "a non-negative integer")) is not None:
+                    expect[key] = n
             out["expect"] = expect
-    if "timeout" in pr:
-        t = pr["timeout"]
-        if isinstance(t, bool) or not isinstance(t, int) or not 5 <= t <= 3600:
-            c.expect(("probe", "timeout"), "seconds, an integer from 5 to 3600", t)
-        else:
-            out["timeout"] = t
+    if "timeout" in pr and (t := c.integer(("probe", "timeout"), pr["timeout"], 5, 3600, "seconds, an integer from 5 to 3600")):
+        out["timeout"] = t
     return out

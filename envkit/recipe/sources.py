@@ -7,11 +7,13 @@ source first, then in that same order.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from envkit import paths
 from envkit.errors import SourceError
@@ -21,7 +23,7 @@ from envkit.recipe.model import NAME_RE
 @dataclass(frozen=True)
 class RecipeSource:
     name: str
-    kind: str  # "path" | "user" | "git" | "builtin"
+    kind: Literal["path", "user", "git", "builtin"]
     root: Path
     url: str | None = None
     ref: str | None = None
@@ -110,8 +112,6 @@ def find_recipe(name: str, prefer: RecipeSource | None = None) -> tuple[RecipeSo
         if found is not None:
             return source, found
     known = sorted({n for s in all_sources() for n in list_names(s)})
-    import difflib
-
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean '{close[0]}'?" if close else "run 'envkit recipes list' to see what is available"
     raise SourceError(f"no recipe named '{name}'", hint=hint)

@@ -78,13 +78,13 @@ def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location
         seen: dict[object, Location] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                raise RecipeError([Problem(_loc(file, key_node), _dotted(path), "mapping keys must be plain strings")])
+                raise RecipeError([Problem(_loc(file, key_node), dotted(path), "mapping keys must be plain strings")])
             key = key_node.value
             if key == "<<":
-                raise RecipeError([Problem(_loc(file, key_node), _dotted(path), "YAML merge keys ('<<') are not supported; use extends")])
+                raise RecipeError([Problem(_loc(file, key_node), dotted(path), "YAML merge keys ('<<') are not supported; use extends")])
             if key in seen:
                 raise RecipeError(
-                    [Problem(_loc(file, key_node), _dotted((*path, key)), f"duplicate key (first defined at line {seen[key].line})")]
+                    [Problem(_loc(file, key_node), dotted((*path, key)), f"duplicate key (first defined at line {seen[key].line})")]
                 )
             seen[key] = _loc(file, key_node)
             # Scalars are reported where the value is; collections where their key is.
@@ -96,11 +96,8 @@ def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location
             _walk(item, (*path, index), file, out, budget)
 
 
-def _dotted(path: PathKey) -> str:
+def dotted(path: PathKey) -> str:
     out = ""
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
-
-
-dotted = _dotted

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from envkit.activation.runenv import activated_environment
+from envkit.installed import installed_torch_build
 from envkit.probe.probe_script import arch_supported, classify_gpu
-from envkit.probe.runner import default_spec, installed_torch_build, probe_config, probe_script_text, spec_for
+from envkit.probe.runner import default_spec, probe_config, probe_script_text, spec_for
 from envkit.recipe.loader import load_recipe
 from tests.conftest import write_recipe
 
@@ -137,26 +138,6 @@ def test_installed_torch_build_reads_the_real_env(seed_env: Path) -> None:
     # the seed env's torch is the PyPI wheel 2.13.0+cpu, repackaged as conda's pytorch
     assert installed_torch_build(seed_env) == "cpu"
     assert default_spec(seed_env).torch_build == "cpu"
-
-
-def test_installed_torch_build_from_records_and_wheels(tmp_path: Path) -> None:
-    conda_cuda = tmp_path / "a"
-    (conda_cuda / "conda-meta").mkdir(parents=True)
-    record = {"name": "pytorch", "version": "2.10.0", "build": "cuda129_mkl_py312_h0123456_300"}
-    (conda_cuda / "conda-meta" / "pytorch-2.10.0-cuda129_mkl_py312_h0123456_300.json").write_text(json.dumps(record))
-    # a look-alike name must not count as pytorch
-    (conda_cuda / "conda-meta" / "pytorch-lightning-2.6.0-pyhd8ed1ab_0.json").write_text(json.dumps({"build": "pyhd8ed1ab_0"}))
-    assert installed_torch_build(conda_cuda) == "cuda"
-    legacy = tmp_path / "b"
-    (legacy / "conda-meta").mkdir(parents=True)
-    (legacy / "conda-meta" / "pytorch-2.3.1-py3.11_cpu_0.json").write_text(json.dumps({"build": "py3.11_cpu_0"}))
-    assert installed_torch_build(legacy) == "cpu"
-    wheel = tmp_path / "c"
-    (wheel / "lib" / "python3.12" / "site-packages" / "torch-2.11.0+cu130.dist-info").mkdir(parents=True)
-    assert installed_torch_build(wheel) == "cuda"
-    plain = tmp_path / "d"
-    (plain / "lib" / "python3.12" / "site-packages" / "torch-2.11.0.dist-info").mkdir(parents=True)
-    assert installed_torch_build(plain) is None
 
 
 def test_the_recipe_variant_reaches_the_probe(tmp_path: Path) -> None:

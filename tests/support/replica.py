@@ -83,28 +83,19 @@ def conda_forge_records() -> list[PkgMeta]:
                 track_features=tf,
             )
         )
-        r.append(
-            PkgMeta(
-                "libcblas",
-                "3.11.0",
-                f"5_h0358290_{flavour}",
-                5,
-                depends=[f"libblas 3.11.0 {blas_build}"],
-                constrains=[f"liblapack 3.11.0 5*_{flavour}"],
-                track_features="blas_mkl" if flavour == "mkl" else None,
+        # the CBLAS and LAPACK faces of the same flavour: each pins libblas and constrains the other
+        for name, build_hash, sibling in (("libcblas", "h0358290", "liblapack"), ("liblapack", "h47877c9", "libcblas")):
+            r.append(
+                PkgMeta(
+                    name,
+                    "3.11.0",
+                    f"5_{build_hash}_{flavour}",
+                    5,
+                    depends=[f"libblas 3.11.0 {blas_build}"],
+                    constrains=[f"{sibling} 3.11.0 5*_{flavour}"],
+                    track_features="blas_mkl" if flavour == "mkl" else None,
+                )
             )
-        )
-        r.append(
-            PkgMeta(
-                "liblapack",
-                "3.11.0",
-                f"5_h47877c9_{flavour}",
-                5,
-                depends=[f"libblas 3.11.0 {blas_build}"],
-                constrains=[f"libcblas 3.11.0 5*_{flavour}"],
-                track_features="blas_mkl" if flavour == "mkl" else None,
-            )
-        )
     for kind, number, extra, sel in (
         (
             "cpu_mkl",

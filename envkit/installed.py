@@ -1,0 +1,111 @@
+"""What a prefix has installed, read from disk: conda-meta records and pip dist-info. The audit's
+inventory and the probe's default checks both start here, so they agree on what is installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+TorchBuild = Literal["cpu", "cuda"]
+
+
+@dataclass(frozen=True)
+class CondaPackage:
+    name: str
+    version: str
+    build: str
+    channel: str
+    depends: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PipDist:
+    name: str
+    version: str
+    installer: str
+    dist_info: str
+    top_level: tuple[str, ...]
+    outside_files: tuple[str, ...]  # RECORD entries outside site-packages (pip wheels' data files)
+
+
+def site_packages(prefix: Path) -> list[Path]:
+    return sorted(prefix.glob("lib/python3*/site-packages"))
+
+
+def conda_packages(prefix: Path) -> dict[str, CondaPackage]:
+    out = {}
+    for path in (prefix / "conda-meta").glob("*.json"):
+        if path.name == "envkit.json":
+            continue
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or "name" not in data:
+            continue
+        out[data["name"]] = CondaPackage(
+            data["name"],
+            str(data.get("version", "")),
+            str(data.get("build", "")),
+            str(data.get("channel") or data.get("url") or ""),
+            tuple(data.get("depends") or ()),
+        )
+    return out
+
+
+def pip_dists(prefix: Path) -> dict[str, PipDist]:
+    out = {}
+    for site in site_packages(prefix):
+        for dist in site.glob("*.dist-info"):
+            stem = dist.name[: -len(".dist-info")]
+            name, _, version = stem.partition("-")
+            name = name.lower().replace("_", "-")
+            installer_file = dist / "INSTALLER"
+            installer = installer_file.read_text(errors="replace").strip() if installer_file.exists() else "unknown"
+            top = dist / "top_level.txt"
+            top_level = (
+                tuple(t.strip() for t in top.read_text(errors="replace").splitlines() if t.strip())
+                if top.exists()
+                else (name.replace("-", "_"),)
+            )
+            outside: list[str] = []
+            record = dist / "RECORD"
+            if installer == "pip" and record.exists():
+                for line in record.read_text(errors="replace").splitlines():
+                    rel = line.split(",", 1)[0]
+                    if rel.startswith("../"):
+                        outside.append(os.path.normpath(str(site.relative_to(prefix) / rel)))
+            out[name] = PipDist(name, version, installer, str(dist.relative_to(prefix)), top_level, tuple(outside))
+    return out
+
+
+def wheel_torch_build(version: str) -> tuple[TorchBuild, str | None] | None:
+    """PyPI torch names its build in the local version: +cu130 -> ("cuda", "13.0"), +cpu -> ("cpu",
+    None). A plain version (or +rocm, where torch.version.cuda is None) makes no CUDA claim."""
+    local = version.partition("+")[2]
+    match = re.fullmatch(r"cu(\d+)(\d)", local)
+    if match:
+        return "cuda", f"{match.group(1)}.{match.group(2)}"
+    return ("cpu", None) if local == "cpu" else None
+
+
+def torch_build(packages: dict[str, CondaPackage], pip: dict[str, PipDist]) -> TorchBuild | None:
+    """The torch build the installed packages claim to be: conda says it in the build string
+    (cuda129_mkl_..., py3.11_cuda12.1_..., cpu_...), pip wheels in the local version."""
+    pytorch = packages.get("pytorch")
+    if pytorch is not None:
+        if "cuda" in pytorch.build:
+            return "cuda"
+        if "cpu" in pytorch.build:
+            return "cpu"
+    torch = pip.get("torch")
+    claim = wheel_torch_build(torch.version) if torch is not None else None
+    return claim[0] if claim else None
+
+
+def installed_torch_build(prefix: Path) -> TorchBuild | None:
+    return torch_build(conda_packages(prefix), pip_dists(prefix))

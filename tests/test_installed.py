@@ -1,0 +1,33 @@
+"""What a prefix claims to have installed, read from conda-meta and dist-info as conda and pip write them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from envkit.installed import installed_torch_build, wheel_torch_build
+
+
+def test_installed_torch_build_from_records_and_wheels(tmp_path: Path) -> None:
+    conda_cuda = tmp_path / "a"
+    (conda_cuda / "conda-meta").mkdir(parents=True)
+    record = {"name": "pytorch", "version": "2.10.0", "build": "cuda129_mkl_py312_h0123456_300"}
+    (conda_cuda / "conda-meta" / "pytorch-2.10.0-cuda129_mkl_py312_h0123456_300.json").write_text(json.dumps(record))
+    # a look-alike name must not count as pytorch
+    lightning = {"name": "pytorch-lightning", "version": "2.6.0", "build": "pyhd8ed1ab_0"}
+    (conda_cuda / "conda-meta" / "pytorch-lightning-2.6.0-pyhd8ed1ab_0.json").write_text(json.dumps(lightning))
+    assert installed_torch_build(conda_cuda) == "cuda"
+    legacy = tmp_path / "b"
+    (legacy / "conda-meta").mkdir(parents=True)
+    legacy_record = {"name": "pytorch", "version": "2.3.1", "build": "py3.11_cpu_0"}
+    (legacy / "conda-meta" / "pytorch-2.3.1-py3.11_cpu_0.json").write_text(json.dumps(legacy_record))
+    assert installed_torch_build(legacy) == "cpu"
+    wheel = tmp_path / "c"
+    (wheel / "lib" / "python3.12" / "site-packages" / "torch-2.11.0+cu130.dist-info").mkdir(parents=True)
+    assert installed_torch_build(wheel) == "cuda"
+    plain = tmp_path / "d"
+    (plain / "lib" / "python3.12" / "site-packages" / "torch-2.11.0.dist-info").mkdir(parents=True)
+    assert installed_torch_build(plain) is None
+    # ROCm builds report torch.version.cuda = None: their local version makes no CUDA claim
+    assert wheel_torch_build("2.11.0+rocm6.4") is None
+    assert wheel_torch_build("2.11.0+cu130") == ("cuda", "13.0") and wheel_torch_build("2.13.0+cpu") == ("cpu", None)
