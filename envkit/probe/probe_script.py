@@ -270,44 +270,22 @@ exec(KILL_TREE, _SHARED)
 kill_tree, finish = _SHARED["kill_tree"], _SHARED["finish"]
 
 # The seed scenario's parent: import the MKL side first (as Ultralytics does with numpy/cv2), then
-# start children with subprocess.run and the inherited environment, the way the trainer does.
+# start one child with subprocess and the inherited environment, the way the trainer does.
 PARENT_SNIPPET = (
     KILL_TREE
     + r"""
-import json, os, subprocess, sys, time
-first = json.loads(sys.argv[1]); children = json.loads(sys.argv[2]); timeout = float(sys.argv[3])
+import json, subprocess, sys
+first = json.loads(sys.argv[1]); cmd = json.loads(sys.argv[2]); timeout = float(sys.argv[3])
 for mod in first:
     __import__(mod)
-procs = {}
-for name, cmd, background in children:
-    procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if background:
-        try:
-            os.sched_setscheduler(procs[name].pid, os.SCHED_IDLE, os.sched_param(0))
-        except (AttributeError, OSError):
-            try:
-                os.setpriority(os.PRIO_PROCESS, procs[name].pid, 10)
-            except (AttributeError, OSError):
-                pass
-deadline = time.monotonic() + timeout
-out = {}
-order = [n for n, _, bg in children if not bg] + [n for n, _, bg in children if bg]
-for name in order:
-    p = procs[name]
-    if name == order[-1] or all(n in out for n, _, bg in children if not bg):
-        for n, _, bg in children:
-            if bg and n not in out:
-                try:
-                    os.sched_setscheduler(procs[n].pid, os.SCHED_OTHER, os.sched_param(0))
-                except (AttributeError, OSError):
-                    pass
-    try:
-        so, se = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        out[name] = {"returncode": p.returncode, "stdout": so[-400000:], "stderr": se[-4000:]}
-    except subprocess.TimeoutExpired:
-        kill_tree(p.pid)
-        so, se = finish(p)
-        out[name] = {"returncode": None, "timeout": True, "stdout": (so or "")[-400000:], "stderr": (se or "")[-4000:]}
+p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+try:
+    so, se = p.communicate(timeout=timeout)
+    out = {"returncode": p.returncode, "stdout": so[-400000:], "stderr": se[-4000:]}
+except subprocess.TimeoutExpired:
+    kill_tree(p.pid)
+    so, se = finish(p)
+    out = {"returncode": None, "timeout": True, "stdout": (so or "")[-400000:], "stderr": (se or "")[-4000:]}
 print("ENVKIT-JSON:" + json.dumps(out))
 """
 )
@@ -567,8 +545,8 @@ def _ddp_checks(cfg, timeout, side, workdir):
         job_args = ["--standalone", "--nnodes", "1", "--nproc_per_node", str(nproc), "--log_dir", logs, worker] + side
     code, order = runtime_code(cfg, launch=ddp)
     seed_cmd = [PY, "-c", code, json.dumps(order), json.dumps(job_args)]
-    r = _from_mkl_parent(side, [["seed", seed_cmd, not ddp]], timeout)
-    seed_child = r["children"].get("seed", {"stderr": r["stderr"]})
+    r = _from_mkl_parent(side, seed_cmd, timeout)
+    seed_child = r["child"]
     sections = parse_sections(seed_child.get("stdout"))
     parent_ran = r["parent_ran"]
     seed_info = {"parent_imports": side, "child_imports": order, "parent_ran": parent_ran}
@@ -593,8 +571,7 @@ def _ddp_checks(cfg, timeout, side, workdir):
     job = seed_child
     if observed is None and parent_ran:
         launcher = [PY, "-m", "torch.distributed.run"] + job_args
-        again = _from_mkl_parent(side, [["gloo", launcher, False]], timeout)
-        job = again["children"].get("gloo", {"stderr": again["stderr"]})
+        job = _from_mkl_parent(side, launcher, timeout)["child"]
     ranks = sorted(line.strip() for line in (job.get("stdout") or "").splitlines() if line.startswith("rank "))
     if job.get("returncode") != 0 or len(ranks) != nproc:
         gloo = _ddp_fail("ddp-gloo", GLOO_TITLE % nproc, job, gloo_info, r["seconds"])
@@ -614,11 +591,13 @@ def _field(line, name):
     return None
 
 
-def _from_mkl_parent(side, children, timeout):
-    """Run children from a parent that first imports the MKL side; each child's output comes back."""
-    r = run_py(["-c", PARENT_SNIPPET, json.dumps(side), json.dumps(children), str(timeout)], timeout + 15, background=False)
-    results = r.get("data") or {}
-    return {"children": results, "parent_ran": r["returncode"] == 0 and bool(results), "stderr": r["stderr"], "seconds": r["seconds"]}
+def _from_mkl_parent(side, cmd, timeout):
+    """Run a child from a parent that first imports the MKL side; the child's output comes back
+    (the parent's stderr stands in when the parent itself failed)."""
+    r = run_py(["-c", PARENT_SNIPPET, json.dumps(side), json.dumps(cmd), str(timeout)], timeout + 15, background=False)
+    child = r.get("data")
+    parent_ran = r["returncode"] == 0 and bool(child)
+    return {"child": child if parent_ran else {"stderr": r["stderr"]}, "parent_ran": parent_ran, "seconds": r["seconds"]}
 
 
 def _guarded(tag, snippet):
