@@ -1,3 +1,3 @@
-from envkit.cli import main
+from envkit.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -55,7 +55,7 @@ def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: lis
         text = str(exc).strip()
         if type(exc).__name__ == "SolverError":
             return SolveError(text)
-        return ChannelError(text.splitlines()[0] if text else type(exc).__name__)
+        return ChannelError(text or type(exc).__name__)  # the whole 'Caused by:' chain: solve.py names the root cause
 
     return _run(
         rattler.solve(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -23,13 +24,30 @@ class ResolvedChannel:
     via: str  # "default" | "--mirror" | "envkit config" | ".condarc custom_channels" | ".condarc channel_alias" | "url"
 
 
+MIRROR_EXAMPLE = "e.g. --mirror conda-forge=https://mirror.example/conda-forge or =file:///srv/mirror/conda-forge"
+CONFIG_KEYS = ("mirrors",)
+
+
+def mirror_url(value: object, where: str) -> str:
+    """A mirror is a URL (scheme://...) or an absolute path; anything else would be taken for a
+    channel name and silently resolved against the channel alias."""
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{where}: expected a URL, found {value!r}", hint=MIRROR_EXAMPLE)
+    text = value.strip().rstrip("/")
+    if text.startswith("/"):
+        return Path(text).as_uri()
+    if not _is_url(text) or (not urlparse(text).netloc and not text.startswith("file:")):
+        raise UsageError(f"{where}: {value!r} is not a URL (scheme://host/path) or an absolute path", hint=MIRROR_EXAMPLE)
+    return text
+
+
 def parse_mirror_flags(values: list[str]) -> dict[str, str]:
     out = {}
     for value in values:
         name, sep, url = value.partition("=")
         if not sep or not name or not url:
-            raise UsageError(f"--mirror {value!r}: expected NAME=URL", hint="e.g. --mirror conda-forge=file:///srv/mirror/conda-forge")
-        out[name] = url.rstrip("/")
+            raise UsageError(f"--mirror {value!r}: expected NAME=URL", hint=MIRROR_EXAMPLE)
+        out[name] = mirror_url(url, f"--mirror {name}")
     return out
 
 
@@ -49,8 +67,22 @@ def condarc_files() -> list[Path]:
 
 
 def envkit_config() -> dict[str, object]:
+    """~/.config/envkit/config.yaml, checked field by field: a misspelt key is an error, not ignored."""
     path = paths.config_dir() / "config.yaml"
-    return _read_yaml(path) if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    data = _read_yaml(path)
+    for key in data:
+        if key not in CONFIG_KEYS:
+            close = difflib.get_close_matches(str(key), CONFIG_KEYS, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(CONFIG_KEYS)}"
+            raise UsageError(f"{path}: unknown key '{key}'", hint=hint)
+    mirrors = data.get("mirrors")
+    if mirrors is not None:
+        if not isinstance(mirrors, dict):
+            raise UsageError(f"{path}: mirrors: expected a mapping of channel names to URLs, found {type(mirrors).__name__}")
+        data["mirrors"] = {str(name): mirror_url(url, f"{path}: mirrors.{name}") for name, url in mirrors.items()}
+    return data
 
 
 def _is_url(channel: str) -> bool:
@@ -60,8 +92,7 @@ def _is_url(channel: str) -> bool:
 def resolve_channels(names: list[str], flag_mirrors: dict[str, str]) -> list[ResolvedChannel]:
     """Precedence: --mirror, envkit config `mirrors:`, .condarc custom_channels, channel_alias."""
     config_mirrors = envkit_config().get("mirrors") or {}
-    if not isinstance(config_mirrors, dict):
-        raise UsageError(f"{paths.config_dir() / 'config.yaml'}: 'mirrors' must map channel names to URLs")
+    assert isinstance(config_mirrors, dict)
     custom: dict[str, str] = {}
     alias = DEFAULT_ALIAS
     alias_from = "default"

@@ -1,125 +1,151 @@
-"""Argument parsing and dispatch only: every command is a plain function in envkit.commands."""
+"""Argument parsing and dispatch only: every command is a plain function in envkit.commands.
+
+The process ends through `entry()`, never through interpreter finalization: py-rattler completes
+each awaited future from a tokio worker thread that runs Python code (asyncio's
+call_soon_threadsafe) under the GIL. The main thread can get the GIL back in the middle of that
+call, see its result, print, and finalize the interpreter while the worker is still inside Python;
+the worker then dies in method_dealloc (SIGSEGV) or in PyGILState_Release (SIGABRT), and the
+exit code no longer says what happened. pyo3-async-runtimes offers no way to stop its runtime
+(PyO3/pyo3-async-runtimes#40), so envkit flushes its output and leaves with os._exit, which ends
+every thread at once. bench/stress_exit.py measures it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from envkit import __version__
-from envkit.errors import EnvkitError, ExitCode, one_line
+from envkit.errors import EnvkitError, ExitCode, Interrupted, UsageError, one_line
 
 if TYPE_CHECKING:  # rich and the commands load only once a command runs: `--version` stays fast
     from rich.console import Console
 
-    from envkit.audit.fix import FixPlan
     from envkit.commands import Result
     from envkit.solve import Plan
 
-EPILOG = "exit codes: 0 ok, 1 findings or probe failure, 2 usage or invalid input, 3 solve failure, 4 install failure, 130 interrupted"
+EPILOG = (
+    "exit codes: 0 ok, 1 findings or probe failure, 2 usage or invalid input, 3 solve failure, 4 install failure, "
+    "70 internal error, 130 interrupted"
+)
+SHELLS = ("bash", "zsh", "dash", "sh", "posix", "fish", "csh", "tcsh", "cmd", "cmd.exe", "powershell", "pwsh")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing and exiting, so `--json` gets its document too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, hint=f"see '{self.prog} --help'")
 
 
 def _json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one versioned JSON document on stdout")
 
 
-def _env_args(p: argparse.ArgumentParser, required: bool = True) -> None:
-    group = p.add_mutually_exclusive_group(required=required)
-    group.add_argument("-n", "--name", help="env name")
-    group.add_argument("-p", "--prefix", help="env prefix path")
+def _env_args(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-n", "--name", help="env name (as in 'conda env list'); default: the active env")
+    group.add_argument("-p", "--prefix", help="env prefix path; default: the active env")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="envkit", description="Consistent numeric toolchains for conda envs, proven by a probe.", epilog=EPILOG
-    )
+def build_parser() -> Parser:
+    parser = Parser(prog="envkit", description="Consistent numeric toolchains for conda envs, proven by a probe.", epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"envkit {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
     recipes = sub.add_parser("recipes", help="list, show, validate recipes; manage recipe repos")
-    rsub = recipes.add_subparsers(dest="action", required=True, metavar="ACTION")
+    rsub = recipes.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=Parser)
     p = rsub.add_parser("list", help="every recipe and where it comes from")
     _json_flag(p)
     p = rsub.add_parser("show", help="a recipe, or with --resolved the specs and settings it compiles to")
-    p.add_argument("recipe")
-    p.add_argument("--resolved", action="store_true")
+    p.add_argument("recipe", help="recipe name or path to a .yaml file")
+    p.add_argument("--resolved", action="store_true", help="show the compiled conda/pip specs and activation settings")
     _json_flag(p)
     p = rsub.add_parser("validate", help="check recipe files (schema, extends, consistency)")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="recipe files or names")
     _json_flag(p)
     p = rsub.add_parser("add-source", help="add a git repository of recipes, pinned to a commit")
-    p.add_argument("url")
-    p.add_argument("--name")
+    p.add_argument("url", help="git URL (https, ssh, file://) or a local path")
+    p.add_argument("--name", help="source name (default: from the URL)")
     p.add_argument("--ref", help="branch, tag or commit (default: the remote's default branch)")
     _json_flag(p)
     p = rsub.add_parser("update", help="fetch recipe repos, show what changed, then move the pins")
-    p.add_argument("source", nargs="?")
+    p.add_argument("source", nargs="?", help="one source by name (default: all)")
     p.add_argument("--check", action="store_true", help="show what would change; move nothing")
     _json_flag(p)
 
     p = sub.add_parser("create", help="solve a recipe and create the env, activation scripts and probe")
     p.add_argument("recipe", help="recipe name or path to a .yaml file")
-    _env_args(p, required=False)
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-n", "--name", help="env name (default: the recipe's name)")
+    group.add_argument("-p", "--prefix", help="env prefix path")
     p.add_argument("-c", "--channel", action="append", default=[], help="add a channel (before the recipe's)")
     p.add_argument("--override-channels", action="store_true", help="use only the -c channels")
     p.add_argument("--mirror", action="append", default=[], metavar="NAME=URL", help="map a channel name to a mirror URL")
-    p.add_argument("--dry-run", action="store_true", help="solve and show the plan; write nothing")
+    p.add_argument("--dry-run", action="store_true", help="solve, audit and show the plan; write nothing")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--force", action="store_true", help="replace an existing env (restored if the new one fails)")
     p.add_argument("--no-probe", action="store_true", help="skip the post-install probe")
     _json_flag(p)
 
-    p = sub.add_parser("probe", help="run the toolchain probe inside an env")
+    p = sub.add_parser("probe", help="run the toolchain probe inside an env and record its health")
     _env_args(p)
     _json_flag(p)
 
     p = sub.add_parser("audit", help="find toolchain and threading hazards in existing envs")
-    p.add_argument("targets", nargs="*", metavar="NAME|PREFIX")
-    p.add_argument("--all", action="store_true", help="every env conda knows about")
+    p.add_argument("targets", nargs="*", metavar="NAME|PREFIX", help="envs to audit (default: -n/-p, else the active env)")
+    _env_args(p)
+    p.add_argument("--all", action="store_true", help="every env conda knows about, its base included")
     p.add_argument("--probe", action="store_true", help="also run the live probe")
-    p.add_argument("--fix", action="store_true", help="apply safe fixes (activation scripts only)")
-    p.add_argument("-y", "--yes", action="store_true", help="apply fixes without asking")
-    p.add_argument("--explain", metavar="RULE", help="explain one rule and exit")
+    p.add_argument("--fix", action="store_true", help="apply safe fixes (activation scripts, envkit's record); shows the diff first")
+    p.add_argument("-y", "--yes", action="store_true", help="apply fixes without asking (required off a terminal)")
+    p.add_argument("--explain", metavar="RULE", help="explain one rule (EK001, RC003, or a slug) and exit")
     p.add_argument("--list-rules", action="store_true", help="list the rule catalog and exit")
-    p.add_argument("--min-severity", default="info", choices=("info", "warning", "error"))
+    p.add_argument(
+        "--min-severity",
+        default="info",
+        choices=("info", "warning", "error"),
+        help="report findings of this severity and above (default: info); the exit code counts errors only",
+    )
     _json_flag(p)
 
     act = sub.add_parser("activation", help="what an env's activation does")
-    asub = act.add_subparsers(dest="action", required=True, metavar="ACTION")
+    asub = act.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=Parser)
     p = asub.add_parser("show", help="print the settings and the script for one shell")
     _env_args(p)
-    p.add_argument("--shell", default="bash")
+    p.add_argument("--shell", default="bash", choices=SHELLS, metavar="SHELL", help=f"one of {', '.join(SHELLS)} (default: bash)")
     _json_flag(p)
 
-    p = sub.add_parser("run", help="run a command under an env's activation (like conda run)")
+    p = sub.add_parser("run", help="run a command under an env's activation (like conda run); exits with its code")
     _env_args(p)
     _json_flag(p)
-    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...")
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
     return parser
 
 
-def _env(args: argparse.Namespace) -> str:
-    return str(args.prefix or args.name)
-
-
-def dispatch(args: argparse.Namespace, console: Console) -> Result:
+def dispatch(args: argparse.Namespace, console: Console, as_json: bool) -> tuple[Result, bool]:
+    """Run the command; the flag says whether its result was already shown to the user."""
     from envkit.commands import Result
-    from envkit.render import render_plan
+    from envkit.render import render_human, render_plan
 
-    interactive = sys.stdin.isatty() and sys.stdout.isatty() and not getattr(args, "json", False)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
     if args.command == "recipes":
         from envkit.commands import recipes
 
         if args.action == "list":
-            return recipes.list_recipes()
+            return recipes.list_recipes(), False
         if args.action == "show":
-            return recipes.show_recipe(args.recipe, args.resolved)
+            return recipes.show_recipe(args.recipe, args.resolved), False
         if args.action == "validate":
-            return recipes.validate(args.paths)
+            return recipes.validate(args.paths), False
         if args.action == "add-source":
-            return recipes.add(args.url, args.name, args.ref)
-        return recipes.update(args.source, args.check)
+            return recipes.add(args.url, args.name, args.ref), False
+        return recipes.update(args.source, args.check), False
     if args.command == "create":
         from envkit.channels import parse_mirror_flags
         from envkit.commands.create import CreateRequest, create
@@ -147,76 +173,134 @@ def dispatch(args: argparse.Namespace, console: Console) -> Result:
 
         return create(
             request,
-            show_plan=(lambda plan: render_plan(console, plan)) if not args.json else None,
+            show_plan=(lambda plan, findings: render_plan(console, plan, findings)) if not as_json else None,
             confirm=confirm if interactive and not args.yes else None,
             reporter=reporter,
-        )
+        ), False
     if args.command == "probe":
         from envkit.commands.probe import probe
+        from envkit.envs import select_env
 
-        return probe(_env(args))
+        return probe(select_env(args.name, args.prefix)), False
     if args.command == "audit":
         from envkit.commands import audit
 
         if args.explain:
-            return audit.explain(args.explain)
+            return audit.explain(args.explain), False
         if args.list_rules:
-            return Result("audit rules", audit.list_rules())
-
-        def confirm_fix(plan: FixPlan) -> bool:
-            console.print(plan.diff)
-            return console.input("Apply these changes? [y/N] ", markup=False).strip().lower() in ("y", "yes")
-
-        return audit.audit(
+            return Result("audit rules", audit.list_rules()), False
+        result = audit.audit(
             args.targets,
+            name=args.name,
+            prefix=args.prefix,
             all_envs_flag=args.all,
             probe=args.probe,
             fix=args.fix,
             min_severity=args.min_severity,
-            confirm_fix=confirm_fix if interactive and not args.yes else None,
         )
+        if not audit.fixes_pending(result):
+            return result, False
+        if args.yes:
+            return audit.apply_fixes(result), False
+        if as_json:
+            return audit.not_applied(result, "pass -y to apply them (no confirmation is asked with --json)"), False
+        render_human(console, result)
+        if not interactive:
+            return audit.not_applied(result, "no terminal to confirm on: re-run with -y to apply them"), True
+        if console.input("Apply these changes? [y/N] ", markup=False).strip().lower() in ("y", "yes"):
+            applied = audit.apply_fixes(result)
+            render_human(console, audit.after_only(applied))
+            return applied, True
+        return audit.not_applied(result, "aborted: nothing was changed"), True
     if args.command == "activation":
         from envkit.commands.activation import show
+        from envkit.envs import select_env
 
-        return show(_env(args), args.shell)
+        return show(select_env(args.name, args.prefix), args.shell), False
     if args.command == "run":
         from envkit.commands.activation import run
+        from envkit.envs import select_env
 
         argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-        return run(_env(args), argv, capture=args.json)
+        return run(select_env(args.name, args.prefix), argv, capture=as_json), False
     raise AssertionError(args.command)
 
 
+def _wants_json(argv: Sequence[str]) -> bool:
+    return "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run one command and return its exit code; output is written and flushed."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = _wants_json(argv)
+    from envkit.interrupts import terminate_as_interrupt
+
+    terminate_as_interrupt()
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help and --version print and exit 0
+        return int(exc.code or 0)
+    except EnvkitError as exc:
+        return _report_error(exc, as_json, command="")
+    as_json = bool(getattr(args, "json", False))
     from rich.console import Console
 
     from envkit.render import envelope, print_json, render_human
 
-    as_json = bool(getattr(args, "json", False))
     out = Console(highlight=False, soft_wrap=True, emoji=False)
     err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
     try:
-        result = dispatch(args, err if as_json else out)
+        result, shown = dispatch(args, err if as_json else out, as_json)
     except EnvkitError as exc:
-        code = int(exc.exit_code)
-        if as_json:
-            print_json(out, envelope(None, command=command, exit_code=code, errors=exc.plain_lines(), hint=exc.hint))
-        else:
-            for line in exc.lines():
-                err.print(f"envkit: error: {one_line(line)}", markup=False)
-        return code
+        return _report_error(exc, as_json, command)
     except KeyboardInterrupt:
-        err.print("envkit: interrupted", markup=False)
-        return int(ExitCode.INTERRUPTED)
+        return _report_error(Interrupted("interrupted"), as_json, command)
     if as_json:
         print_json(out, envelope(result, command=result.command, exit_code=result.exit_code))
-    elif result.command != "run":
+    elif result.command != "run" and not shown:
         render_human(out, result)
+    elif shown:
+        from envkit.render import render_messages
+
+        render_messages(out, result)
     return result.exit_code
 
 
+def _report_error(exc: EnvkitError, as_json: bool, command: str) -> int:
+    from rich.console import Console
+
+    from envkit.render import envelope, print_json
+
+    code = int(exc.exit_code)
+    if as_json:
+        out = Console(highlight=False, soft_wrap=True, emoji=False)
+        print_json(out, envelope(None, command=command, exit_code=code, errors=exc.plain_lines(), hint=exc.hint))
+    else:
+        for line in exc.lines():
+            sys.stderr.write(f"envkit: error: {one_line(line)}\n")
+    return code
+
+
+def hard_exit(code: int) -> NoReturn:
+    """Flush what was written and end the process without interpreter finalization (see above)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be said
+            stream.flush()
+    os._exit(code)
+
+
+def entry() -> NoReturn:
+    """The `envkit` console script and `python -m envkit`."""
+    try:
+        code = main()
+    except BaseException:  # a bug: say so, with the traceback, under its own exit code
+        sys.stderr.write("envkit: internal error (please report it with this traceback):\n")
+        traceback.print_exc()
+        code = int(ExitCode.INTERNAL)
+    hard_exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

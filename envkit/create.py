@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from envkit import __version__, backend, envs, paths
-from envkit.activation.writer import ActivationFile, ops_to_json, remove_stale, render_files, write_files
+from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, remove_stale, write_files
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
 from envkit.fsutil import exclusive_lock
 from envkit.recipe.model import RecipeOrigin
@@ -91,6 +91,16 @@ def _is_populated(prefix: Path) -> bool:
     return prefix.exists() and (not prefix.is_dir() or any(prefix.iterdir()))
 
 
+def ensure_creatable(prefix: Path, *, force: bool) -> None:
+    """Refuse a target that exists (unless --force, and then only a conda env)."""
+    if not _is_populated(prefix):
+        return
+    if not force:
+        raise UsageError(f"{prefix} already exists", hint="pass --force to replace it (the old env is restored if the new one fails)")
+    if not (prefix / "conda-meta").is_dir():
+        raise UsageError(f"{prefix} exists and is not a conda env; refusing to replace it", hint="remove it yourself or pick another name")
+
+
 def pip_install(prefix: Path, specs: tuple[str, ...]) -> None:
     if not specs:
         return
@@ -121,15 +131,8 @@ def create_env(
     with exclusive_lock(lock_for(prefix), f"env {prefix}"):
         replaced = False
         backup: Path | None = None
+        ensure_creatable(prefix, force=force)
         if _is_populated(prefix):
-            if not force:
-                raise UsageError(
-                    f"{prefix} already exists", hint="pass --force to replace it (the old env is restored if the new one fails)"
-                )
-            if not (prefix / "conda-meta").is_dir():
-                raise UsageError(
-                    f"{prefix} exists and is not a conda env; refusing to replace it", hint="remove it yourself or pick another name"
-                )
             backup = prefix.with_name(f".{prefix.name}.envkit-old-{os.getpid()}")
             os.rename(prefix, backup)
             replaced = True
@@ -138,10 +141,11 @@ def create_env(
             prefix.parent.mkdir(parents=True, exist_ok=True)
             backend.install(records, prefix, envs.pkgs_dir(), [s.spec for s in plan.specs], reporter)
             pip_install(prefix, plan.pip_specs)
-            files = render_files(prefix, plan.recipe, plan.activation)
+            activation = RecordedActivation(plan.recipe, plan.activation, prefix_tag(prefix))
+            files = activation.files(prefix)
             write_files(files)
             remove_stale(prefix, files)
-            write_record(prefix, build_record(plan, origin, files))
+            write_record(prefix, build_record(plan, origin, activation, files))
         except BaseException as exc:
             _remove_tree(prefix)
             if backup is not None:
@@ -159,7 +163,7 @@ def create_env(
         return CreatedEnv(prefix, tuple(f.path for f in files), replaced)
 
 
-def build_record(plan: Plan, origin: RecipeOrigin, files: list[ActivationFile]) -> dict[str, Any]:
+def build_record(plan: Plan, origin: RecipeOrigin, activation: RecordedActivation, files: list[ActivationFile]) -> dict[str, Any]:
     now = datetime.now(UTC).isoformat(timespec="seconds")
     return {
         "envkit_version": __version__,
@@ -172,7 +176,7 @@ def build_record(plan: Plan, origin: RecipeOrigin, files: list[ActivationFile]) 
         "pip": list(plan.pip_specs),
         "virtual_packages": list(plan.virtual_packages),
         "packages": [asdict(p) for p in plan.packages],
-        "activation": {"ops": ops_to_json(plan.activation), "files": [str(f.path.relative_to(plan.prefix)) for f in files]},
+        "activation": activation_json(activation, plan.prefix, files),
         "probe": None,
         "healthy": None,
     }

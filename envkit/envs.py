@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from envkit import paths
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, exclusive_lock
 from envkit.recipe.model import NAME_RE
@@ -44,21 +45,59 @@ def target_prefix(name: str | None, prefix: str | None) -> Path:
     return envs_dir() / name
 
 
+def conda_root() -> Path | None:
+    """The base env of the conda in use (CONDA_EXE, else CONDA_ROOT), if it is a conda env."""
+    for var in ("CONDA_EXE", "CONDA_ROOT"):
+        value = os.environ.get(var)
+        if value:
+            path = Path(value).expanduser()
+            root = path.resolve().parent.parent if var == "CONDA_EXE" else path
+            if (root / "conda-meta").is_dir():
+                return root
+    return None
+
+
 def find_env(name_or_path: str) -> Path:
     """An env given by name or path; a clear error when it is not a conda env."""
     candidate = Path(name_or_path).expanduser()
     if "/" in name_or_path or candidate.is_absolute():
-        prefix = candidate.absolute()
-    else:
-        prefix = envs_dir() / name_or_path
-        if not (prefix / "conda-meta").is_dir():
-            for registered in registered_envs():
-                if registered.name == name_or_path and (registered / "conda-meta").is_dir():
-                    prefix = registered
-                    break
+        return _must_be_env(candidate.absolute())
+    return find_env_by_name(name_or_path)
+
+
+def find_env_by_name(name: str) -> Path:
+    root = conda_root()
+    if name == "base" and root is not None:
+        return root
+    prefix = envs_dir() / name
+    if not (prefix / "conda-meta").is_dir():
+        for registered in registered_envs():
+            if registered.name == name and (registered / "conda-meta").is_dir():
+                return registered
+        raise UsageError(
+            f"no env named '{name}' (looked in {envs_dir()} and {environments_txt()})", hint="see 'conda env list', or give -p PREFIX"
+        )
+    return prefix
+
+
+def _must_be_env(prefix: Path) -> Path:
     if not (prefix / "conda-meta").is_dir():
         raise UsageError(f"{prefix} is not a conda env (no conda-meta/)", hint="give an env name from 'conda env list' or a prefix path")
     return prefix
+
+
+def select_env(name: str | None, prefix: str | None) -> Path:
+    """conda's way of naming an env: -n NAME, -p PREFIX, else the active env (CONDA_PREFIX)."""
+    if name and prefix:
+        raise UsageError("give either -n NAME or -p PREFIX, not both")
+    if prefix:
+        return _must_be_env(Path(prefix).expanduser().absolute())
+    if name:
+        return find_env_by_name(name)
+    active = os.environ.get("CONDA_PREFIX")
+    if active:
+        return _must_be_env(Path(active))
+    raise UsageError("no env given and none is active (CONDA_PREFIX is unset)", hint="pass -n NAME or -p PREFIX, or activate an env")
 
 
 def environments_txt() -> Path:
@@ -72,27 +111,31 @@ def registered_envs() -> list[Path]:
     return [Path(line.strip()) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _rewrite_registry(update: list[str]) -> None:
-    path = environments_txt()
-    with exclusive_lock(path.with_name(".environments.txt.envkit.lock"), "the conda env registry"):
-        atomic_write_text(path, "".join(f"{line}\n" for line in update))
+def _registry_lock() -> Path:
+    # In envkit's own cache, not beside environments.txt: ~/.conda is conda's folder.
+    return paths.cache_dir() / "locks" / "environments.txt.lock"
 
 
 def register(prefix: Path) -> None:
-    current = [str(p) for p in registered_envs()]
-    if str(prefix) not in current:
-        _rewrite_registry([*current, str(prefix)])
+    with exclusive_lock(_registry_lock(), "the conda env registry", wait=30):
+        current = [str(p) for p in registered_envs()]
+        if str(prefix) not in current:
+            atomic_write_text(environments_txt(), "".join(f"{line}\n" for line in [*current, str(prefix)]))
 
 
 def unregister(prefix: Path) -> None:
-    current = [str(p) for p in registered_envs()]
-    if str(prefix) in current:
-        _rewrite_registry([p for p in current if p != str(prefix)])
+    with exclusive_lock(_registry_lock(), "the conda env registry", wait=30):
+        current = [str(p) for p in registered_envs()]
+        if str(prefix) in current:
+            atomic_write_text(environments_txt(), "".join(f"{line}\n" for line in current if line != str(prefix)))
 
 
 def all_envs() -> list[Path]:
-    """Every env conda would list: the registry plus the envs dir, existing ones only, no duplicates."""
+    """Every env conda would list: its base, the registry, the envs dir; existing ones only, once each."""
     seen: list[Path] = []
+    root = conda_root()
+    if root is not None:
+        seen.append(root)
     for prefix in registered_envs():
         if (prefix / "conda-meta").is_dir() and prefix not in seen:
             seen.append(prefix)

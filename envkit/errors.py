@@ -12,6 +12,9 @@ class ExitCode(IntEnum):
     USAGE = 2
     SOLVE = 3
     INSTALL = 4
+    INTERNAL = 70  # a bug in envkit (sysexits' EX_SOFTWARE): the traceback is printed
+    NOT_EXECUTABLE = 126  # envkit run: as shells and conda run report it
+    NOT_FOUND = 127  # envkit run: as shells and conda run report it
     INTERRUPTED = 130
 
 
@@ -26,8 +29,11 @@ class EnvkitError(Exception):
         self.hint = hint
 
     def lines(self) -> list[str]:
-        """For people: the message with its hint."""
-        return [self.message + (f" ({self.hint})" if self.hint else "")]
+        """For people: the message's lines, the hint on the last one."""
+        lines = self.message.splitlines() or [self.message]
+        if self.hint:
+            lines[-1] += f" ({self.hint})"
+        return lines
 
     def plain_lines(self) -> list[str]:
         """For JSON: the message alone; the hint has its own field."""
@@ -107,3 +113,11 @@ class ProbeError(EnvkitError):
     """The probe could not run at all (as opposed to running and reporting failures)."""
 
     exit_code = ExitCode.FINDINGS
+
+
+class CommandNotFound(EnvkitError):
+    exit_code = ExitCode.NOT_FOUND
+
+
+class CommandNotExecutable(EnvkitError):
+    exit_code = ExitCode.NOT_EXECUTABLE

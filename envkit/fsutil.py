@@ -7,6 +7,7 @@ import errno
 import fcntl
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,20 +46,26 @@ class LockBusy(EnvkitError):
 
 
 @contextlib.contextmanager
-def exclusive_lock(lock_path: Path, what: str) -> Iterator[None]:
-    """Non-blocking flock: a second envkit working on the same target fails at once."""
+def exclusive_lock(lock_path: Path, what: str, *, wait: float = 0) -> Iterator[None]:
+    """flock: a second envkit working on the same target fails at once (or after `wait` seconds,
+    for short critical sections such as a registry update)."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + wait
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                raise LockBusy(
-                    f"{what} is locked by another envkit process ({lock_path})",
-                    hint="wait for it to finish, then retry",
-                ) from None
-            raise
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise LockBusy(
+                        f"{what} is locked by another envkit process ({lock_path})",
+                        hint="wait for it to finish, then retry",
+                    ) from None
+                time.sleep(0.05)
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         yield

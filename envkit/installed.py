@@ -9,8 +9,49 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlparse
 
 TorchBuild = Literal["cpu", "cuda"]
+
+
+# conda-meta records name the channel as conda or rattler wrote it: conda appends the subdir
+# (https://conda.anaconda.org/pytorch/linux-64), rattler does not; labels follow the name.
+SUBDIRS = frozenset(
+    (
+        "noarch",
+        "linux-32",
+        "linux-64",
+        "linux-aarch64",
+        "linux-armv6l",
+        "linux-armv7l",
+        "linux-ppc64le",
+        "linux-s390x",
+        "osx-64",
+        "osx-arm64",
+        "win-32",
+        "win-64",
+        "win-arm64",
+        "emscripten-wasm32",
+        "wasi-wasm32",
+        "zos-z",
+    )
+)
+
+
+def channel_name(channel: str) -> str:
+    """The channel's short name whatever form a record stores it in: 'pytorch' for
+    https://conda.anaconda.org/pytorch/linux-64, file:///srv/mirror/pytorch/ or pytorch;
+    'pkgs/main' for defaults' URLs."""
+    text = channel.strip().rstrip("/")
+    path = urlparse(text).path if "://" in text else text
+    parts = [p for p in path.split("/") if p]
+    if parts and parts[-1] in SUBDIRS:
+        parts.pop()
+    if len(parts) >= 2 and parts[-2] == "label":
+        parts = parts[:-2]
+    if len(parts) >= 2 and parts[-2] == "pkgs":
+        return "/".join(parts[-2:])
+    return parts[-1] if parts else ""
 
 
 @dataclass(frozen=True)
@@ -20,6 +61,10 @@ class CondaPackage:
     build: str
     channel: str
     depends: tuple[str, ...]
+
+    @property
+    def channel_name(self) -> str:
+        return channel_name(self.channel)
 
 
 @dataclass(frozen=True)
@@ -55,6 +100,23 @@ def conda_packages(prefix: Path) -> dict[str, CondaPackage]:
             tuple(data.get("depends") or ()),
         )
     return out
+
+
+def dependents(packages: dict[str, CondaPackage], name: str) -> list[str]:
+    """Every installed package that depends on `name`, directly or not: what `conda remove NAME`
+    would take with it."""
+    direct: dict[str, set[str]] = {}
+    for pkg in packages.values():
+        for dep in pkg.depends:
+            direct.setdefault(dep.split()[0].lower() if dep.split() else "", set()).add(pkg.name)
+    found: list[str] = []
+    queue = [name]
+    while queue:
+        for user in sorted(direct.get(queue.pop(0), ())):
+            if user != name and user not in found:
+                found.append(user)
+                queue.append(user)
+    return sorted(found)
 
 
 def pip_dists(prefix: Path) -> dict[str, PipDist]:

@@ -1,38 +1,79 @@
-"""conda-meta/envkit.json: what envkit did to an env, versioned so later envkits can read it."""
+"""conda-meta/envkit: what envkit did to an env, versioned so later envkits can read it.
+
+Why this name: conda (`PrefixData.load`), mamba and micromamba read every `conda-meta/*.json` as a
+package record named NAME-VERSION-BUILD.json, so a `conda-meta/envkit.json` made `conda list`,
+`conda install`, `conda remove --all` and `conda env export` fail on every envkit env. A file with
+no extension is invisible to all three, the way pixi keeps `conda-meta/pixi`, and it still lives
+in the folder that moves, copies and deletes with the env.
+
+Records written by envkit 0.1 at `conda-meta/envkit.json` are read from there, moved by the next
+write, and reported by the audit (EK021) until then.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+RECORD_NAME = "envkit"
+LEGACY_RECORD_NAME = "envkit.json"
 
 
 def record_path(prefix: Path) -> Path:
-    return prefix / "conda-meta" / "envkit.json"
+    return prefix / "conda-meta" / RECORD_NAME
+
+
+def legacy_record_path(prefix: Path) -> Path:
+    return prefix / "conda-meta" / LEGACY_RECORD_NAME
 
 
 def write_record(prefix: Path, record: dict[str, Any]) -> None:
+    """Write atomically at the current location; a record at the old location is then removed."""
     # The version is this writer's, whatever a record read back earlier carried.
     data = {**record, "envkit_record_version": RECORD_VERSION}
     atomic_write_text(record_path(prefix), json.dumps(data, indent=2, sort_keys=True) + "\n")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(legacy_record_path(prefix))
+
+
+def existing_record_path(prefix: Path) -> Path | None:
+    for path in (record_path(prefix), legacy_record_path(prefix)):
+        if path.is_file():
+            return path
+    return None
 
 
 def read_record(prefix: Path) -> dict[str, Any] | None:
-    path = record_path(prefix)
-    if not path.is_file():
+    path = existing_record_path(prefix)
+    if path is None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc})", hint="delete it and run 'envkit audit --fix'") from None
-    if not isinstance(data, dict) or data.get("envkit_record_version") != RECORD_VERSION:
-        raise UsageError(
-            f"{path}: unsupported record version {data.get('envkit_record_version') if isinstance(data, dict) else None!r}",
-            hint="upgrade envkit",
-        )
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{path}: not valid JSON ({str(exc)[:120]})", hint="delete it and run 'envkit audit --fix'") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror})", hint="check its permissions") from None
+    version = data.get("envkit_record_version") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or version not in READABLE_VERSIONS:
+        raise UsageError(f"{path}: unsupported record version {version!r}", hint="upgrade envkit")
     return data
+
+
+def move_legacy_record(prefix: Path) -> bool:
+    """Move conda-meta/envkit.json to conda-meta/envkit (the audit's EK021 fix); True if it moved."""
+    old, new = legacy_record_path(prefix), record_path(prefix)
+    if not old.is_file():
+        return False
+    if new.exists():  # both present: the new one is what the last envkit wrote
+        old.unlink()
+    else:
+        os.replace(old, new)
+    return True

@@ -29,7 +29,8 @@ STATUS_STYLE = {
 
 def jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out = {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value) if f.name not in ("check", "records")}
+        skip = ("check", "advise", "records", *getattr(value, "JSON_EXCLUDE", ()))
+        out = {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value) if f.name not in skip}
         # Properties a class names in JSON_PROPERTIES (derived values such as a report's status) are part of its JSON.
         for name in getattr(value, "JSON_PROPERTIES", ()):
             out[name] = jsonable(getattr(value, name))
@@ -58,7 +59,7 @@ def envelope(
         "exit_code": exit_code,
         "data": jsonable(result.data) if result is not None else None,
         "messages": list(result.messages) if result is not None else [],
-        "errors": errors or [],
+        "errors": errors or (list(result.errors) if result is not None else []),
         "hint": hint,
     }
 
@@ -136,7 +137,15 @@ def _validate(c: Console, rows: list[Any]) -> None:
                 c.print(f"[red]error[/red] {escape(p)}")
 
 
-def _plan(c: Console, plan: Any) -> None:
+def _findings(c: Console, findings: Any, indent: str = "  ") -> None:
+    for f in findings:
+        forced = " (forced by the recipe)" if getattr(f, "forced", False) else ""
+        c.print(f"{indent}[{STATUS_STYLE[f.severity]}]{f.severity}[/] {f.rule_id} {escape(f.title)}{forced}")
+        c.print(f"{indent}  {escape(f.evidence)}")
+        c.print(f"{indent}  fix: {escape(f.fix)}" + ("  [dim](envkit audit --fix)[/dim]" if f.fixable else ""))
+
+
+def _plan(c: Console, plan: Any, findings: Any = ()) -> None:
     c.print(f"[bold]Plan[/bold] for [bold]{plan.recipe}[/bold] -> {escape(str(plan.prefix))} ({plan.platform})")
     c.print("channels: " + ", ".join(f"{ch.name} ({escape(ch.url)}, {ch.via})" for ch in plan.channels))
     c.print("virtual packages: " + (", ".join(plan.virtual_packages) or "none"))
@@ -151,6 +160,9 @@ def _plan(c: Console, plan: Any) -> None:
     _ops_lines(c, plan.activation)
     for w in plan.warnings:
         c.print(f"[yellow]warning[/yellow] {escape(w)}")
+    if findings:
+        c.print("[bold]audit of the plan[/bold]")
+        _findings(c, findings)
 
 
 def _probe(c: Console, report: Any) -> None:
@@ -166,8 +178,11 @@ def _probe(c: Console, report: Any) -> None:
 
 
 def _create(c: Console, out: Any) -> None:
+    if out.refused:
+        _plan(c, out.plan, out.findings)
+        return
     if out.dry_run:
-        _plan(c, out.plan)
+        _plan(c, out.plan, out.findings)
         c.print("[dim]dry run: nothing was written[/dim]")
         return
     if out.aborted:
@@ -185,6 +200,9 @@ def _create(c: Console, out: Any) -> None:
 
 
 def _audit(c: Console, out: Any) -> None:
+    if not out.audits:
+        c.print("no envs found; looked at " + ", ".join(escape(p) for p in out.searched))
+        return
     if len(out.audits) > 1:
         table = Table("env", "packages", "envkit", "errors", "warnings", "info", box=None, pad_edge=False)
         for a in out.audits:
@@ -204,13 +222,10 @@ def _audit(c: Console, out: Any) -> None:
             continue
         if len(out.audits) == 1 or a.findings:
             c.print(f"[bold]{escape(str(a.prefix))}[/bold]: " + (f"{len(a.findings)} finding(s)" if a.findings else "[green]clean[/green]"))
-        for f in a.findings:
-            c.print(f"  [{STATUS_STYLE[f.severity]}]{f.severity}[/] {f.rule_id} {escape(f.title)}")
-            c.print(f"    {escape(f.evidence)}")
-            c.print(f"    fix: {escape(f.fix)}" + ("  [dim](envkit audit --fix)[/dim]" if f.fixable else ""))
+        _findings(c, a.findings)
     for plan in out.fixes:
-        if plan.changes:
-            c.print(f"[bold]fix[/bold] {escape(str(plan.prefix))}: " + "; ".join(plan.reasons))
+        c.print(f"[bold]fix[/bold] {escape(str(plan.prefix))}: " + escape("; ".join(plan.reasons)))
+        c.file.write(plan.diff)
     for path in out.applied:
         c.print(f"  wrote {escape(path)}")
 
@@ -238,6 +253,8 @@ def _sources_add(c: Console, entry: Any) -> None:
 
 
 def _sources_update(c: Console, updates: Any) -> None:
+    if not updates:
+        c.print("no recipe sources to update; add one with 'envkit recipes add-source URL'")
     for u in updates:
         verb = "moved" if u.applied else ("would move" if u.old_commit != u.new_commit else "unchanged")
         c.print(f"[bold]{u.name}[/bold]: {verb} {u.old_commit[:10]} -> {u.new_commit[:10]}")
@@ -264,9 +281,13 @@ def render_human(console: Console, result: Result) -> None:
     renderer = RENDERERS.get(result.command)
     if renderer is not None:
         renderer(console, result.data)
+    render_messages(console, result)
+
+
+def render_messages(console: Console, result: Result) -> None:
     for message in result.messages:
         console.print(escape(message))
 
 
-def render_plan(console: Console, plan: Any) -> None:
-    _plan(console, plan)
+def render_plan(console: Console, plan: Any, findings: Any = ()) -> None:
+    _plan(console, plan, findings)

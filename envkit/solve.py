@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ class PlannedPackage:
     url: str
     sha256: str | None
     role: str | None
+    depends: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,24 @@ def choose_channels(compiled: CompiledRecipe, extra: list[str], override: bool) 
     return list(dict.fromkeys([*extra, *compiled.channels]))
 
 
+CHANNEL_HINT = "map each channel to a reachable mirror with --mirror NAME=URL (or custom_channels in .condarc)"
+
+
+def channel_failure(text: str, channels: list[ResolvedChannel]) -> str:
+    """One line: which channel, which URL failed, and the root cause from rattler's chain
+    ('Caused by: ...' lines), e.g. connection refused or a host name that does not resolve."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    causes = [line.removeprefix("Caused by:").strip() for line in lines if line.startswith("Caused by:")]
+    first = lines[0] if lines else "unknown error"
+    culprit = next((c for c in channels if c.url.rstrip("/") in first), None)
+    which = f"channel '{culprit.name}' ({culprit.url})" if culprit else "channel(s) " + ", ".join(c.name for c in channels)
+    cause = causes[-1] if causes else first
+    if any("dns" in c.lower() for c in causes):
+        cause = f"the host name could not be resolved ({cause})"
+    url = re.search(r"url \((\S+?)\)", first)
+    return f"cannot reach {which}: {cause}" + (f" [{url.group(1)}]" if url else "")
+
+
 def _hint(error_text: str, specs: tuple[CompiledSpec, ...]) -> str:
     """Name the recipe lines and toolchain pins that take part in the conflict."""
     involved = []
@@ -87,7 +107,7 @@ def _hint(error_text: str, specs: tuple[CompiledSpec, ...]) -> str:
     for spec in specs:
         name = spec.name
         if name and (f"{name} " in lowered or f"{name}\n" in lowered or lowered.endswith(name)):
-            where = str(spec.origin) if spec.origin else f"toolchain ({spec.reason})"
+            where = f"{spec.origin} ({spec.reason})" if spec.origin else f"envkit's default ({spec.reason})"
             involved.append(f"'{spec.spec}' from {where}")
     if not involved:
         return "no recipe spec is named in the conflict; check the channels with 'envkit create --dry-run -c ...'"
@@ -113,11 +133,7 @@ def solve_recipe(
     try:
         records = backend.solve([c.url for c in channels], specs, platform, virtual)
     except ChannelError as exc:
-        names = ", ".join(c.name for c in channels if not c.url.startswith("file:")) or ", ".join(c.name for c in channels)
-        raise SolveError(
-            f"cannot reach channel(s) {names}: {exc.message}",
-            hint="map each to a reachable mirror with --mirror NAME=URL (or custom_channels in .condarc)",
-        ) from None
+        raise SolveError(channel_failure(exc.message, channels), hint=CHANNEL_HINT) from None
     except SolveError as exc:
         raise SolveError(
             f"the recipe '{compiled.recipe.name}' cannot be solved:\n{exc.message}", hint=_hint(exc.message, compiled.conda_specs)
@@ -135,6 +151,7 @@ def solve_recipe(
                 url=str(rec.url),
                 sha256=rec.sha256.hex() if rec.sha256 else None,
                 role=TOOLCHAIN_ROLES.get(name),
+                depends=tuple(str(d) for d in rec.depends),
             )
         )
     plan = Plan(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,120 @@ def test_json_errors_are_enveloped() -> None:
     assert doc["errors"] == ["no recipe named 'nope'"] and doc["hint"]
 
 
-def test_unreachable_channel_says_which_and_suggests_mirror() -> None:
+def test_unreachable_channel_says_which_why_and_suggests_mirror() -> None:
     proc = run_envkit("create", "conda-forge-base", "--dry-run", "--mirror", "conda-forge=http://127.0.0.1:9/conda-forge")
     assert proc.returncode == 3, proc.stderr
-    assert "cannot reach channel(s) conda-forge" in proc.stderr and "--mirror NAME=URL" in proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line and "cannot reach channel 'conda-forge' (http://127.0.0.1:9/conda-forge): Connection refused" in line
+    assert "--mirror NAME=URL" in line
+    dns = run_envkit("create", "conda-forge-base", "--dry-run", "--mirror", "conda-forge=http://no-such-host.invalid/conda-forge")
+    assert dns.returncode == 3 and "the host name could not be resolved" in dns.stderr
+
+
+@pytest.mark.parametrize(
+    ("config", "needle"),
+    [
+        ("mirors: {conda-forge: https://m.example/cf}\n", "unknown key 'mirors' (did you mean 'mirrors'?)"),
+        ("mirrors: {conda-forge: 42}\n", "mirrors.conda-forge: expected a URL, found 42"),
+        ("mirrors: {conda-forge: notaurl}\n", "'notaurl' is not a URL"),
+        ("mirrors: [conda-forge]\n", "mirrors: expected a mapping"),
+    ],
+)
+def test_config_is_checked_field_by_field(isolated: Path, config: str, needle: str) -> None:
+    path = isolated / ".config" / "envkit" / "config.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(config)
+    proc = run_envkit("create", "conda-forge-base", "--dry-run")
+    assert proc.returncode == 2 and needle in proc.stderr and str(path) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_mirror_flag_must_be_a_url() -> None:
+    proc = run_envkit("create", "conda-forge-base", "--dry-run", "--mirror", "conda-forge=notaurl")
+    assert proc.returncode == 2 and "--mirror conda-forge: 'notaurl' is not a URL" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["create", "--json"], ["audit", "--min-severity", "loud", "--json"], ["frobnicate", "--json"]])
+def test_usage_errors_are_json_documents_too(args: list[str]) -> None:
+    proc = run_envkit(*args)
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 2 and set(doc) == ENVELOPE and doc["ok"] is False and doc["exit_code"] == 2
+    assert doc["errors"] and doc["hint"] and "Traceback" not in proc.stderr
+
+
+def test_validate_json_lists_problems_at_the_top(tmp_path: Path) -> None:
+    bad = write_recipe(tmp_path, "bad", "envkit: 1\nname: bad\nchannels: [conda-forge]\ntoolchain: {blas: mkll}\n")
+    proc = run_envkit("recipes", "validate", str(bad), "--json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 2 and doc["ok"] is False
+    assert doc["errors"] and doc["errors"][0].startswith(f"{bad}:4:19: toolchain.blas")
+
+
+def test_solver_explanation_is_lines_and_the_hint_names_the_python_line(replica: dict[str, Path], tmp_path: Path) -> None:
+    mirror = f"--mirror=conda-forge={replica['conda-forge'].as_uri()}"
+    clash = write_recipe(tmp_path, "clash", "envkit: 1\nname: clash\nchannels: [conda-forge]\npackages: [pytorch 2.10.* cpu_mkl*, nomkl]\n")
+    proc = run_envkit("create", str(clash), "--dry-run", mirror)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 3 and len(lines) > 5 and "\\n" not in proc.stderr
+    assert all(line.startswith("envkit: error: ") for line in lines) and any("└─ nomkl" in line for line in lines)
+    assert f"'nomkl' from {clash}:4:37 (recipe package)" in lines[-1]
+    doc = json.loads(run_envkit("create", str(clash), "--dry-run", mirror, "--json").stdout)
+    assert len(doc["errors"]) > 5 and any("└─ nomkl" in e for e in doc["errors"])
+    oldpy = write_recipe(tmp_path, "oldpy", 'envkit: 1\nname: oldpy\nchannels: [conda-forge]\npython: "3.9"\npackages: [numpy]\n')
+    proc = run_envkit("create", str(oldpy), "--dry-run", mirror)
+    assert proc.returncode == 3 and f"'python 3.9.*' from {oldpy}:4:9 (python)" in proc.stderr
+
+
+def test_recipe_path_that_is_not_a_file_says_what_it_is(tmp_path: Path) -> None:
+    folder = tmp_path / "dir.yaml"
+    folder.mkdir()
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    broken = tmp_path / "gone.yaml"
+    broken.symlink_to(tmp_path / "nowhere.yaml")
+    for path, needle in ((folder, "is a directory"), (fifo, "a FIFO"), (broken, "a broken symbolic link")):
+        proc = run_envkit("recipes", "show", str(path))
+        assert proc.returncode == 2 and needle in proc.stderr, (path, proc.stderr)
+
+
+def test_name_must_match_the_file_and_unusable_files_are_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = write_recipe(tmp_path, "other", "envkit: 1\nname: different\nchannels: [conda-forge]\n")
+    proc = run_envkit("recipes", "validate", str(other))
+    assert proc.returncode == 2 and f"{other}:2:7: name: the recipe is named 'different' but its file is 'other.yaml'" in proc.stdout
+    write_recipe(tmp_path / "path", "Bad Name", "envkit: 1\nname: x\nchannels: [conda-forge]\n")
+    monkeypatch.setenv("ENVKIT_RECIPE_PATH", str(tmp_path / "path"))
+    listed = json.loads(run_envkit("recipes", "list", "--json").stdout)["data"]
+    row = next(r for r in listed if r["name"] == "Bad Name")
+    assert "not usable" in row["description"] and "not a recipe name" in row["description"]
+
+
+def test_empty_results_say_so() -> None:
+    audit = run_envkit("audit", "--all")
+    assert audit.returncode == 0 and audit.stdout.startswith("no envs found; looked at ")
+    update = run_envkit("recipes", "update")
+    assert update.returncode == 0 and "no recipe sources to update" in update.stdout
+
+
+def test_every_option_has_help() -> None:
+    from envkit.cli import build_parser
+
+    parsers = [build_parser()]
+    seen = 0
+    while parsers:
+        parser = parsers.pop()
+        for action in parser._actions:
+            if action.choices and isinstance(action.choices, dict):
+                parsers.extend(action.choices.values())
+            elif action.option_strings or action.dest not in ("command", "action"):
+                seen += 1
+                assert action.help, f"{parser.prog}: {action.option_strings or action.dest} has no help"
+    assert seen > 40
+
+
+def test_existing_env_is_refused_before_the_solve(tmp_path: Path, isolated: Path) -> None:
+    from tests.support.tiny import tiny_channel, tiny_recipe
+
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe").returncode == 0
+    again = run_envkit("create", str(recipe), "--yes", "--no-probe")
+    assert again.returncode == 2 and "already exists" in again.stderr and "Plan for" not in again.stdout
+    assert sorted(p.name for p in (isolated / ".conda").iterdir()) == ["environments.txt"]

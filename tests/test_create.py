@@ -15,28 +15,11 @@ import pytest
 from envkit.create import lock_for
 from envkit.fsutil import exclusive_lock
 from tests.conftest import run_envkit, write_recipe
-from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
+from tests.support.tiny import tiny_channel, tiny_recipe
 
 
 def mirrors(replica: dict[str, Path]) -> list[str]:
     return [f"--mirror={n}={p.as_uri()}" for n, p in replica.items()]
-
-
-def tiny_channel(root: Path, payload: bytes = b"v1\n") -> Path:
-    """A channel of two small real packages, for transaction tests that must be quick."""
-    ch = root / "tiny"
-    write_tar_bz2(ch, PkgMeta("tool", "1.0", "0", depends=["helper"]), [PkgFile("share/tool/version.txt", payload)])
-    write_tar_bz2(ch, PkgMeta("helper", "1.0", "0"), [PkgFile("share/helper/data.txt", b"helper\n")])
-    index_channel(ch)
-    return ch
-
-
-def tiny_recipe(root: Path, channel: Path) -> Path:
-    return write_recipe(
-        root / "recipes",
-        "tiny",
-        f"envkit: 1\nname: tiny\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: 2}}\n",
-    )
 
 
 def test_dry_run_writes_nothing_and_json_plan(replica: dict[str, Path], tmp_path: Path) -> None:
@@ -73,9 +56,10 @@ def test_happy_path_registers_and_records(tmp_path: Path, isolated: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     prefix = tmp_path / "envs" / "tiny"
     assert (prefix / "share" / "tool" / "version.txt").read_text() == "v1\n"
-    assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == ["envkit.json", "helper-1.0-0.json", "tool-1.0-0.json"]
-    record = json.loads((prefix / "conda-meta" / "envkit.json").read_text())
-    assert record["envkit_record_version"] == 1 and record["recipe"]["name"] == "tiny"
+    # conda reads every conda-meta/*.json as a package record: envkit's own record is not one of them.
+    assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == ["helper-1.0-0.json", "tool-1.0-0.json"]
+    record = json.loads((prefix / "conda-meta" / "envkit").read_text())
+    assert record["envkit_record_version"] == 2 and record["recipe"]["name"] == "tiny"
     assert {"name": "OMP_NUM_THREADS", "action": "set", "value": "2", "entries": [], "separator": ":"} in record["activation"]["ops"]
     assert (prefix / "etc" / "conda" / "activate.d" / "envkit-tiny.sh").exists()
     registry = isolated / ".conda" / "environments.txt"

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.test_create import tiny_channel, tiny_recipe
+from tests.support.tiny import tiny_channel, tiny_recipe
 
 
 def converse(args: list[str], answer: bytes, timeout: float = 120) -> tuple[int, str]:
@@ -58,4 +58,4 @@ def test_yes_creates_with_progress(tmp_path: Path) -> None:
     recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
     code, screen = converse([sys.executable, "-m", "envkit", "create", str(recipe), "--no-probe"], b"y")
     assert code == 0, screen
-    assert "created" in screen and (tmp_path / "envs" / "tiny" / "conda-meta" / "envkit.json").exists()
+    assert "created" in screen and (tmp_path / "envs" / "tiny" / "conda-meta" / "envkit").exists()

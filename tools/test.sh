@@ -21,6 +21,6 @@ PY="${PYTHON:-python3}"
 .venv/bin/ruff check envkit tests bench tools
 .venv/bin/ruff format --check envkit tests bench
 .venv/bin/mypy
-.venv/bin/mypy bench/run.py
+.venv/bin/mypy bench/run.py bench/stress_exit.py
 # pytest exits 5 when it collects nothing: that must fail here too, and it does (set -e).
 .venv/bin/python -m pytest "$@"

@@ -4,10 +4,12 @@ scripts in a real sh (as conda does), not re-derived in Python."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
-from envkit.errors import UsageError
+from envkit.errors import CommandNotExecutable, CommandNotFound, UsageError
 
 # conda's own activation sets these before sourcing activate.d.
 _DRIVER = r"""
@@ -50,8 +52,22 @@ def run_in_env(prefix: Path, argv: list[str], *, capture: bool = False) -> tuple
     if not argv:
         raise UsageError("envkit run needs a command after --", hint="e.g. envkit run -n yolov8 -- python train.py")
     env = activated_environment(prefix)
+    pipe = subprocess.PIPE if capture else None
     try:
-        proc = subprocess.run(argv, env=env, check=False, capture_output=capture, text=capture or None)
+        child = subprocess.Popen(argv, env=env, stdout=pipe, stderr=pipe, text=capture or None)
     except FileNotFoundError:
-        raise UsageError(f"command not found in {prefix}: {argv[0]}") from None
-    return proc.returncode, proc.stdout if capture else None, proc.stderr if capture else None
+        raise CommandNotFound(f"{argv[0]}: command not found (PATH of {prefix})") from None
+    except PermissionError:
+        raise CommandNotExecutable(f"{argv[0]}: permission denied (not executable)") from None
+    while True:
+        try:
+            stdout, stderr = child.communicate()
+            break
+        except KeyboardInterrupt as exc:
+            # The command decides how to end: pass the signal on and keep waiting for its exit code.
+            # From a terminal, Ctrl-C already reached it (same process group); a job runner's
+            # SIGTERM or SIGINT reached envkit alone.
+            name = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "SIGINT"
+            if name != "SIGINT" or not sys.stdin.isatty():
+                child.send_signal(getattr(signal, name, signal.SIGINT))
+    return child.returncode, stdout if capture else None, stderr if capture else None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from envkit import __version__
 from envkit.activation.shells import GENERATORS, ScriptContext
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, read_exact
@@ -17,7 +18,11 @@ FILE_PREFIX = "envkit-"
 MARK = "envkit-settings-sha256:"
 
 
+TAG_RE = re.compile(r"_ENVKIT_([0-9a-f]{8})_ACTIVE")
+
+
 def prefix_tag(prefix: Path) -> str:
+    """A new env's tag: unique per prefix, so stacked envs keep separate saved state."""
     return hashlib.sha256(str(prefix.resolve()).encode()).hexdigest()[:8]
 
 
@@ -35,7 +40,7 @@ def ops_from_json(data: list[dict[str, object]]) -> tuple[EnvOp, ...]:
         entries = item.get("entries") or []
         action = item.get("action")
         if not isinstance(entries, list) or action not in ("set", "unset", "prepend", "append"):
-            raise UsageError(f"activation operation {item!r} in conda-meta/envkit.json is not one envkit writes", hint="recreate the env")
+            raise UsageError(f"activation operation {item!r} in conda-meta/envkit is not one envkit writes", hint="recreate the env")
         out.append(
             EnvOp(
                 name=str(item["name"]),
@@ -55,14 +60,20 @@ class ActivationFile:
 
 
 def render_files(
-    prefix: Path, recipe_name: str, ops: tuple[EnvOp, ...], suffixes: tuple[str, ...] = tuple(GENERATORS)
+    prefix: Path,
+    recipe_name: str,
+    ops: tuple[EnvOp, ...],
+    suffixes: tuple[str, ...] = tuple(GENERATORS),
+    *,
+    tag: str | None = None,
 ) -> list[ActivationFile]:
-    """The exact files envkit would write for these operations (pure apart from resolving the prefix)."""
+    """The exact files envkit would write for these operations. The text depends on the recipe
+    name, the operations and the tag only, so an env that is moved or copied still matches."""
     ctx = ScriptContext(
-        tag=prefix_tag(prefix),
+        tag=tag or prefix_tag(prefix),
         header=(
-            f"Written by envkit {__version__} for recipe '{recipe_name}'. Do not edit:",
-            "`envkit audit --fix` rewrites this file from conda-meta/envkit.json.",
+            f"Written by envkit for recipe '{recipe_name}'. Do not edit:",
+            "`envkit audit --fix` rewrites this file from conda-meta/envkit.",
             f"{MARK} {ops_digest(ops)}",
         ),
     )
@@ -98,3 +109,34 @@ def remove_stale(prefix: Path, keep: list[ActivationFile]) -> list[Path]:
                 path.unlink()
                 removed.append(path)
     return removed
+
+
+@dataclass(frozen=True)
+class RecordedActivation:
+    """The activation an env's record asks for: enough to render its files again exactly."""
+
+    recipe_name: str
+    ops: tuple[EnvOp, ...]
+    tag: str
+
+    def files(self, prefix: Path, suffixes: tuple[str, ...] = tuple(GENERATORS)) -> list[ActivationFile]:
+        return render_files(prefix, self.recipe_name, self.ops, suffixes, tag=self.tag)
+
+
+def recorded_activation(prefix: Path, record: dict[str, Any]) -> RecordedActivation:
+    """The tag is the record's (version 2); a version-1 record has none, so it is read back from the
+    env's own sh script, and only an env without one gets a tag from its current path."""
+    activation = record.get("activation") or {}
+    name = str((record.get("recipe") or {}).get("name") or "audit")
+    ops = ops_from_json(activation.get("ops") or [])
+    tag = activation.get("tag")
+    if not (isinstance(tag, str) and re.fullmatch(r"[0-9a-f]{8}", tag)):
+        script = read_exact(prefix / "etc" / "conda" / "activate.d" / f"{FILE_PREFIX}{name}.sh") or ""
+        found = TAG_RE.search(script)
+        tag = found.group(1) if found else prefix_tag(prefix)
+    return RecordedActivation(name, ops, tag)
+
+
+def activation_json(activation: RecordedActivation, prefix: Path, files: list[ActivationFile]) -> dict[str, object]:
+    """The record's `activation` section."""
+    return {"ops": ops_to_json(activation.ops), "tag": activation.tag, "files": [str(f.path.relative_to(prefix)) for f in files]}

@@ -5,14 +5,19 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from envkit.audit.inventory import Inventory, read_inventory
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from envkit.audit.inventory import Inventory, cuda_driver_version, plan_inventory, read_inventory
 from envkit.audit.rules import RULES, SEVERITY_ORDER, Rule, Severity
 from envkit.errors import EnvkitError
+from envkit.installed import CondaPackage
 from envkit.probe.model import ProbeReport
 from envkit.probe.runner import run_probe
+from envkit.solve import Plan
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,7 @@ class Finding:
     evidence: str
     fix: str
     fixable: bool
+    forced: bool = False  # an error the recipe accepts under `force:`; shown as a warning
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,17 @@ def findings_for(inv: Inventory, rules: tuple[Rule, ...] = RULES) -> list[Findin
     out = []
     for rule in rules:
         for evidence in rule.check(inv):
-            out.append(Finding(rule.id, rule.slug, rule.severity, rule.title, evidence, rule.fix, rule.safe_fix is not None))
+            out.append(Finding(rule.id, rule.slug, rule.severity, rule.title, evidence, rule.fix_for(inv), rule.safe_fix is not None))
     return out
+
+
+def audit_plan(plan: Plan, force: tuple[str, ...] = ()) -> list[Finding]:
+    """The audit's static rules over a solved plan, before anything is installed: one catalog, two
+    moments. An error the recipe names under `force:` becomes a warning, marked forced."""
+    packages = [CondaPackage(p.name, p.version, p.build, p.channel, p.depends) for p in plan.packages]
+    pip_names = [str(canonicalize_name(Requirement(spec).name)) for spec in plan.pip_specs]
+    inv = plan_inventory(plan.prefix, packages, pip_names, plan.activation, cuda_driver=cuda_driver_version())
+    return [replace(f, severity="warning", forced=True) if f.severity == "error" and f.rule_id in force else f for f in findings_for(inv)]
 
 
 def probe_findings(report: ProbeReport) -> list[Finding]:

@@ -1,5 +1,6 @@
-"""Safe fixes only: write or repair envkit's activation scripts. Packages are never touched; for
-package-level findings the report carries the exact command to run."""
+"""Safe fixes only: write or repair envkit's activation scripts and move envkit's own record.
+Packages are never touched; for package-level findings the report carries the command to run
+and what else it would take with it."""
 
 from __future__ import annotations
 
@@ -8,23 +9,33 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from envkit import __version__
-from envkit.activation.writer import ActivationFile, ops_from_json, ops_to_json, remove_stale, render_files, write_files
+from envkit.activation.writer import (
+    ActivationFile,
+    RecordedActivation,
+    activation_json,
+    prefix_tag,
+    recorded_activation,
+    remove_stale,
+    write_files,
+)
 from envkit.audit.engine import Finding
 from envkit.audit.rules import RULES_BY_ID
 from envkit.fsutil import read_exact
 from envkit.recipe.model import EnvOp
-from envkit.record import read_record, write_record
+from envkit.record import LEGACY_RECORD_NAME, RECORD_NAME, legacy_record_path, move_legacy_record, read_record, write_record
 
 
 @dataclass(frozen=True)
 class FixPlan:
+    JSON_EXCLUDE: ClassVar[tuple[str, ...]] = ("files",)  # the diff says what changes
+
     prefix: Path
-    recipe_name: str
-    ops: tuple[EnvOp, ...]
+    activation: RecordedActivation
     files: tuple[ActivationFile, ...]
+    move_record: bool
     diff: str
     reasons: tuple[str, ...]
 
@@ -33,22 +44,24 @@ class FixPlan:
         return bool(self.diff)
 
 
-def _with(ops: list[EnvOp], op: EnvOp) -> list[EnvOp]:
-    return [o for o in ops if o.name != op.name] + [op]
+def _with(ops: tuple[EnvOp, ...], op: EnvOp) -> tuple[EnvOp, ...]:
+    return (*(o for o in ops if o.name != op.name), op)
 
 
-# A rule's `safe_fix` names one of these: the settings it changes, and what it says it does.
-# Rewriting the scripts needs no change of settings: every plan renders them from the ops.
-SAFE_FIXES: dict[str, tuple[Callable[[list[EnvOp]], list[EnvOp]], str]] = {
+# A rule's `safe_fix` names one of these: how it changes the activation settings, and what it says
+# it does. Rewriting the scripts needs no change of settings: every plan renders them from the ops,
+# and moving the record is done by every plan that finds one at the old place.
+SAFE_FIXES: dict[str, tuple[Callable[[tuple[EnvOp, ...]], tuple[EnvOp, ...]], str]] = {
     "threading-layer-gnu": (lambda ops: _with(ops, EnvOp("MKL_THREADING_LAYER", "set", value="GNU")), "export MKL_THREADING_LAYER=GNU"),
-    "rewrite-activation": (lambda ops: ops, "rewrite activation scripts from conda-meta/envkit.json"),
+    "rewrite-activation": (lambda ops: ops, "rewrite activation scripts from conda-meta/envkit"),
+    "move-record": (lambda ops: ops, f"move conda-meta/{LEGACY_RECORD_NAME} to conda-meta/{RECORD_NAME}, where conda does not read it"),
 }
 
 
 def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
     record = read_record(prefix)
-    ops = list(ops_from_json(record["activation"]["ops"])) if record else []
-    name = record["recipe"]["name"] if record else "audit"
+    activation = recorded_activation(prefix, record) if record else RecordedActivation("audit", (), prefix_tag(prefix))
+    ops = activation.ops
     reasons = []
     for finding in findings:
         safe_fix = RULES_BY_ID[finding.rule_id].safe_fix if finding.rule_id in RULES_BY_ID else None
@@ -57,14 +70,16 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
         change, says = SAFE_FIXES[safe_fix]
         ops = change(ops)
         reasons.append(f"{finding.rule_id}: {says}")
-    files = render_files(prefix, name, tuple(ops)) if ops else []
-    diff_parts = []
+    activation = RecordedActivation(activation.recipe_name, ops, activation.tag)
+    files = activation.files(prefix) if ops else []
+    move = legacy_record_path(prefix).is_file()
+    diff_parts = [f"rename conda-meta/{LEGACY_RECORD_NAME} -> conda-meta/{RECORD_NAME}\n"] if move else []
     for f in files:
         old = read_exact(f.path) or ""
         if old != f.text:
             rel = str(f.path.relative_to(prefix))
             diff_parts.append("".join(difflib.unified_diff(old.splitlines(True), f.text.splitlines(True), f"a/{rel}", f"b/{rel}")))
-    return FixPlan(prefix, name, tuple(ops), tuple(files), "".join(diff_parts), tuple(dict.fromkeys(reasons)))
+    return FixPlan(prefix, activation, tuple(files), move, "".join(diff_parts), tuple(dict.fromkeys(reasons)))
 
 
 def apply_fix(plan: FixPlan) -> list[Path]:
@@ -72,14 +87,18 @@ def apply_fix(plan: FixPlan) -> list[Path]:
         return []
     changed = write_files(list(plan.files))
     remove_stale(plan.prefix, list(plan.files))
+    if plan.move_record and move_legacy_record(plan.prefix):
+        changed.append(plan.prefix / "conda-meta" / RECORD_NAME)
+    if not plan.files:
+        return changed
     record: dict[str, Any] = read_record(plan.prefix) or {
         "envkit_version": None,
         "created": None,
-        "recipe": {"name": plan.recipe_name, "source": "audit --fix", "path": None, "commit": None},
+        "recipe": {"name": plan.activation.recipe_name, "source": "audit --fix", "path": None, "commit": None},
         "probe": None,
         "healthy": None,
     }
-    record["activation"] = {"ops": ops_to_json(plan.ops), "files": [str(f.path.relative_to(plan.prefix)) for f in plan.files]}
+    record["activation"] = activation_json(plan.activation, plan.prefix, list(plan.files))
     record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
     record["envkit_version"] = __version__
     write_record(plan.prefix, record)

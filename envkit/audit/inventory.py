@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from envkit import backend
-from envkit.activation.writer import FILE_PREFIX
+from envkit.activation.writer import FILE_PREFIX, recorded_activation
+from envkit.fsutil import read_exact
 from envkit.installed import CondaPackage, PipDist, conda_packages, pip_dists, site_packages
-from envkit.record import read_record
+from envkit.recipe.model import EnvOp
+from envkit.record import legacy_record_path, read_record
 
 # (kind, api, basename pattern): runtimes only, not their helpers (libiomp5_db, libomptarget, ...).
 NATIVE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
@@ -41,6 +43,15 @@ class ActivationVar:
 
 
 @dataclass(frozen=True)
+class ScriptState:
+    """One activation file the env's record asks for: what envkit would write, and what is there."""
+
+    path: str  # relative to the prefix
+    expected: str
+    current: str | None  # None: missing
+
+
+@dataclass(frozen=True)
 class Inventory:
     prefix: Path
     packages: dict[str, CondaPackage]
@@ -52,6 +63,8 @@ class Inventory:
     record: dict[str, Any] | None
     cpu_vendor: str | None
     cuda_driver: str | None
+    envkit_scripts: tuple[ScriptState, ...] = ()
+    legacy_record: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def setting(self, name: str) -> str | None:
@@ -65,9 +78,9 @@ class Inventory:
         pkg = self.packages.get("pytorch")
         if pkg is None:
             return "pip" if "torch" in self.pip else None
-        if pkg.channel.rstrip("/").endswith("/pytorch") or pkg.channel == "pytorch":
+        if pkg.channel_name == "pytorch":
             return "pytorch-channel"
-        if "conda-forge" in pkg.channel:
+        if pkg.channel_name == "conda-forge":
             return "conda-forge"
         return "conda"
 
@@ -180,6 +193,48 @@ def cuda_driver_version() -> str | None:
     return None
 
 
+def _envkit_scripts(prefix: Path, record: dict[str, Any] | None) -> tuple[ScriptState, ...]:
+    if record is None:
+        return ()
+    out = []
+    for f in recorded_activation(prefix, record).files(prefix):
+        out.append(ScriptState(str(f.path.relative_to(prefix)), f.text, read_exact(f.path)))
+    return tuple(out)
+
+
+def plan_inventory(
+    prefix: Path,
+    packages: list[CondaPackage],
+    pip_names: list[str],
+    activation: tuple[EnvOp, ...],
+    *,
+    cuda_driver: str | None = None,
+) -> Inventory:
+    """What an env will be, before anything is installed: the solved packages, the pip names the
+    recipe asks for, and the activation envkit will write. Files are not known yet, so rules that
+    read files on disk have nothing to say at this moment; the rest judge the plan as they would
+    judge the env."""
+    pip = {name: PipDist(name, "", "pip", "", (name.replace("-", "_"),), ()) for name in pip_names}
+    settings: dict[str, ActivationVar] = {}
+    for op in activation:
+        if op.action == "set":
+            settings[op.name] = ActivationVar(op.value, "envkit (planned)")
+        elif op.action == "unset":
+            settings[op.name] = ActivationVar(None, "envkit (planned)")
+    return Inventory(
+        prefix=prefix,
+        packages={p.name: p for p in packages},
+        pip=pip,
+        libs=(),
+        activation=settings,
+        activation_files=(),
+        numpy_imports_mkl=False,
+        record=None,
+        cpu_vendor=_cpu_vendor(),
+        cuda_driver=cuda_driver,
+    )
+
+
 def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: str | None = None) -> Inventory:
     record = read_record(prefix)
     pip = pip_dists(prefix)
@@ -195,4 +250,6 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
         record=record,
         cpu_vendor=cpu_vendor if cpu_vendor is not None else _cpu_vendor(),
         cuda_driver=cuda_driver,
+        envkit_scripts=_envkit_scripts(prefix, record),
+        legacy_record=legacy_record_path(prefix).is_file(),
     )

@@ -1,6 +1,8 @@
 """The audit rule catalog. One rule = id, slug, severity, title, rationale, fix, sources, and a pure
 check over the inventory returning evidence lines (one finding each). `safe_fix` marks rules that
-`envkit audit --fix` may repair by writing activation settings; packages are never changed."""
+`envkit audit --fix` may repair by writing activation settings or moving envkit's record; packages
+are never changed. `advise` tailors the fix to the env, so that a fix naming a package command
+says what else that command would take with it."""
 
 from __future__ import annotations
 
@@ -11,10 +13,8 @@ from typing import Literal
 
 import rattler
 
-from envkit.activation.writer import ops_from_json, render_files
 from envkit.audit.inventory import Inventory
-from envkit.fsutil import read_exact
-from envkit.installed import wheel_torch_build
+from envkit.installed import dependents, wheel_torch_build
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
@@ -31,6 +31,10 @@ class Rule:
     sources: tuple[str, ...]
     check: Callable[[Inventory], list[str]]
     safe_fix: str | None = None  # name of the fix in audit.fix, when one exists
+    advise: Callable[[Inventory], str] | None = None  # the fix for this env, when it depends on the env
+
+    def fix_for(self, inv: Inventory) -> str:
+        return self.advise(inv) if self.advise is not None else self.fix
 
 
 def _ver(text: str) -> rattler.Version | None:
@@ -46,13 +50,22 @@ def _at_least(text: str, floor: str) -> bool:
     return v is not None and f is not None and v >= f
 
 
-def _gomp_providers(inv: Inventory) -> list[str]:
-    out = [lib.path for lib in inv.libs if lib.api == "libgomp" and not lib.realpath.endswith(("libomp.so", "libomp.dylib"))]
+def _foreign_openmp(inv: Inventory) -> list[str]:
+    """OpenMP runtimes mkl-service does not take for Intel's. It looks at the file name of whatever
+    library provides omp_get_num_threads and treats anything but libiomp5.so as foreign: GNU's
+    libgomp and LLVM's libomp alike ('MKL_THREADING_LAYER=INTEL is incompatible with libomp.so')."""
+    out = [lib.path for lib in inv.libs if lib.api in ("libgomp", "libomp")]
     src = inv.torch_source()
-    if src in ("pip", "pytorch-channel"):
-        out.append(f"torch from {src}")
+    # No torch build loads libiomp5 on Linux: pip and pytorch-channel builds bring libgomp,
+    # conda-forge's libomp; a torch from elsewhere brings one of the two.
+    runtime = {"conda-forge": "libomp", "pip": "libgomp", "pytorch-channel": "libgomp"}.get(src or "", "its own OpenMP runtime")
+    if src is not None:
+        out.append(f"torch from {src} ({runtime})")
+    for name in ("libgomp", "llvm-openmp"):
+        if name in inv.packages:
+            out.append(f"{name} {inv.packages[name].version}")
     mutex = inv.packages.get("_openmp_mutex")
-    if mutex and mutex.build.endswith("_gnu"):
+    if mutex and mutex.build.endswith(("_gnu", "_llvm")):
         out.append(f"_openmp_mutex {mutex.build}")
     return sorted(set(out))
 
@@ -67,12 +80,12 @@ def _has_mkl_service(inv: Inventory) -> str | None:
 
 def seed_crash(inv: Inventory) -> list[str]:
     service = _has_mkl_service(inv)
-    gomp = _gomp_providers(inv)
+    foreign = _foreign_openmp(inv)
     layer = (inv.setting("MKL_THREADING_LAYER") or "").upper()
-    if not service or not gomp or layer == "GNU":
+    if not service or not foreign or layer == "GNU":
         return []
     state = f"MKL_THREADING_LAYER={layer}" if layer else "MKL_THREADING_LAYER is not set by activation"
-    return [f"{service} with libgomp from {', '.join(gomp)}; {state}"]
+    return [f"{service} with a non-Intel OpenMP runtime ({', '.join(foreign)}); {state}"]
 
 
 def legacy_mkl(inv: Inventory) -> list[str]:
@@ -100,11 +113,34 @@ def duplicate_openmp(inv: Inventory) -> list[str]:
 
 
 def intel_and_llvm(inv: Inventory) -> list[str]:
+    unproven = "on disk, not proven loaded: 'envkit probe' (runtimes) shows whether one process loads both"
     if "intel-openmp" in inv.packages and "llvm-openmp" in inv.packages:
-        return [f"intel-openmp {inv.packages['intel-openmp'].version} and llvm-openmp {inv.packages['llvm-openmp'].version} both installed"]
+        both = f"intel-openmp {inv.packages['intel-openmp'].version} and llvm-openmp {inv.packages['llvm-openmp'].version}"
+        return [f"{both} both installed; {unproven}"]
     if "llvm-openmp" in inv.packages and "intel-openmp" in inv.pip:
-        return [f"pip intel-openmp {inv.pip['intel-openmp'].version} over conda llvm-openmp"]
+        return [f"pip intel-openmp {inv.pip['intel-openmp'].version} over conda llvm-openmp; {unproven}"]
     return []
+
+
+def _conda_remove(inv: Inventory, name: str) -> str:
+    """`conda remove NAME` and what it takes with it (everything that depends on NAME)."""
+    taken = dependents(inv.packages, name)
+    if not taken:
+        return f"conda remove {name} (nothing installed depends on it)"
+    return f"conda remove {name} would also remove {len(taken)} package(s) that depend on it: {', '.join(taken)}"
+
+
+def intel_and_llvm_advice(inv: Inventory) -> str:
+    if "intel-openmp" in inv.pip:
+        return "pip uninstall intel-openmp (pip removes only that wheel; the conda packages stay)."
+    removal = _conda_remove(inv, "intel-openmp")
+    if not dependents(inv.packages, "intel-openmp"):
+        return removal + "."
+    if (inv.setting("MKL_THREADING_LAYER") or "").upper() == "GNU":
+        keep = "MKL_THREADING_LAYER=GNU is set, so MKL does not load libiomp5; 'envkit probe' confirms which runtimes load"
+    else:
+        keep = "keep MKL off libiomp5 with MKL_THREADING_LAYER=GNU and confirm with 'envkit probe' which runtimes load"
+    return f"{removal}, so do not. Instead: {keep}. For a clean toolchain, recreate the env from one channel (conda-forge pytorch)."
 
 
 def _env_var_rule(name: str) -> Callable[[Inventory], list[str]]:
@@ -117,15 +153,23 @@ def _env_var_rule(name: str) -> Callable[[Inventory], list[str]]:
     return check
 
 
+def pip_over_conda_advice(inv: Inventory) -> str:
+    pairs = [(p, c) for p, c in PIP_CONDA_PAIRS if p in inv.pip and inv.pip[p].installer == "pip" and c in inv.packages]
+    if not pairs:
+        return RULES_BY_ID["EK006"].fix
+    pips, condas = " ".join(p for p, _ in pairs), " ".join(c for _, c in pairs)
+    return (
+        f"pip uninstall {pips}, then conda install --force-reinstall {condas}: the wheel overwrote the conda package's files, "
+        "so removing it alone leaves the conda package broken."
+    )
+
+
+PIP_CONDA_PAIRS = (("numpy", "numpy"), ("torch", "pytorch"), ("scipy", "scipy"), ("mkl", "mkl"), ("intel-openmp", "intel-openmp"))
+
+
 def pip_over_conda(inv: Inventory) -> list[str]:
     out = []
-    for pip_name, conda_name in (
-        ("numpy", "numpy"),
-        ("torch", "pytorch"),
-        ("scipy", "scipy"),
-        ("mkl", "mkl"),
-        ("intel-openmp", "intel-openmp"),
-    ):
+    for pip_name, conda_name in PIP_CONDA_PAIRS:
         dist = inv.pip.get(pip_name)
         if dist and dist.installer == "pip" and conda_name in inv.packages:
             out.append(f"pip {pip_name} {dist.version} installed over conda {conda_name} {inv.packages[conda_name].version}")
@@ -161,11 +205,7 @@ TOOLCHAIN = ("libblas", "_openmp_mutex", "llvm-openmp", "mkl", "intel-openmp", "
 def mixed_channels(inv: Inventory) -> list[str]:
     if inv.torch_source() != "pytorch-channel":
         return []
-    cf = [
-        f"{n} ({inv.packages[n].channel.rstrip('/').rsplit('/', 1)[-1]})"
-        for n in TOOLCHAIN
-        if n in inv.packages and "conda-forge" in inv.packages[n].channel
-    ]
+    cf = [n for n in TOOLCHAIN if n in inv.packages and inv.packages[n].channel_name == "conda-forge"]
     return [f"pytorch from the pytorch channel with conda-forge {', '.join(cf)}"] if cf else []
 
 
@@ -207,19 +247,19 @@ def cuda_vs_driver(inv: Inventory) -> list[str]:
 
 
 def activation_drift(inv: Inventory) -> list[str]:
-    if inv.record is None:
-        return []
-    ops = ops_from_json(inv.record.get("activation", {}).get("ops", []))
-    name = inv.record.get("recipe", {}).get("name", "audit")
     out = []
-    for f in render_files(inv.prefix, name, ops):
-        rel = f.path.relative_to(inv.prefix)
-        current = read_exact(f.path)
-        if current is None:
-            out.append(f"{rel} is missing")
-        elif current != f.text:
-            out.append(f"{rel} differs from conda-meta/envkit.json")
+    for script in inv.envkit_scripts:
+        if script.current is None:
+            out.append(f"{script.path} is missing")
+        elif script.current != script.expected:
+            out.append(f"{script.path} differs from what the env's record (conda-meta/envkit) asks for")
     return out
+
+
+def legacy_record(inv: Inventory) -> list[str]:
+    if inv.legacy_record:
+        return ["conda-meta/envkit.json: conda reads every conda-meta/*.json as a package record, so conda list/install/remove fail here"]
+    return []
 
 
 def oversubscription(inv: Inventory) -> list[str]:
@@ -244,6 +284,14 @@ def mkl_on_amd(inv: Inventory) -> list[str]:
     if inv.cpu_vendor == "AuthenticAMD" and uses_mkl:
         return ["MKL on an AuthenticAMD CPU"]
     return []
+
+
+def multiple_mkl_advice(inv: Inventory) -> str:
+    owners = {lib.owner for lib in inv.libs if lib.api == "mkl"}
+    pip_owned = sorted(o.split(":", 1)[1] for o in owners if o.startswith("pip:"))
+    if pip_owned:
+        return f"pip uninstall {' '.join(pip_owned)} (pip removes only the wheel; conda's mkl stays)."
+    return f"Keep one MKL: {_conda_remove(inv, 'mkl')}; recreating the env from one channel is usually simpler."
 
 
 def multiple_mkl(inv: Inventory) -> list[str]:
@@ -271,7 +319,8 @@ RULES: tuple[Rule, ...] = (
         "mkl-service with a libgomp runtime and no MKL_THREADING_LAYER=GNU",
         "A parent that imports MKL first makes mkl-service put MKL_THREADING_LAYER=INTEL into the C environment; "
         "children started with subprocess (vfork, so the atfork reset never runs) inherit it, import torch (libgomp) first, "
-        "and mkl-service exits: 'MKL_THREADING_LAYER=INTEL is incompatible with libgomp'. Single-GPU works, DDP crashes.",
+        "and mkl-service exits: 'MKL_THREADING_LAYER=INTEL is incompatible with libgomp'. Single-GPU works, DDP crashes. "
+        "mkl-service judges the runtime by file name: anything but libiomp5.so is foreign, LLVM's libomp.so included.",
         "Export MKL_THREADING_LAYER=GNU in the env's activation (envkit audit --fix does it).",
         (
             "https://github.com/IntelPython/mkl-service/issues/14",
@@ -304,12 +353,19 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "EK004",
         "intel-and-llvm-openmp",
-        "error",
+        "warning",
         "intel-openmp and llvm-openmp both installed",
-        "conda-forge makes these mutually exclusive; a mixed-channel env can still hold both, and libiomp5 + libomp in one process is unrecoverable.",
-        "conda remove intel-openmp (conda-forge: conda install _openmp_mutex=*=*_llvm).",
-        ("https://github.com/conda-forge/conda-forge.github.io/issues/727",),
+        "conda-forge makes these mutually exclusive; a mixed-channel env can still hold both (the legacy pytorch channel on defaults "
+        "does: pytorch needs llvm-openmp<16, defaults mkl needs intel-openmp). libiomp5 + libomp in one process is unrecoverable, "
+        "but having both on disk does not load both: with MKL_THREADING_LAYER=GNU nothing loads libiomp5. A static audit cannot "
+        "prove what loads, so this is a warning and the probe's runtimes check, which sees the loaded libraries, is the one that fails.",
+        "Do not remove intel-openmp where packages depend on it; keep MKL off libiomp5 (MKL_THREADING_LAYER=GNU) and confirm with envkit probe.",
+        (
+            "https://github.com/conda-forge/conda-forge.github.io/issues/727",
+            "https://github.com/joblib/threadpoolctl/blob/master/multiple_openmp.md",
+        ),
         intel_and_llvm,
+        advise=intel_and_llvm_advice,
     ),
     Rule(
         "EK005",
@@ -327,9 +383,10 @@ RULES: tuple[Rule, ...] = (
         "error",
         "pip numpy/torch/mkl installed over conda packages",
         "The wheel brings its own BLAS or OpenMP runtime next to conda's: two BLAS libraries, two OpenMP runtimes, shadowed modules.",
-        "pip uninstall the wheel and keep the conda package (or the reverse, consistently).",
+        "pip uninstall the wheel, then conda install --force-reinstall the conda package (the wheel overwrote its files).",
         ("https://github.com/prefix-dev/pixi/issues/6818",),
         pip_over_conda,
+        advise=pip_over_conda_advice,
     ),
     Rule(
         "EK007",
@@ -407,7 +464,7 @@ RULES: tuple[Rule, ...] = (
         "error",
         "envkit activation scripts missing or edited",
         "The env's record says which threading settings it needs; missing or edited scripts mean they are not applied.",
-        "envkit audit --fix rewrites them from conda-meta/envkit.json.",
+        "envkit audit --fix rewrites them from conda-meta/envkit.",
         ("https://docs.conda.io/projects/conda/en/stable/user-guide/tasks/manage-environments.html#macos-and-linux",),
         activation_drift,
         "rewrite-activation",
@@ -451,6 +508,7 @@ RULES: tuple[Rule, ...] = (
         "Remove the pip mkl wheel or the conda mkl so one remains.",
         ("https://github.com/ContinuumIO/anaconda-issues/issues/720",),
         multiple_mkl,
+        advise=multiple_mkl_advice,
     ),
     Rule(
         "EK019",
@@ -471,6 +529,19 @@ RULES: tuple[Rule, ...] = (
         "Nothing to do on its own; make sure EK001 is clean.",
         ("https://github.com/AnacondaRecipes/numpy-feedstock",),
         numpy_mkl_init,
+    ),
+    Rule(
+        "EK021",
+        "record-breaks-conda",
+        "error",
+        "envkit record at conda-meta/envkit.json",
+        "envkit 0.1 kept its record at conda-meta/envkit.json. conda, mamba and micromamba read every conda-meta/*.json as a "
+        "package record named NAME-VERSION-BUILD.json, so conda list, list --explicit, env export, install, remove, remove --all, "
+        "rename and create --clone fail on the env with 'not enough values to unpack', and conda doctor's consistency check errors.",
+        "envkit audit --fix moves it to conda-meta/envkit (no extension: conda does not read it there).",
+        ("https://github.com/conda/conda/blob/main/conda/core/prefix_data.py",),
+        legacy_record,
+        "move-record",
     ),
 )
 

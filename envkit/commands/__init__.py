@@ -12,3 +12,4 @@ class Result:
     data: Any
     exit_code: int = 0
     messages: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()  # why a failing result failed, one line each (the envelope's `errors`)

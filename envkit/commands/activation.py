@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from envkit.activation.runenv import run_in_env
 from envkit.activation.shells import GENERATORS, SHELL_SUFFIX
-from envkit.activation.writer import ops_from_json, render_files
+from envkit.activation.writer import recorded_activation
 from envkit.commands import Result
-from envkit.envs import find_env
 from envkit.errors import UsageError
 from envkit.recipe.model import EnvOp
 from envkit.record import read_record
@@ -24,25 +24,23 @@ class ActivationView:
     deactivate: str
 
 
-def show(env: str, shell: str) -> Result:
-    prefix = find_env(env)
+def show(prefix: Path, shell: str) -> Result:
     suffix = SHELL_SUFFIX.get(shell, shell)
     if suffix not in GENERATORS:
         raise UsageError(f"unknown shell {shell!r}", hint="one of " + ", ".join(sorted(SHELL_SUFFIX)))
     record = read_record(prefix)
     if record is None:
         raise UsageError(
-            f"{prefix} has no envkit record (conda-meta/envkit.json)",
+            f"{prefix} has no envkit record (conda-meta/envkit)",
             hint="create it with envkit, or run 'envkit audit --fix' to add settings",
         )
-    ops = ops_from_json(record["activation"]["ops"])
-    name = record["recipe"]["name"]
-    files = render_files(prefix, name, ops, (suffix,))
-    return Result("activation show", ActivationView(str(prefix), name, ops, shell, files[0].text, files[1].text))
+    activation = recorded_activation(prefix, record)
+    files = activation.files(prefix, (suffix,))
+    view = ActivationView(str(prefix), activation.recipe_name, activation.ops, shell, files[0].text, files[1].text)
+    return Result("activation show", view)
 
 
-def run(env: str, argv: list[str], capture: bool = False) -> Result:
-    prefix = find_env(env)
+def run(prefix: Path, argv: list[str], capture: bool = False) -> Result:
     code, stdout, stderr = run_in_env(prefix, argv, capture=capture)
     data = {"prefix": str(prefix), "argv": argv, "returncode": code, "stdout": stdout, "stderr": stderr}
     return Result("run", data, code)

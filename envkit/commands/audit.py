@@ -1,9 +1,10 @@
-"""`envkit audit`: static rules over existing envs, optionally the live probe, optionally safe fixes."""
+"""`envkit audit`: static rules over existing envs, optionally the live probe, optionally safe fixes.
+
+Fixes are planned by `audit` and applied by `apply_fixes`, so the caller can show the findings
+and the diff before anything is written, and ask."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -12,8 +13,10 @@ from envkit.audit.fix import FixPlan, apply_fix, plan_fix
 from envkit.audit.inventory import cuda_driver_version
 from envkit.audit.rules import RULES, SEVERITY_ORDER, Rule, lookup
 from envkit.commands import Result
-from envkit.envs import all_envs, find_env
+from envkit.envs import all_envs, find_env, select_env
 from envkit.errors import ExitCode, UsageError
+from envkit.recipe.consistency import RULES_BY_ID as RECIPE_RULES
+from envkit.recipe.consistency import ConsistencyRule
 
 
 @dataclass(frozen=True)
@@ -22,12 +25,15 @@ class AuditOutcome:
     min_severity: str
     fixes: tuple[FixPlan, ...]
     applied: tuple[str, ...]
+    searched: tuple[str, ...] = ()  # where --all looked, for an empty result
 
 
 def explain(rule_id: str) -> Result:
-    rule = lookup(rule_id)
+    rule: Rule | ConsistencyRule | None = lookup(rule_id) or RECIPE_RULES.get(rule_id.strip().upper())
     if rule is None:
-        raise UsageError(f"unknown audit rule '{rule_id}'", hint="'envkit audit --explain EK001'; see the README for the catalog")
+        raise UsageError(
+            f"unknown rule '{rule_id}'", hint="audit rules are EK001...; recipe rules RC001...; see 'envkit audit --list-rules'"
+        )
     return Result("audit explain", rule)
 
 
@@ -40,43 +46,77 @@ def _at_or_above(audits: list[EnvAudit], min_severity: str) -> list[EnvAudit]:
     return [replace(a, findings=tuple(f for f in a.findings if SEVERITY_ORDER[f.severity] >= floor)) for a in audits]
 
 
+def _exit_code(audits: tuple[EnvAudit, ...] | list[EnvAudit]) -> int:
+    failing = any(f.severity == "error" for a in audits for f in a.findings) or any(a.error for a in audits)
+    return int(ExitCode.FINDINGS if failing else ExitCode.OK)
+
+
+def _targets(targets: list[str], name: str | None, prefix: str | None, all_envs_flag: bool) -> list[Path]:
+    if all_envs_flag:
+        return all_envs()
+    if targets or name or prefix:
+        found = [find_env(t) for t in targets]
+        if name or prefix:
+            found.append(select_env(name, prefix))
+        return list(dict.fromkeys(found))
+    return [select_env(None, None)]
+
+
 def audit(
     targets: list[str],
     *,
+    name: str | None = None,
+    prefix: str | None = None,
     all_envs_flag: bool = False,
     probe: bool = False,
     fix: bool = False,
     min_severity: str = "info",
-    confirm_fix: Callable[[FixPlan], bool] | None = None,
 ) -> Result:
     if min_severity not in SEVERITY_ORDER:
         raise UsageError(f"--min-severity {min_severity!r}: expected info, warning or error")
-    if all_envs_flag:
-        prefixes = all_envs()
-    elif targets:
-        prefixes = [find_env(t) for t in targets]
-    elif os.environ.get("CONDA_PREFIX"):
-        prefixes = [find_env(os.environ["CONDA_PREFIX"])]
-    else:
-        raise UsageError(
-            "no env to audit: no NAME or PREFIX given and no env is active (CONDA_PREFIX unset)",
-            hint="pass an env name, a prefix, or --all",
-        )
+    prefixes = _targets(targets, name, prefix, all_envs_flag)
     audits = _at_or_above(audit_many(prefixes, probe=probe, cuda_driver=cuda_driver_version()), min_severity)
     fixes: list[FixPlan] = []
-    applied: list[str] = []
     if fix:
         for a in audits:
             fixable = [f for f in a.findings if f.fixable]
-            if not fixable:
-                continue
-            plan = plan_fix(Path(a.prefix), fixable)
-            fixes.append(plan)
-            if plan.changes and (confirm_fix is None or confirm_fix(plan)):
-                applied += [str(p) for p in apply_fix(plan)]
-        if applied:
-            audits = _at_or_above(audit_many([a.prefix for a in audits], cuda_driver=cuda_driver_version()), min_severity)
-    failing = any(f.severity == "error" for a in audits for f in a.findings) or any(a.error for a in audits)
-    return Result(
-        "audit", AuditOutcome(tuple(audits), min_severity, tuple(fixes), tuple(applied)), int(ExitCode.FINDINGS if failing else ExitCode.OK)
-    )
+            if fixable:
+                plan = plan_fix(Path(a.prefix), fixable)
+                if plan.changes:
+                    fixes.append(plan)
+    searched = tuple(str(p) for p in _searched()) if all_envs_flag and not prefixes else ()
+    outcome = AuditOutcome(tuple(audits), min_severity, tuple(fixes), (), searched)
+    return Result("audit", outcome, _exit_code(audits))
+
+
+def _searched() -> list[Path]:
+    from envkit.envs import conda_root, environments_txt, envs_dir
+
+    root = conda_root()
+    return [p for p in (root, envs_dir(), environments_txt()) if p is not None]
+
+
+def fixes_pending(result: Result) -> bool:
+    return isinstance(result.data, AuditOutcome) and bool(result.data.fixes)
+
+
+def apply_fixes(result: Result) -> Result:
+    """Write the planned fixes, then audit those envs again: the result is the state after."""
+    outcome: AuditOutcome = result.data
+    applied: list[str] = []
+    for plan in outcome.fixes:
+        applied += [str(p) for p in apply_fix(plan)]
+    fixed = {plan.prefix for plan in outcome.fixes}
+    again = {a.prefix: a for a in audit_many(sorted(fixed), cuda_driver=cuda_driver_version())}
+    audits = _at_or_above([again.get(a.prefix, a) for a in outcome.audits], outcome.min_severity)
+    return Result("audit", replace(outcome, audits=tuple(audits), applied=tuple(applied)), _exit_code(audits))
+
+
+def not_applied(result: Result, why: str) -> Result:
+    return replace(result, messages=(*result.messages, f"fixes not applied: {why}"))
+
+
+def after_only(result: Result) -> Result:
+    """What to show once fixes are applied on a terminal, where the findings were shown before."""
+    outcome: AuditOutcome = result.data
+    return replace(result, data=replace(outcome, fixes=()))

@@ -12,7 +12,7 @@ from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_
 from envkit.recipe.gitsource import add_source, update_sources
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
-from envkit.recipe.sources import all_sources, list_names, recipe_file
+from envkit.recipe.sources import all_sources, list_names, recipe_file, unusable_files
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ def list_recipes() -> Result:
                 description = f"(invalid: {exc.lines()[0]})"
             rows.append(ListedRecipe(name, source.name, source.kind, str(path), source.commit, description, winner.get(name)))
             winner.setdefault(name, source.name)
+        for path, why in unusable_files(source):
+            rows.append(ListedRecipe(path.stem, source.name, source.kind, str(path), source.commit, f"(not usable: {why})", None))
     return Result("recipes list", rows)
 
 
@@ -74,7 +76,7 @@ def validate(paths: list[str]) -> Result:
         except EnvkitError as exc:
             out.append(Validation(path, False, tuple(exc.lines()), ()))
     code = ExitCode.OK if all(v.ok for v in out) else ExitCode.USAGE
-    return Result("recipes validate", out, int(code))
+    return Result("recipes validate", out, int(code), errors=tuple(p for v in out for p in v.problems))
 
 
 def add(url: str, name: str | None, ref: str | None) -> Result:

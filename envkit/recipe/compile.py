@@ -57,51 +57,74 @@ def toolchain_specs(recipe: Recipe) -> list[CompiledSpec]:
     source = torch.source if torch else "conda-forge"
     out: list[CompiledSpec] = []
 
-    def add(spec: str, reason: str) -> None:
-        out.append(CompiledSpec(_strict(spec), reason))
+    def add(spec: str, reason: str, *fields: str) -> None:
+        """`fields`: the recipe fields that asked for this spec, first match points at its line."""
+        out.append(CompiledSpec(_strict(spec), reason, recipe.located(*fields, "toolchain.pytorch.source", "toolchain.pytorch")))
 
     if source == "pytorch-channel":
         if tc.blas in (None, "mkl"):
-            add("blas=*=mkl", "pytorch-channel builds link MKL through the defaults-style blas mutex")
+            add("blas=*=mkl", "pytorch-channel builds link MKL through the defaults-style blas mutex", "toolchain.blas")
             add(
                 f"mkl {tc.mkl}" if tc.mkl else "mkl <2024.1",
                 "mkl>=2024.1 drops iJIT_NotifyEvent that pytorch-channel builds need (pytorch/pytorch#123097)",
+                "toolchain.mkl",
             )
-        add("llvm-openmp <16", "llvm-openmp>=16 collapses CPU affinity with pytorch-channel builds (pytorch/builder#1389)")
+        add(
+            "llvm-openmp <16",
+            "llvm-openmp>=16 collapses CPU affinity with pytorch-channel builds (pytorch/builder#1389)",
+            "toolchain.openmp",
+        )
     else:
         if tc.blas is not None:
-            add(f"libblas=*=*{tc.blas}", f"conda-forge selects the {tc.blas} BLAS through the libblas build string (blas-feedstock)")
+            add(
+                f"libblas=*=*{tc.blas}",
+                f"conda-forge selects the {tc.blas} BLAS through the libblas build string (blas-feedstock)",
+                "toolchain.blas",
+            )
             if tc.blas != "mkl":
-                add("nomkl", "keeps MKL out so only one BLAS is in the process")
+                add("nomkl", "keeps MKL out so only one BLAS is in the process", "toolchain.blas")
         if tc.mkl:
-            add(f"mkl {tc.mkl}", "toolchain.mkl pin")
+            add(f"mkl {tc.mkl}", "toolchain.mkl pin", "toolchain.mkl")
         if tc.openmp == "llvm":
-            add("_openmp_mutex=*=*_llvm", "conda-forge switches the OpenMP runtime with the _openmp_mutex build (openmp-feedstock)")
-            add("llvm-openmp", "the LLVM OpenMP runtime")
+            add(
+                "_openmp_mutex=*=*_llvm",
+                "conda-forge switches the OpenMP runtime with the _openmp_mutex build (openmp-feedstock)",
+                "toolchain.openmp",
+            )
+            add("llvm-openmp", "the LLVM OpenMP runtime", "toolchain.openmp")
         elif tc.openmp == "gnu":
-            add("_openmp_mutex=*=*_gnu", "conda-forge switches the OpenMP runtime with the _openmp_mutex build (openmp-feedstock)")
+            add(
+                "_openmp_mutex=*=*_gnu",
+                "conda-forge switches the OpenMP runtime with the _openmp_mutex build (openmp-feedstock)",
+                "toolchain.openmp",
+            )
         elif tc.openmp == "intel":
-            add("intel-openmp", "the Intel OpenMP runtime (libiomp5)")
+            add("intel-openmp", "the Intel OpenMP runtime (libiomp5)", "toolchain.openmp")
         if torch is not None and tc.blas == "openblas":
-            add("libopenblas=*=*openmp*", "a pthreads OpenBLAS inside OpenMP regions hangs (pytorch/pytorch#52047)")
+            add("libopenblas=*=*openmp*", "a pthreads OpenBLAS inside OpenMP regions hangs (pytorch/pytorch#52047)", "toolchain.blas")
     if torch is not None:
         version = _version_part(torch.version)
         if source == "conda-forge":
             flavour = "mkl" if tc.blas in (None, "mkl") else "generic"
             build = "cpu_" + flavour + "*" if torch.variant == "cpu" else f"cuda*_{flavour}*"
-            add(f"pytorch {version} {build}", f"conda-forge pytorch, {torch.variant} build with {flavour} BLAS")
+            add(
+                f"pytorch {version} {build}",
+                f"conda-forge pytorch, {torch.variant} build with {flavour} BLAS",
+                "toolchain.pytorch.variant",
+                "toolchain.pytorch.version",
+            )
             if torch.variant == "cuda" and torch.cuda:
-                add(f"cuda-version {torch.cuda}.*", "conda-forge picks the CUDA major/minor through cuda-version")
+                add(f"cuda-version {torch.cuda}.*", "conda-forge picks the CUDA major/minor through cuda-version", "toolchain.pytorch.cuda")
         elif source == "pytorch-channel":
             if torch.variant == "cpu":
-                add(f"pytorch {version} *cpu*", "pytorch-channel CPU build")
-                add("pytorch-mutex=1.0=cpu", "pytorch-channel CPU/CUDA mutex")
-                add("cpuonly", "keeps CUDA builds out (pytorch-channel)")
+                add(f"pytorch {version} *cpu*", "pytorch-channel CPU build", "toolchain.pytorch.version", "toolchain.pytorch.variant")
+                add("pytorch-mutex=1.0=cpu", "pytorch-channel CPU/CUDA mutex", "toolchain.pytorch.variant")
+                add("cpuonly", "keeps CUDA builds out (pytorch-channel)", "toolchain.pytorch.variant")
             else:
-                add(f"pytorch {version} *cuda*", "pytorch-channel CUDA build")
-                add("pytorch-mutex=1.0=cuda", "pytorch-channel CPU/CUDA mutex")
+                add(f"pytorch {version} *cuda*", "pytorch-channel CUDA build", "toolchain.pytorch.version", "toolchain.pytorch.variant")
+                add("pytorch-mutex=1.0=cuda", "pytorch-channel CPU/CUDA mutex", "toolchain.pytorch.variant")
                 if torch.cuda:
-                    add(f"pytorch-cuda {torch.cuda}.*", "pytorch-channel CUDA runtime metapackage")
+                    add(f"pytorch-cuda {torch.cuda}.*", "pytorch-channel CUDA runtime metapackage", "toolchain.pytorch.cuda")
     return out
 
 
@@ -171,14 +194,14 @@ def compile_recipe(recipe: Recipe) -> CompiledRecipe:
     """Pure: recipe in, specs and settings out. Consistency is checked separately."""
     specs: list[CompiledSpec] = []
     if recipe.python:
-        specs.append(CompiledSpec(python_spec(recipe.python), "python", None))
+        specs.append(CompiledSpec(python_spec(recipe.python), "python", recipe.located("python")))
     # A spec the user wrote for a toolchain package replaces envkit's default for that name.
     user_names = {s.name for s in recipe.packages}
     specs += [spec for spec in toolchain_specs(recipe) if spec.name not in user_names]
     specs += [CompiledSpec(pkg.normalized, "recipe package", pkg.origin) for pkg in recipe.packages]
     pip = [*pip_torch(recipe), *(p.normalized for p in recipe.pip)]
     if pip and "pip" not in {s.name for s in specs}:
-        specs.append(CompiledSpec("pip", "installs the recipe's pip list"))
+        specs.append(CompiledSpec("pip", "installs the recipe's pip list", next((p.origin for p in recipe.pip), None)))
     layer = effective_threading_layer(recipe)
     return CompiledRecipe(
         recipe=recipe,

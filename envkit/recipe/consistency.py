@@ -13,6 +13,7 @@ from typing import Literal
 
 import rattler
 
+from envkit.audit.rules import RULES_BY_ID as AUDIT_RULES  # force: may also accept an audit rule's risk (plan audit)
 from envkit.errors import Location, Problem, RecipeError
 from envkit.recipe.model import Recipe
 
@@ -22,11 +23,18 @@ Severity = Literal["error", "warning"]
 @dataclass(frozen=True)
 class ConsistencyRule:
     id: str
+    slug: str
     severity: Severity
     title: str
     rationale: str
-    source: str
+    fix: str
+    sources: tuple[str, ...]
     check: Callable[[Recipe], str | None]
+    safe_fix: None = None  # recipe rules are fixed in the recipe, never by envkit
+
+    @property
+    def source(self) -> str:
+        return self.sources[0]
 
 
 @dataclass(frozen=True)
@@ -65,9 +73,19 @@ def _torch_source(recipe: Recipe) -> str | None:
     return recipe.toolchain.pytorch.source if recipe.toolchain.pytorch else None
 
 
-def _gomp_torch(recipe: Recipe) -> bool:
+def _foreign_openmp(recipe: Recipe) -> str | None:
+    """What would put a non-Intel OpenMP runtime in the process. mkl-service takes any runtime but
+    libiomp5 for foreign: libgomp (pip and pytorch-channel torch, GNU OpenMP) and LLVM's libomp
+    (conda-forge torch and mkl) alike. Torch counts wherever the recipe names it."""
     torch = recipe.toolchain.pytorch
-    return (torch is not None and torch.loads_libgomp) or recipe.toolchain.openmp == "gnu"
+    if torch is not None:
+        return f"torch from {torch.source}"
+    if "pytorch" in _names(recipe) or "torch" in {s.name for s in recipe.pip}:
+        return "torch (listed under packages/pip)"
+    if recipe.toolchain.openmp in ("gnu", "llvm"):
+        return f"openmp: {recipe.toolchain.openmp}"
+    listed = sorted(_names(recipe) & {"llvm-openmp", "libgomp", "_openmp_mutex"})
+    return ", ".join(listed) or None
 
 
 def _check_legacy_mkl(recipe: Recipe) -> str | None:
@@ -81,8 +99,9 @@ def _check_legacy_mkl(recipe: Recipe) -> str | None:
 
 
 def _check_intel_layer_gomp(recipe: Recipe) -> str | None:
-    if recipe.threading.mkl_threading_layer == "intel" and _gomp_torch(recipe):
-        return "mkl_threading_layer 'intel' with a torch that loads libgomp aborts in mkl-service; use 'gnu' or 'auto'"
+    foreign = _foreign_openmp(recipe) if recipe.threading.mkl_threading_layer == "intel" else None
+    if foreign:
+        return f"mkl_threading_layer 'intel' with a non-Intel OpenMP runtime ({foreign}) aborts in mkl-service; use 'gnu' or 'auto'"
     return None
 
 
@@ -124,7 +143,6 @@ def _check_blas_mkl_pin(recipe: Recipe) -> str | None:
 def _check_legacy_llvm(recipe: Recipe) -> str | None:
     if _torch_source(recipe) == "pytorch-channel" and not _admits(_spec_for(recipe, "llvm-openmp"), "llvm-openmp", "15.0.7"):
         return "pytorch-channel builds need llvm-openmp<16 (CPU affinity collapses to one core with 16+)"
-    return None
     return None
 
 
@@ -208,122 +226,152 @@ def _check_oversubscription(recipe: Recipe) -> str | None:
 RULES: tuple[ConsistencyRule, ...] = (
     ConsistencyRule(
         "RC001",
+        "legacy-mkl-2024",
         "error",
         "pytorch-channel build with mkl>=2024.1",
         "mkl 2024.1 dropped iJIT_NotifyEvent, which pytorch-channel libtorch_cpu.so imports: 'undefined symbol: iJIT_NotifyEvent'.",
-        "https://github.com/pytorch/pytorch/issues/123097",
+        'Pin toolchain.mkl: "<2024.1" (the shipped pytorch-legacy-channel recipe does), or move to conda-forge pytorch.',
+        ("https://github.com/pytorch/pytorch/issues/123097",),
         _check_legacy_mkl,
     ),
     ConsistencyRule(
         "RC002",
+        "intel-layer-with-libgomp",
         "error",
-        "MKL_THREADING_LAYER=INTEL with a libgomp torch",
+        "MKL_THREADING_LAYER=INTEL with a non-Intel OpenMP runtime",
         "mkl-service exits when the layer is INTEL and a non-Intel OpenMP runtime is already loaded: the DDP crash.",
-        "https://github.com/IntelPython/mkl-service/issues/14",
+        "Use mkl_threading_layer: gnu (or auto, which picks GNU whenever a non-Intel OpenMP runtime can be in the process).",
+        ("https://github.com/IntelPython/mkl-service/issues/14",),
         _check_intel_layer_gomp,
     ),
     ConsistencyRule(
         "RC003",
+        "intel-and-llvm-openmp",
         "error",
         "intel-openmp and llvm-openmp together",
         "libiomp5 and libomp in one process is the one OpenMP mix threadpoolctl calls unrecoverable.",
-        "https://github.com/joblib/threadpoolctl/blob/master/multiple_openmp.md",
+        "Request one OpenMP runtime: openmp: llvm on conda-forge, and drop intel-openmp from packages.",
+        ("https://github.com/joblib/threadpoolctl/blob/master/multiple_openmp.md",),
         _check_two_openmp,
     ),
     ConsistencyRule(
         "RC004",
+        "kmp-duplicate-lib-ok",
         "error",
         "KMP_DUPLICATE_LIB_OK set",
         "It silences OMP Error #15 while two OpenMP runtimes keep running; results may be wrong.",
-        "https://github.com/llvm/llvm-project/blob/main/openmp/runtime/src/i18n/en_US.txt",
+        "Remove KMP_DUPLICATE_LIB_OK from threading.env and fix the duplicate runtime instead.",
+        ("https://github.com/llvm/llvm-project/blob/main/openmp/runtime/src/i18n/en_US.txt",),
         _check_kmp_duplicate,
     ),
     ConsistencyRule(
         "RC005",
+        "mkl-service-force-intel",
         "error",
         "MKL_SERVICE_FORCE_INTEL set",
         "Forces the INTEL layer next to libgomp: two OpenMP runtimes stay loaded and every process prints the error.",
-        "https://github.com/pytorch/pytorch/issues/37377",
+        "Remove MKL_SERVICE_FORCE_INTEL; use mkl_threading_layer: gnu.",
+        ("https://github.com/pytorch/pytorch/issues/37377",),
         _check_force_intel,
     ),
     ConsistencyRule(
         "RC006",
+        "two-blas",
         "error",
         "non-MKL BLAS with MKL pinned",
         "A BLAS variant other than MKL plus an MKL pin installs two BLAS libraries.",
-        "https://conda-forge.org/docs/maintainer/knowledge_base/#switching-blas-implementation",
+        "Drop the MKL pin or package, or choose blas: mkl.",
+        ("https://conda-forge.org/docs/maintainer/knowledge_base/#switching-blas-implementation",),
         _check_blas_mkl_pin,
     ),
     ConsistencyRule(
         "RC007",
+        "legacy-llvm-openmp-16",
         "error",
         "pytorch-channel build with llvm-openmp>=16",
         "llvm-openmp 16+ collapses CPU affinity to one core under pytorch-channel builds.",
-        "https://github.com/pytorch/pytorch/issues/99625",
+        'Keep llvm-openmp "<16" with pytorch-channel builds (envkit adds it unless the recipe overrides it).',
+        ("https://github.com/pytorch/pytorch/issues/99625",),
         _check_legacy_llvm,
     ),
     ConsistencyRule(
         "RC008",
+        "accelerate-off-macos",
         "error",
         "accelerate BLAS off macOS",
         "Apple's Accelerate exists only on macOS.",
-        "https://github.com/conda-forge/blas-feedstock",
+        "Use blas: accelerate only with osx-* platforms; pick openblas or mkl elsewhere.",
+        ("https://github.com/conda-forge/blas-feedstock",),
         _check_accelerate,
     ),
     ConsistencyRule(
         "RC009",
+        "intel-openmp-on-conda-forge",
         "error",
         "Intel OpenMP with conda-forge on Linux",
         "conda-forge's intel-openmp is Windows-only; its mkl depends on llvm-openmp.",
-        "https://github.com/conda-forge/intel_repack-feedstock",
+        "Use openmp: llvm with conda-forge on Linux (conda-forge mkl is built against llvm-openmp).",
+        ("https://github.com/conda-forge/intel_repack-feedstock",),
         _check_cf_intel_openmp,
     ),
     ConsistencyRule(
         "RC010",
+        "incoherent-cuda",
         "error",
         "CUDA choice incoherent",
         "A CUDA pytorch needs a CUDA version and a platform with CUDA builds.",
-        "https://github.com/conda-forge/pytorch-cpu-feedstock",
+        'Give toolchain.pytorch.cuda (e.g. "12.9") with variant: cuda, none with variant: cpu, and no CUDA on macOS.',
+        ("https://github.com/conda-forge/pytorch-cpu-feedstock",),
         _check_cuda,
     ),
     ConsistencyRule(
         "RC011",
+        "pytorch-channel-misuse",
         "error",
         "pytorch channel misuse",
         "The pytorch channel's last release was 2.5.1 (Oct 2024); its builds need that channel listed.",
-        "https://github.com/pytorch/pytorch/issues/138506",
+        "List the pytorch channel and use version 2.5.1 or older, or move to conda-forge pytorch.",
+        ("https://github.com/pytorch/pytorch/issues/138506",),
         _check_legacy_version,
     ),
     ConsistencyRule(
         "RC012",
+        "pip-and-conda-copies",
         "error",
         "pip and conda copies of torch or numpy",
         "Two copies bring two BLAS and OpenMP runtimes into one process.",
-        "https://github.com/prefix-dev/pixi/issues/6818",
+        "Take torch and numpy from one installer: conda packages, or pip only.",
+        ("https://github.com/prefix-dev/pixi/issues/6818",),
         _check_two_torches,
     ),
     ConsistencyRule(
         "RC013",
+        "mkl-debug-cpu-type",
         "warning",
         "MKL_DEBUG_CPU_TYPE set",
         "The variable stopped working in MKL 2020.1.",
-        "https://github.com/pytorch/builder/issues/460",
+        "Remove MKL_DEBUG_CPU_TYPE; on AMD CPUs consider blas: openblas.",
+        ("https://github.com/pytorch/builder/issues/460",),
         _check_mkl_debug_cpu,
     ),
     ConsistencyRule(
         "RC014",
+        "layer-without-mkl",
         "warning",
         "MKL threading layer without MKL",
         "MKL_THREADING_LAYER only affects MKL.",
-        "https://www.intel.com/content/www/us/en/docs/onemkl/developer-guide-linux/2024-0/mkl-threading-layer.html",
+        "Remove mkl_threading_layer, or choose blas: mkl.",
+        ("https://www.intel.com/content/www/us/en/docs/onemkl/developer-guide-linux/2024-0/mkl-threading-layer.html",),
         _check_layer_without_mkl,
     ),
     ConsistencyRule(
         "RC015",
+        "ddp-oversubscription",
         "warning",
         "thread counts oversubscribe DDP ranks",
         "Every rank starts its own pool; ranks x threads above the core count thrashes.",
-        "https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py",
+        "Set omp_num_threads to about physical cores / DDP ranks per node.",
+        ("https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py",),
         _check_oversubscription,
     ),
 )
@@ -343,10 +391,12 @@ def check_recipe(recipe: Recipe) -> list[ConsistencyFinding]:
 
 def require_consistent(recipe: Recipe) -> list[ConsistencyFinding]:
     """Raise for unforced errors (one line each); return every finding for display."""
-    unknown = [rid for rid in recipe.force if rid not in RULES_BY_ID]
+    unknown = [rid for rid in recipe.force if rid not in RULES_BY_ID and rid not in AUDIT_RULES]
     loc = Location(recipe.origin.path, 1, 1)
     if unknown:
-        raise RecipeError([Problem(loc, "force", f"unknown consistency rule id '{rid}'") for rid in unknown])
+        raise RecipeError(
+            [Problem(loc, "force", f"unknown rule id '{rid}' (recipe rules are RC001..., audit rules EK001...)") for rid in unknown]
+        )
     findings = check_recipe(recipe)
     errors = [f for f in findings if f.severity == "error"]
     if errors:

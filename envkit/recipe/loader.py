@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,19 @@ from envkit.recipe.model import (
 from envkit.recipe.schema import Layer, validate_layer
 from envkit.recipe.sources import RecipeSource, find_recipe
 from envkit.recipe.yamlsource import load_yaml
+
+
+def check_recipe_path(path: Path, given: str) -> None:
+    """A path that is not a readable regular file says what it is instead."""
+    if path.is_symlink() and not path.exists():
+        raise SourceError(f"recipe {given}: a broken symbolic link (to {os.readlink(path)})", hint="point it at a recipe file")
+    if not path.exists():
+        raise SourceError(f"recipe file not found: {given}")
+    if path.is_dir():
+        raise SourceError(f"recipe {given}: is a directory", hint="give a .yaml file, or add the directory to ENVKIT_RECIPE_PATH")
+    if not path.is_file():
+        kind = "a FIFO" if stat.S_ISFIFO(path.stat().st_mode) else "not a regular file"
+        raise SourceError(f"recipe {given}: {kind}", hint="give a .yaml file")
 
 
 def read_layer(path: Path) -> Layer:
@@ -47,6 +62,16 @@ def _resolve(
     layer = read_layer(path)
     files.append(str(path))
     own = layer.get("name", name)
+    if own != path.stem and path.suffix in (".yaml", ".yml"):
+        raise RecipeError(
+            [
+                Problem(
+                    layer.get("origins", {}).get("name") or Location(str(path), 1, 1),
+                    "name",
+                    f"the recipe is named '{own}' but its file is '{path.name}'; rename one so they match",
+                )
+            ]
+        )
     if own in stack:
         chain = " -> ".join((*stack, own))
         raise RecipeError([Problem(Location(str(path), 1, 1), "extends", f"extends cycle: {chain}")])
@@ -71,8 +96,7 @@ def load_recipe(name_or_path: str) -> Recipe:
     candidate = Path(name_or_path)
     files: list[str] = []
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
-        if not candidate.is_file():
-            raise SourceError(f"recipe file not found: {name_or_path}")
+        check_recipe_path(candidate, name_or_path)
         layer, source, path = _resolve(candidate.stem, None, candidate, (), files)
         origin = RecipeOrigin("file", str(path))
     else:
@@ -128,4 +152,5 @@ def build_recipe(layer: Layer, origin: RecipeOrigin, chain: tuple[str, ...]) -> 
         threading=threading,
         probe=probe,
         force=tuple(layer.get("force", ())),
+        origins=dict(layer.get("origins", {})),
     )

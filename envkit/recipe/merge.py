@@ -10,6 +10,7 @@
 | toolchain, threading, probe  | mappings merge key by key (deep), scalars child wins |
 | threading.env                | keyed by variable name: child's operation wins    |
 | probe.imports, import_orders, force | union, first occurrence kept             |
+| origins (where each field was set)  | child's over the parent's, name never inherited |
 """
 
 from __future__ import annotations
@@ -77,4 +78,6 @@ def merge_layers(parent: Layer, child: Layer) -> Layer:
         out["probe"] = probe
     if "force" in child or "force" in parent:
         out["force"] = _union(parent.get("force", []), child.get("force", []))
+    origins = {k: v for k, v in parent.get("origins", {}).items() if k != "name"}
+    out["origins"] = {**origins, **child.get("origins", {})}
     return out

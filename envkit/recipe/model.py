@@ -125,3 +125,9 @@ class Recipe:
     threading: Threading
     probe: ProbeSpec
     force: tuple[str, ...] = field(default=())
+    # where each scalar field was set, by dotted path ("python", "toolchain.mkl"), after extends
+    origins: dict[str, Location] = field(default_factory=dict, compare=False)
+
+    def located(self, *paths: str) -> Location | None:
+        """The first of these fields that the recipe (or a parent) sets."""
+        return next((self.origins[p] for p in paths if p in self.origins), None)

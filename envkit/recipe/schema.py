@@ -15,7 +15,7 @@ import rattler
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from envkit.errors import Problem
+from envkit.errors import Location, Problem
 from envkit.recipe.model import (
     BLAS_CHOICES,
     KNOWN_PLATFORMS,
@@ -279,7 +279,40 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
         forced = c.str_list(("force",), root["force"], _rule)
         if forced is not None:
             layer["force"] = forced
+    layer["origins"] = _origins(doc, layer)
     return layer, c.problems
+
+
+# Fields whose value becomes a spec or a setting: errors and solver hints point at their line.
+ORIGIN_FIELDS: tuple[PathKey, ...] = (
+    ("name",),
+    ("python",),
+    ("channels",),
+    ("platforms",),
+    ("toolchain", "blas"),
+    ("toolchain", "mkl"),
+    ("toolchain", "openmp"),
+    ("toolchain", "pytorch"),
+    ("toolchain", "pytorch", "version"),
+    ("toolchain", "pytorch", "variant"),
+    ("toolchain", "pytorch", "cuda"),
+    ("toolchain", "pytorch", "source"),
+    ("threading", "mkl_threading_layer"),
+    ("threading", "omp_num_threads"),
+    ("threading", "mkl_num_threads"),
+    ("threading", "openblas_num_threads"),
+)
+
+
+def _origins(doc: YamlDocument, layer: Layer) -> dict[str, Location]:
+    out = {}
+    for path in ORIGIN_FIELDS:
+        value: Any = layer
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None and path in doc.positions:
+            out[dotted(path)] = doc.positions[path]
+    return out
 
 
 def _first_line(exc: BaseException) -> str:

@@ -101,6 +101,22 @@ def list_names(source: RecipeSource) -> list[str]:
     return sorted(names)
 
 
+def unusable_files(source: RecipeSource) -> list[tuple[Path, str]]:
+    """YAML files in a source that no name can reach, with the reason: listed, not skipped silently."""
+    if not source.root.is_dir():
+        return []
+    out = []
+    for path in sorted(source.root.iterdir()):
+        match = re.match(r"^(.*)\.ya?ml$", path.name)
+        if not match:
+            continue
+        if not NAME_RE.match(match.group(1)):
+            out.append((path, f"'{match.group(1)}' is not a recipe name (lowercase letters, digits, '-' and '_'); rename the file"))
+        elif not path.is_file():
+            out.append((path, "not a regular file" + (" (a broken link)" if path.is_symlink() and not path.exists() else "")))
+    return out
+
+
 def find_recipe(name: str, prefer: RecipeSource | None = None) -> tuple[RecipeSource, Path]:
     if not NAME_RE.match(name):
         raise SourceError(f"invalid recipe name {name!r}", hint="recipe names are lowercase identifiers such as 'yolov8'")

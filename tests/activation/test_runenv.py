@@ -40,8 +40,28 @@ def test_envkit_run_passes_exit_code_and_environment(tmp_path: Path) -> None:
     assert proc.returncode == 7, proc.stderr
     seen = json.loads(out.read_text())
     assert seen["MKL_THREADING_LAYER"] == "GNU" and seen["ENVKIT_X"] == "a 'b' $c"
+    # as shells and `conda run` report them: 127 not found, 126 not executable
     missing = run_envkit("run", "-p", str(prefix), "--", "no-such-command-xyz")
-    assert missing.returncode == 2 and "command not found" in missing.stderr
+    assert missing.returncode == 127 and "no-such-command-xyz: command not found" in missing.stderr
+    script = tmp_path / "not-executable.sh"
+    script.write_text("echo hi\n")
+    script.chmod(0o644)
+    denied = run_envkit("run", "-p", str(prefix), "--", str(script))
+    assert denied.returncode == 126 and "permission denied" in denied.stderr
+    as_json = run_envkit("run", "-p", str(prefix), "--json", "--", "no-such-command-xyz")
+    assert as_json.returncode == 127 and json.loads(as_json.stdout)["exit_code"] == 127
+
+
+def test_active_env_is_the_default(tmp_path: Path) -> None:
+    """conda's convention: -n NAME, -p PREFIX, else CONDA_PREFIX; the same for every env command."""
+    prefix = fake_prefix(tmp_path)
+    env = dict(os.environ, CONDA_PREFIX=str(prefix))
+    proc = run_envkit("run", "--", "sh", "-c", 'printf %s "$MKL_THREADING_LAYER"', env=env)
+    assert proc.returncode == 0 and proc.stdout == "GNU"
+    shown = run_envkit("activation", "show", "--json", env=env)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["data"]["prefix"] == str(prefix)
+    none = run_envkit("activation", "show")
+    assert none.returncode == 2 and "no env given and none is active" in none.stderr
 
 
 def test_activation_show(tmp_path: Path) -> None:
@@ -51,7 +71,7 @@ def test_activation_show(tmp_path: Path) -> None:
     assert proc.returncode == 0 and data["recipe"] == "demo"
     assert "set -gx MKL_THREADING_LAYER 'GNU'" in data["activate"]
     bad = run_envkit("activation", "show", "-p", str(prefix), "--shell", "nushell")
-    assert bad.returncode == 2 and "unknown shell 'nushell'" in bad.stderr
+    assert bad.returncode == 2 and "invalid choice: 'nushell'" in bad.stderr
 
 
 def test_envkit_run_json_captures_output(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from envkit.audit.rules import RULES
 from tests.conftest import run_envkit
 
-FINDING_KEYS = {"rule_id", "slug", "severity", "title", "evidence", "fix", "fixable"}
+FINDING_KEYS = {"rule_id", "slug", "severity", "title", "evidence", "fix", "fixable", "forced"}
 
 
 def audit_json(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, object]]:
@@ -27,7 +27,7 @@ def test_json_contract_and_error_exit(raw_payload_env: Path) -> None:
     assert set(doc) == {"envkit_json", "envkit_version", "command", "ok", "exit_code", "data", "messages", "errors", "hint"}
     assert (doc["envkit_json"], doc["command"], doc["ok"], doc["exit_code"]) == (1, "audit", False, 1)
     data = doc["data"]
-    assert isinstance(data, dict) and set(data) == {"audits", "min_severity", "fixes", "applied"}
+    assert isinstance(data, dict) and set(data) == {"audits", "min_severity", "fixes", "applied", "searched"}
     audit = data["audits"][0]
     assert set(audit) == {"prefix", "findings", "envkit_managed", "packages", "error"}
     assert all(set(f) == FINDING_KEYS for f in audit["findings"])
@@ -54,7 +54,7 @@ def test_fix_then_probe_proves_it(raw_payload_env: Path, tmp_path: Path) -> None
 def test_drift_is_found_and_repaired(seed_env: Path, tmp_path: Path) -> None:
     prefix = tmp_path / "seed-copy"
     shutil.copytree(seed_env, prefix, symlinks=True)
-    # the copy moved the env: scripts carry the old prefix tag, so they drift; and one is deleted
+    # a copy keeps matching scripts; a deleted one is drift
     (prefix / "etc" / "conda" / "activate.d" / "envkit-seedenv.fish").unlink()
     code, doc = audit_json(str(prefix))
     drift = [f for f in doc["data"]["audits"][0]["findings"] if f["rule_id"] == "EK014"]
@@ -82,11 +82,11 @@ def test_active_env_and_bad_input(seed_env: Path, tmp_path: Path) -> None:
     code, doc = audit_json("--min-severity", "warning", env=env)
     assert code == 0 and doc["data"]["audits"][0]["prefix"] == str(seed_env)
     none = run_envkit("audit")
-    assert none.returncode == 2 and "no env is active" in none.stderr
+    assert none.returncode == 2 and "no env given and none is active" in none.stderr
     notenv = run_envkit("audit", str(tmp_path))
     assert notenv.returncode == 2 and "is not a conda env" in notenv.stderr
     code, doc = audit_json("--explain", "EK999")
-    assert code == 2 and doc["errors"] == ["unknown audit rule 'EK999'"]
+    assert code == 2 and doc["errors"] == ["unknown rule 'EK999'"]
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)

@@ -109,17 +109,44 @@ def test_create_runs_the_probe_and_records_health(
     good = run_envkit("create", str(payload_recipe(tmp_path / "r", wheel_channel, name="healthy")), "--yes")
     assert good.returncode == 0, good.stdout + good.stderr
     assert "probe pass" in good.stdout or "probe warn" in good.stdout
-    record = json.loads((tmp_path / "envs" / "healthy" / "conda-meta" / "envkit.json").read_text())
+    record = json.loads((tmp_path / "envs" / "healthy" / "conda-meta" / "envkit").read_text())
     assert record["healthy"] is True and record["probe"]["checks"]["ddp-gloo"] == "pass"
 
-    # A recipe that forces the INTEL layer next to torch's libgomp: created, probed, kept, marked unhealthy.
-    bad_recipe = payload_recipe(tmp_path / "r", wheel_channel, name="intel", threading="threading: {mkl_threading_layer: intel}")
+    # The INTEL layer next to torch's libgomp is refused twice before anything is installed: by the
+    # recipe rule RC002 and by the audit of the plan (EK001). A recipe that forces both gets the
+    # env it asked for: created, probed, kept, marked unhealthy.
+    forced = "threading: {mkl_threading_layer: intel}\nforce: [RC002, EK001]"
+    bad_recipe = payload_recipe(tmp_path / "r", wheel_channel, name="intel", threading=forced)
     bad = run_envkit("create", str(bad_recipe), "--yes")
     assert bad.returncode == 1, bad.stderr
-    assert "probe failed" in bad.stdout and "rm -rf" in bad.stdout
+    assert "probe failed" in bad.stdout and "EK001" in bad.stdout and "(forced by the recipe)" in bad.stdout
     prefix = tmp_path / "envs" / "intel"
-    record = json.loads((prefix / "conda-meta" / "envkit.json").read_text())
+    record = json.loads((prefix / "conda-meta" / "envkit").read_text())
     assert record["healthy"] is False and "ddp-seed" in record["probe"]["failed"]
+
+    # audit --fix writes the GNU layer; the next probe proves it and the record says so.
+    assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes").returncode == 0
+    again = run_envkit("probe", "-p", str(prefix))
+    assert again.returncode == 0, again.stdout
+    record = json.loads((prefix / "conda-meta" / "envkit").read_text())
+    assert record["healthy"] is True and record["probe"]["failed"] == []
+
+
+def test_plan_audit_refuses_before_anything_is_written(wheel_channel: Path, tmp_path: Path) -> None:
+    """RC002 reads the recipe; the plan's EK001 reads what was solved: a recipe that escapes the
+    first (forcing it) is still stopped by the second, exit 1, nothing on disk."""
+    recipe = payload_recipe(tmp_path / "r", wheel_channel, name="intel", threading="threading: {mkl_threading_layer: intel}")
+    at_validate = run_envkit("create", str(recipe), "--yes", "--no-probe")
+    assert at_validate.returncode == 2 and "RC002" in at_validate.stderr and "torch (listed under packages/pip)" in at_validate.stderr
+    recipe = payload_recipe(
+        tmp_path / "r", wheel_channel, name="intel", threading="threading: {mkl_threading_layer: intel}\nforce: [RC002]"
+    )
+    for extra in ((), ("--dry-run",)):
+        proc = run_envkit("create", str(recipe), "--yes", "--no-probe", "--json", *extra)
+        doc = json.loads(proc.stdout)
+        assert proc.returncode == 1 and doc["data"]["refused"] is True, proc.stdout
+        assert any(e.startswith("EK001 ") for e in doc["errors"]) and "nothing was written" in doc["messages"][0]
+    assert not (tmp_path / "envs").exists()
 
 
 def test_inventory_degrades_cleanly_off_linux(seed_env: Path) -> None:

@@ -54,7 +54,7 @@ def test_errors_stop_and_force_downgrades(tmp_path: Path) -> None:
 
 
 def test_unknown_forced_rule(tmp_path: Path) -> None:
-    with pytest.raises(RecipeError, match="unknown consistency rule id 'RC999'"):
+    with pytest.raises(RecipeError, match="unknown rule id 'RC999'"):
         require_consistent(load_recipe(str(write_recipe(tmp_path, "t", "envkit: 1\nname: t\nchannels: [c]\nforce: [RC999]\n"))))
 
 

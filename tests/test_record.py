@@ -1,0 +1,90 @@
+"""conda-meta/envkit: where the record lives (conda must not read it), the move from envkit 0.1's
+conda-meta/envkit.json, and envs that are moved or copied."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from envkit.record import legacy_record_path, read_record, record_path, write_record
+from tests.conftest import run_envkit
+from tests.support.tiny import tiny_channel, tiny_recipe
+
+
+def make_tiny(tmp_path: Path, name: str = "tiny") -> Path:
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path), name=name)
+    prefix = tmp_path / "envs" / name
+    proc = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
+    assert proc.returncode == 0, proc.stderr
+    return prefix
+
+
+def as_legacy(prefix: Path) -> None:
+    """Turn an env into what envkit 0.1 left: a version-1 record at conda-meta/envkit.json."""
+    record = json.loads(record_path(prefix).read_text())
+    record["envkit_record_version"] = 1
+    record["activation"].pop("tag")
+    legacy_record_path(prefix).write_text(json.dumps(record))
+    record_path(prefix).unlink()
+
+
+def finding_ids(prefix: Path) -> dict[str, list[str]]:
+    doc = json.loads(run_envkit("audit", "-p", str(prefix), "--json").stdout)
+    out: dict[str, list[str]] = {}
+    for f in doc["data"]["audits"][0]["findings"]:
+        out.setdefault(f["rule_id"], []).append(f["evidence"])
+    return out
+
+
+def test_record_is_no_conda_package_record(tmp_path: Path) -> None:
+    prefix = make_tiny(tmp_path)
+    assert record_path(prefix).name == "envkit" and record_path(prefix).is_file()
+    assert not any(p.name.startswith("envkit") for p in (prefix / "conda-meta").glob("*.json"))
+    record = read_record(prefix)
+    assert record is not None and record["envkit_record_version"] == 2 and len(record["activation"]["tag"]) == 8
+
+
+def test_old_location_is_read_and_moved_by_the_next_write(tmp_path: Path) -> None:
+    prefix = make_tiny(tmp_path)
+    as_legacy(prefix)
+    record = read_record(prefix)
+    assert record is not None and record["recipe"]["name"] == "tiny"
+    write_record(prefix, record)
+    assert record_path(prefix).is_file() and not legacy_record_path(prefix).exists()
+
+
+def test_audit_finds_the_old_record_and_fix_moves_it(tmp_path: Path) -> None:
+    prefix = make_tiny(tmp_path)
+    as_legacy(prefix)
+    found = finding_ids(prefix)
+    assert "EK021" in found and "EK014" not in found, found
+    proc = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "rename conda-meta/envkit.json -> conda-meta/envkit" in proc.stdout
+    assert not legacy_record_path(prefix).exists() and read_record(prefix) is not None
+    assert finding_ids(prefix) == {}
+
+
+def test_moved_and_copied_envs_keep_matching_scripts(tmp_path: Path) -> None:
+    prefix = make_tiny(tmp_path)
+    moved = tmp_path / "elsewhere" / "renamed"
+    moved.parent.mkdir()
+    shutil.move(str(prefix), moved)
+    assert finding_ids(moved) == {}
+    copied = tmp_path / "copy"
+    shutil.copytree(moved, copied, symlinks=True)
+    assert finding_ids(copied) == {}
+    # a version-1 record has no tag: it is read back from the env's own script, so a moved
+    # envkit 0.1 env is not reported as edited either
+    as_legacy(copied)
+    assert set(finding_ids(copied)) == {"EK021"}
+
+
+def test_edited_script_is_still_drift(tmp_path: Path) -> None:
+    prefix = make_tiny(tmp_path)
+    script = prefix / "etc" / "conda" / "activate.d" / "envkit-tiny.sh"
+    script.write_text(script.read_text().replace("OMP_NUM_THREADS='2'", "OMP_NUM_THREADS='8'"))
+    assert finding_ids(prefix)["EK014"] == [
+        "etc/conda/activate.d/envkit-tiny.sh differs from what the env's record (conda-meta/envkit) asks for"
+    ]

@@ -1,0 +1,36 @@
+"""The test suite cleans up after itself: real envs are hundreds of MB each, and a suite that
+kept every session's temp dirs filled disks (6.1 GB per run)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_passing_session_leaves_no_temp_dirs(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    (project / "tests" / "test_big.py").write_text(
+        "def test_writes(tmp_path):\n    (tmp_path / 'big').write_bytes(b'x' * 1_000_000)\n\n"
+        "def test_session(tmp_path_factory):\n    (tmp_path_factory.mktemp('env') / 'f').write_text('x')\n"
+    )
+    temproot = tmp_path / "temproot"
+    temproot.mkdir()
+    env = dict(os.environ, PYTEST_DEBUG_TEMPROOT=str(temproot))
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout
+    leftovers = [p for p in temproot.rglob("*") if p.is_file() and not p.name.endswith(".lock")]
+    assert leftovers == []
