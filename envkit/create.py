@@ -25,6 +25,7 @@ from envkit import __version__, backend, envs, paths
 from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, remove_stale, write_files
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
 from envkit.fsutil import exclusive_lock
+from envkit.history import Linked, append_block, block
 from envkit.recipe.model import RecipeOrigin
 from envkit.record import read_record, write_record
 from envkit.solve import Plan
@@ -140,6 +141,8 @@ def create_env(
             verify_archives(records, envs.pkgs_dir())
             prefix.parent.mkdir(parents=True, exist_ok=True)
             backend.install(records, prefix, envs.pkgs_dir(), [s.spec for s in plan.specs], reporter)
+            linked = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for p in plan.packages]
+            append_block(prefix, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
             pip_install(prefix, plan.pip_specs)
             activation = RecordedActivation(plan.recipe, plan.activation, prefix_tag(prefix))
             files = activation.files(prefix)

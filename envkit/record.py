@@ -1,10 +1,16 @@
-"""conda-meta/envkit: what envkit did to an env, versioned so later envkits can read it.
+"""etc/envkit/record.json: what envkit did to an env, versioned so later envkits can read it.
 
-Why this name: conda (`PrefixData.load`), mamba and micromamba read every `conda-meta/*.json` as a
-package record named NAME-VERSION-BUILD.json, so a `conda-meta/envkit.json` made `conda list`,
-`conda install`, `conda remove --all` and `conda env export` fail on every envkit env. A file with
-no extension is invisible to all three, the way pixi keeps `conda-meta/pixi`, and it still lives
-in the folder that moves, copies and deletes with the env.
+Why this place:
+- Not in conda-meta/. conda (`PrefixData.load`), mamba and micromamba read every
+  `conda-meta/*.json` as a package record named NAME-VERSION-BUILD.json, so envkit 0.1's
+  `conda-meta/envkit.json` made `conda list`, `install`, `remove --all` and `env export` fail on
+  every envkit env. An extension-less `conda-meta/envkit` (as pixi keeps `conda-meta/pixi`) is not
+  parsed, but conda's clone skips conda-meta/ entirely (`misc.walk_prefix`), so `conda rename` and
+  `conda create --clone` would carry envkit's activation scripts over and drop the record that
+  explains them.
+- In etc/envkit/: conda parses nothing there; a clone copies it like every untracked file (with
+  the prefix rewritten), `conda remove --all` deletes it with the env, and it stays beside the
+  etc/conda/activate.d scripts it describes.
 
 Records written by envkit 0.1 at `conda-meta/envkit.json` are read from there, moved by the next
 write, and reported by the audit (EK021) until then.
@@ -23,16 +29,16 @@ from envkit.fsutil import atomic_write_text
 
 RECORD_VERSION = 2
 READABLE_VERSIONS = (1, 2)
-RECORD_NAME = "envkit"
-LEGACY_RECORD_NAME = "envkit.json"
+RECORD_REL = "etc/envkit/record.json"
+LEGACY_RECORD_REL = "conda-meta/envkit.json"
 
 
 def record_path(prefix: Path) -> Path:
-    return prefix / "conda-meta" / RECORD_NAME
+    return prefix / RECORD_REL
 
 
 def legacy_record_path(prefix: Path) -> Path:
-    return prefix / "conda-meta" / LEGACY_RECORD_NAME
+    return prefix / LEGACY_RECORD_REL
 
 
 def write_record(prefix: Path, record: dict[str, Any]) -> None:
@@ -68,12 +74,13 @@ def read_record(prefix: Path) -> dict[str, Any] | None:
 
 
 def move_legacy_record(prefix: Path) -> bool:
-    """Move conda-meta/envkit.json to conda-meta/envkit (the audit's EK021 fix); True if it moved."""
+    """Move conda-meta/envkit.json to etc/envkit/record.json (the audit's EK021 fix); True if it moved."""
     old, new = legacy_record_path(prefix), record_path(prefix)
     if not old.is_file():
         return False
     if new.exists():  # both present: the new one is what the last envkit wrote
         old.unlink()
     else:
+        new.parent.mkdir(parents=True, exist_ok=True)
         os.replace(old, new)
     return True

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.conda import CONDA_FOR_TESTS, MISSING_REASON, Conda
+
 REAL_HOME = Path.home()
 os.environ.setdefault("ENVKIT_TEST_CACHE", str(REAL_HOME / ".cache" / "envkit-tests"))
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +34,19 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "200")
     return home
+
+
+@pytest.fixture(scope="session")
+def conda_pkgs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One package cache for every conda the tests run, so torch is extracted once."""
+    return tmp_path_factory.mktemp("conda-pkgs")
+
+
+@pytest.fixture
+def conda(conda_pkgs: Path) -> Conda:
+    if not CONDA_FOR_TESTS or not Path(CONDA_FOR_TESTS).exists():
+        pytest.skip(MISSING_REASON)
+    return Conda(Path(CONDA_FOR_TESTS), conda_pkgs)
 
 
 @pytest.fixture(scope="session")

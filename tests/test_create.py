@@ -58,7 +58,7 @@ def test_happy_path_registers_and_records(tmp_path: Path, isolated: Path) -> Non
     assert (prefix / "share" / "tool" / "version.txt").read_text() == "v1\n"
     # conda reads every conda-meta/*.json as a package record: envkit's own record is not one of them.
     assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == ["helper-1.0-0.json", "tool-1.0-0.json"]
-    record = json.loads((prefix / "conda-meta" / "envkit").read_text())
+    record = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())
     assert record["envkit_record_version"] == 2 and record["recipe"]["name"] == "tiny"
     assert {"name": "OMP_NUM_THREADS", "action": "set", "value": "2", "entries": [], "separator": ":"} in record["activation"]["ops"]
     assert (prefix / "etc" / "conda" / "activate.d" / "envkit-tiny.sh").exists()

@@ -58,4 +58,4 @@ def test_yes_creates_with_progress(tmp_path: Path) -> None:
     recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
     code, screen = converse([sys.executable, "-m", "envkit", "create", str(recipe), "--no-probe"], b"y")
     assert code == 0, screen
-    assert "created" in screen and (tmp_path / "envs" / "tiny" / "conda-meta" / "envkit").exists()
+    assert "created" in screen and (tmp_path / "envs" / "tiny" / "etc" / "envkit" / "record.json").exists()

@@ -1,5 +1,5 @@
-"""conda-meta/envkit: where the record lives (conda must not read it), the move from envkit 0.1's
-conda-meta/envkit.json, and envs that are moved or copied."""
+"""etc/envkit/record.json: where the record lives (conda must not read it, conda rename must carry
+it), the move from envkit 0.1's conda-meta/envkit.json, and envs that are moved or copied."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def finding_ids(prefix: Path) -> dict[str, list[str]]:
 
 def test_record_is_no_conda_package_record(tmp_path: Path) -> None:
     prefix = make_tiny(tmp_path)
-    assert record_path(prefix).name == "envkit" and record_path(prefix).is_file()
+    assert record_path(prefix) == prefix / "etc" / "envkit" / "record.json" and record_path(prefix).is_file()
     assert not any(p.name.startswith("envkit") for p in (prefix / "conda-meta").glob("*.json"))
     record = read_record(prefix)
     assert record is not None and record["envkit_record_version"] == 2 and len(record["activation"]["tag"]) == 8
@@ -61,7 +61,7 @@ def test_audit_finds_the_old_record_and_fix_moves_it(tmp_path: Path) -> None:
     assert "EK021" in found and "EK014" not in found, found
     proc = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "rename conda-meta/envkit.json -> conda-meta/envkit" in proc.stdout
+    assert "rename conda-meta/envkit.json -> etc/envkit/record.json" in proc.stdout
     assert not legacy_record_path(prefix).exists() and read_record(prefix) is not None
     assert finding_ids(prefix) == {}
 
@@ -86,5 +86,5 @@ def test_edited_script_is_still_drift(tmp_path: Path) -> None:
     script = prefix / "etc" / "conda" / "activate.d" / "envkit-tiny.sh"
     script.write_text(script.read_text().replace("OMP_NUM_THREADS='2'", "OMP_NUM_THREADS='8'"))
     assert finding_ids(prefix)["EK014"] == [
-        "etc/conda/activate.d/envkit-tiny.sh differs from what the env's record (conda-meta/envkit) asks for"
+        "etc/conda/activate.d/envkit-tiny.sh differs from what the env's record (etc/envkit/record.json) asks for"
     ]

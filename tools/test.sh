@@ -7,16 +7,27 @@ need=()
 for tool in bash dash zsh fish tcsh shellcheck git; do
     command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
 done
+# LLVM's OpenMP runtime: the audit's EK001 test loads a real libomp.so.5 before mkl-service.
+ldconfig -p | grep -q 'libomp\.so\.5 ' || need+=(libomp5-14)
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing from Debian: ${need[*]}"
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git libomp5-14 >/dev/null
 fi
 
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+
+# A real conda (26.7.1, from ../shared/conda) for the tests that run conda's own commands on
+# envkit's envs and envkit on conda's. Elsewhere, ENVKIT_TEST_CONDA or CONDA_EXE names one; with
+# neither, those tests report themselves skipped and say why.
+if [ -z "${ENVKIT_TEST_CONDA:-}" ] && [ -f ../shared/conda/install.sh ]; then
+    bash ../shared/conda/install.sh "$PWD/.conda-test" >/dev/null
+    export ENVKIT_TEST_CONDA="$PWD/.conda-test/bin/conda"
+fi
+echo "conda for the tests: ${ENVKIT_TEST_CONDA:-${CONDA_EXE:-none (those tests will be skipped)}}"
 
 .venv/bin/ruff check envkit tests bench tools
 .venv/bin/ruff format --check envkit tests bench

@@ -40,7 +40,7 @@ def ops_from_json(data: list[dict[str, object]]) -> tuple[EnvOp, ...]:
         entries = item.get("entries") or []
         action = item.get("action")
         if not isinstance(entries, list) or action not in ("set", "unset", "prepend", "append"):
-            raise UsageError(f"activation operation {item!r} in conda-meta/envkit is not one envkit writes", hint="recreate the env")
+            raise UsageError(f"activation operation {item!r} in etc/envkit/record.json is not one envkit writes", hint="recreate the env")
         out.append(
             EnvOp(
                 name=str(item["name"]),
@@ -73,7 +73,7 @@ def render_files(
         tag=tag or prefix_tag(prefix),
         header=(
             f"Written by envkit for recipe '{recipe_name}'. Do not edit:",
-            "`envkit audit --fix` rewrites this file from conda-meta/envkit.",
+            "`envkit audit --fix` rewrites this file from etc/envkit/record.json.",
             f"{MARK} {ops_digest(ops)}",
         ),
     )

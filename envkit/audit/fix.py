@@ -25,7 +25,7 @@ from envkit.audit.engine import Finding
 from envkit.audit.rules import RULES_BY_ID
 from envkit.fsutil import read_exact
 from envkit.recipe.model import EnvOp
-from envkit.record import LEGACY_RECORD_NAME, RECORD_NAME, legacy_record_path, move_legacy_record, read_record, write_record
+from envkit.record import LEGACY_RECORD_REL, RECORD_REL, legacy_record_path, move_legacy_record, read_record, write_record
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ def _with(ops: tuple[EnvOp, ...], op: EnvOp) -> tuple[EnvOp, ...]:
 # and moving the record is done by every plan that finds one at the old place.
 SAFE_FIXES: dict[str, tuple[Callable[[tuple[EnvOp, ...]], tuple[EnvOp, ...]], str]] = {
     "threading-layer-gnu": (lambda ops: _with(ops, EnvOp("MKL_THREADING_LAYER", "set", value="GNU")), "export MKL_THREADING_LAYER=GNU"),
-    "rewrite-activation": (lambda ops: ops, "rewrite activation scripts from conda-meta/envkit"),
-    "move-record": (lambda ops: ops, f"move conda-meta/{LEGACY_RECORD_NAME} to conda-meta/{RECORD_NAME}, where conda does not read it"),
+    "rewrite-activation": (lambda ops: ops, f"rewrite activation scripts from {RECORD_REL}"),
+    "move-record": (lambda ops: ops, f"move {LEGACY_RECORD_REL} to {RECORD_REL}, where conda does not read it"),
 }
 
 
@@ -73,7 +73,7 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
     activation = RecordedActivation(activation.recipe_name, ops, activation.tag)
     files = activation.files(prefix) if ops else []
     move = legacy_record_path(prefix).is_file()
-    diff_parts = [f"rename conda-meta/{LEGACY_RECORD_NAME} -> conda-meta/{RECORD_NAME}\n"] if move else []
+    diff_parts = [f"rename {LEGACY_RECORD_REL} -> {RECORD_REL}\n"] if move else []
     for f in files:
         old = read_exact(f.path) or ""
         if old != f.text:
@@ -88,7 +88,7 @@ def apply_fix(plan: FixPlan) -> list[Path]:
     changed = write_files(list(plan.files))
     remove_stale(plan.prefix, list(plan.files))
     if plan.move_record and move_legacy_record(plan.prefix):
-        changed.append(plan.prefix / "conda-meta" / RECORD_NAME)
+        changed.append(plan.prefix / RECORD_REL)
     if not plan.files:
         return changed
     record: dict[str, Any] = read_record(plan.prefix) or {

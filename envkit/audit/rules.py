@@ -252,7 +252,7 @@ def activation_drift(inv: Inventory) -> list[str]:
         if script.current is None:
             out.append(f"{script.path} is missing")
         elif script.current != script.expected:
-            out.append(f"{script.path} differs from what the env's record (conda-meta/envkit) asks for")
+            out.append(f"{script.path} differs from what the env's record (etc/envkit/record.json) asks for")
     return out
 
 
@@ -316,7 +316,7 @@ RULES: tuple[Rule, ...] = (
         "EK001",
         "ddp-mkl-threading-layer",
         "error",
-        "mkl-service with a libgomp runtime and no MKL_THREADING_LAYER=GNU",
+        "mkl-service with a non-Intel OpenMP runtime and no MKL_THREADING_LAYER=GNU",
         "A parent that imports MKL first makes mkl-service put MKL_THREADING_LAYER=INTEL into the C environment; "
         "children started with subprocess (vfork, so the atfork reset never runs) inherit it, import torch (libgomp) first, "
         "and mkl-service exits: 'MKL_THREADING_LAYER=INTEL is incompatible with libgomp'. Single-GPU works, DDP crashes. "
@@ -464,7 +464,7 @@ RULES: tuple[Rule, ...] = (
         "error",
         "envkit activation scripts missing or edited",
         "The env's record says which threading settings it needs; missing or edited scripts mean they are not applied.",
-        "envkit audit --fix rewrites them from conda-meta/envkit.",
+        "envkit audit --fix rewrites them from etc/envkit/record.json.",
         ("https://docs.conda.io/projects/conda/en/stable/user-guide/tasks/manage-environments.html#macos-and-linux",),
         activation_drift,
         "rewrite-activation",
@@ -538,7 +538,7 @@ RULES: tuple[Rule, ...] = (
         "envkit 0.1 kept its record at conda-meta/envkit.json. conda, mamba and micromamba read every conda-meta/*.json as a "
         "package record named NAME-VERSION-BUILD.json, so conda list, list --explicit, env export, install, remove, remove --all, "
         "rename and create --clone fail on the env with 'not enough values to unpack', and conda doctor's consistency check errors.",
-        "envkit audit --fix moves it to conda-meta/envkit (no extension: conda does not read it there).",
+        "envkit audit --fix moves it to etc/envkit/record.json, where conda does not read it and conda rename carries it along.",
         ("https://github.com/conda/conda/blob/main/conda/core/prefix_data.py",),
         legacy_record,
         "move-record",

@@ -31,7 +31,7 @@ def show(prefix: Path, shell: str) -> Result:
     record = read_record(prefix)
     if record is None:
         raise UsageError(
-            f"{prefix} has no envkit record (conda-meta/envkit)",
+            f"{prefix} has no envkit record (etc/envkit/record.json)",
             hint="create it with envkit, or run 'envkit audit --fix' to add settings",
         )
     activation = recorded_activation(prefix, record)

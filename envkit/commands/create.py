@@ -94,7 +94,7 @@ def create(
     if not report.healthy:
         code = ExitCode.FINDINGS
         messages = (
-            f"the env was created but its probe failed; it is kept at {prefix} and marked unhealthy in conda-meta/envkit",
+            f"the env was created but its probe failed; it is kept at {prefix} and marked unhealthy in etc/envkit/record.json",
             f"fix: follow each failed check's remedy, then 'envkit probe -p {prefix}'; or remove it with 'rm -rf {prefix}'",
         )
     return Result("create", CreateOutcome(plan, False, created, report, findings=findings), int(code), messages)

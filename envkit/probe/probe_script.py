@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -524,7 +525,7 @@ def ddp_checks(cfg, timeout):
         skip = "torch is not installed"
         return check("ddp-seed", SEED_TITLE, "skip", skip), check("ddp-gloo", GLOO_TITLE % 0, "skip", skip), None
     ddp = bool(cfg.get("ddp", True))
-    workdir = tempfile.mkdtemp(prefix="envkit-probe-") if ddp else None
+    workdir = tempfile.mkdtemp(prefix="ddp-", dir=cfg.get("workdir") or None) if ddp else None
     try:
         return _ddp_checks(cfg, timeout, side, workdir)
     finally:
@@ -968,8 +969,39 @@ def check_expect(cfg, runtimes_result):
     return check("expect", "recipe expectations", "pass", ", ".join(seen), "", {"expect": expect})
 
 
+def _direct_children():
+    me = os.getpid()
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == me:
+                        kids.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return kids
+
+
+def stop_on_signal(workdir):
+    """SIGTERM (envkit stopping the probe, or dying: the probe is its parent-death signal) stops
+    every check with everything it started, removes the scratch dir, and ends the probe."""
+
+    def stop(signum, frame):
+        try:
+            for kid in _direct_children():
+                kill_tree(kid)
+        finally:
+            if workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def main():
     cfg = json.loads(sys.stdin.read() or "{}")
+    stop_on_signal(cfg.get("workdir"))
     timeout = float(cfg.get("timeout", 120))
     started = time.monotonic()
     imports = [m for m in cfg.get("imports", [])]

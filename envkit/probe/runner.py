@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
+import os
+import re
+import shutil
+import signal
 import subprocess
+import sys
+import tempfile
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -12,6 +20,7 @@ from envkit.activation.runenv import activated_environment
 from envkit.errors import EnvkitError, ProbeError
 from envkit.installed import conda_packages, pip_dists, torch_build
 from envkit.probe.model import ProbeReport, parse_report
+from envkit.probe.proctree import alive, kill_tree
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import ProbeSpec, Recipe
 from envkit.record import read_record
@@ -60,8 +69,9 @@ def spec_for_env(prefix: Path) -> ProbeSpec:
     return spec_for(prefix, recipe)
 
 
-def probe_config(spec: ProbeSpec, threading: dict[str, str]) -> dict[str, object]:
+def probe_config(spec: ProbeSpec, threading: dict[str, str], workdir: str | None = None) -> dict[str, object]:
     return {
+        "workdir": workdir,
         "version": 1,
         "imports": list(spec.imports),
         "import_orders": [list(o) for o in spec.import_orders],
@@ -81,26 +91,63 @@ def expected_threading(prefix: Path) -> dict[str, str]:
     return {op["name"]: op["value"] for op in record["activation"]["ops"] if op["action"] == "set"}
 
 
+SCRATCH_PREFIX = "envkit-probe-"
+
+
+def sweep_scratch(root: Path | None = None) -> list[Path]:
+    """Remove scratch dirs of probes whose envkit is gone (killed with SIGKILL, say): each is named
+    envkit-probe-<envkit pid>-<random>."""
+    removed = []
+    for path in Path(root or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        match = re.match(rf"^{SCRATCH_PREFIX}(\d+)-", path.name)
+        if match and path.is_dir() and not alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _die_with_parent() -> None:
+    """Runs in the probe's process before exec: if envkit dies (even by SIGKILL), the kernel sends
+    the probe SIGTERM, and the probe stops its children and leaves."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
     python = prefix / "bin" / "python"
     if not python.exists():
         raise ProbeError(f"{python} does not exist: the probe needs the env's own python", hint="install python into the env")
     spec = spec or spec_for_env(prefix)
     env = activated_environment(prefix)
-    config = probe_config(spec, expected_threading(prefix))
+    sweep_scratch()
+    scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+    config = probe_config(spec, expected_threading(prefix), scratch)
+    limit = spec.timeout * 3 + 60
     try:
-        proc = subprocess.run(
+        # Its own session: a terminal's Ctrl-C reaches envkit, which stops the whole tree itself
+        # (the same path as SIGTERM sent to envkit alone), instead of half of it.
+        child = subprocess.Popen(
             [str(python), "-I", "-c", probe_script_text()],
-            input=json.dumps(config),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=env,
-            capture_output=True,
             text=True,
-            timeout=spec.timeout * 3 + 60,
-            check=False,
             cwd=str(prefix),
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - a prctl before exec, no locks taken
         )
-    except subprocess.TimeoutExpired:
-        raise ProbeError(f"the probe of {prefix} did not finish in {spec.timeout * 3 + 60}s") from None
-    if proc.returncode != 0:
-        raise ProbeError(f"the probe crashed in {prefix}: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return parse_report(proc.stdout)
+        try:
+            stdout, stderr = child.communicate(json.dumps(config), timeout=limit)
+        except BaseException as exc:
+            kill_tree(child.pid)
+            child.communicate()
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise ProbeError(f"the probe of {prefix} did not finish in {limit}s; it was stopped with everything it started") from None
+            raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if child.returncode != 0:
+        raise ProbeError(f"the probe crashed in {prefix}: {(stderr.strip().splitlines() or ['no output'])[-1]}")
+    return parse_report(stdout)

@@ -1,12 +1,16 @@
 """Every audit rule fires on a real layout built here (real solves, real installs, real pip wheels
-layered on top) and stays quiet on clean envs."""
+layered on top) and stays quiet on clean envs. Each layout is written twice: by rattler (as envkit
+and pixi install) and by the real conda, whose records differ (channel with the subdir appended,
+its own history), so a rule that reads one installer's records right and the other's wrong fails."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,20 +19,53 @@ from envkit import backend
 from envkit.audit.engine import findings_for
 from envkit.audit.inventory import read_inventory
 from envkit.audit.rules import RULES
+from tests.support.conda import CONDA_FOR_TESTS, MISSING_REASON, Conda
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 from tests.support.wheelchannel import cache_root, download_wheels
 
 LINUX = "linux-64"
+Swap = dict[str, tuple[Path, str]]
+Installer = Callable[[Path, list[Path], list[str], Swap | None], Path]
 
 
-def make_env(prefix: Path, channels: list[Path], specs: list[str], pkgs: Path, swap: dict[str, tuple[Path, str]] | None = None) -> Path:
-    """Solve and install with rattler; `swap` replaces a solved record by another channel's (a forced install)."""
-    records = backend.solve([c.as_uri() for c in channels], specs, LINUX, backend.virtual_packages(LINUX))
-    for name, (channel, spec) in (swap or {}).items():
+def _swap_records(swap: Swap) -> list[object]:
+    """The records a forced install puts in place of the solved ones (another channel's build)."""
+    out = []
+    for name, (channel, spec) in swap.items():
         other = backend.solve([channel.as_uri()], [spec], LINUX, backend.virtual_packages(LINUX))
-        records = [r for r in records if r.name.normalized != name] + [r for r in other if r.name.normalized == name]
-    backend.install(records, prefix, pkgs, specs, None)
-    return prefix
+        out += [r for r in other if r.name.normalized == name]
+    return out
+
+
+def rattler_installer(pkgs: Path) -> Installer:
+    def make(prefix: Path, channels: list[Path], specs: list[str], swap: Swap | None = None) -> Path:
+        records = backend.solve([c.as_uri() for c in channels], specs, LINUX, backend.virtual_packages(LINUX))
+        forced = _swap_records(swap or {})
+        records = [r for r in records if r.name.normalized not in (swap or {})] + forced
+        backend.install(records, prefix, pkgs, specs, None)
+        return prefix
+
+    return make
+
+
+def conda_installer(conda: Conda) -> Installer:
+    def make(prefix: Path, channels: list[Path], specs: list[str], swap: Swap | None = None) -> Path:
+        conda.create(prefix, channels, specs)
+        for record in _swap_records(swap or {}):  # an explicit archive skips conda's solver, as users force it
+            conda.ok("install", "-y", "-q", "-p", str(prefix), str(record.url))  # type: ignore[attr-defined]
+        return prefix
+
+    return make
+
+
+@pytest.fixture(scope="module", params=["rattler", "conda"])
+def installer(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Installer:
+    pkgs = tmp_path_factory.mktemp(f"pkgs-{request.param}")
+    if request.param == "rattler":
+        return rattler_installer(pkgs)
+    if not CONDA_FOR_TESTS or not Path(CONDA_FOR_TESTS).exists():
+        pytest.skip(MISSING_REASON)
+    return conda_installer(Conda(Path(CONDA_FOR_TESTS), pkgs))
 
 
 def pip_layer(prefix: Path, wheel_name: str) -> None:
@@ -52,26 +89,27 @@ def ids(prefix: Path, **kw: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def layouts(tmp_path_factory: pytest.TempPathFactory, replica: dict[str, Path]) -> dict[str, Path]:
+def layouts(tmp_path_factory: pytest.TempPathFactory, replica: dict[str, Path], installer: Installer) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("layouts")
-    pkgs = root / "pkgs"
     cf, pt = replica["conda-forge"], replica["pytorch"]
     envs: dict[str, Path] = {}
-    envs["legacy"] = make_env(root / "legacy", [pt, cf], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "mkl <2024.1", "cpuonly"], pkgs)
-    envs["legacy-mkl2024"] = make_env(
-        root / "legacy-mkl2024", [pt, cf], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "mkl >=2024.1", "cpuonly"], pkgs
+    envs["legacy"] = installer(root / "legacy", [pt, cf], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "mkl <2024.1", "cpuonly"], None)
+    envs["legacy-mkl2024"] = installer(
+        root / "legacy-mkl2024", [pt, cf], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "mkl >=2024.1", "cpuonly"], None
     )
-    envs["legacy-llvm22"] = make_env(
+    envs["legacy-llvm22"] = installer(
         root / "legacy-llvm22",
         [pt, cf],
         ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "cpuonly"],
-        pkgs,
-        swap={"llvm-openmp": (cf, "llvm-openmp 22.*")},
+        {"llvm-openmp": (cf, "llvm-openmp 22.*")},
     )
-    envs["mkl-openblas"] = make_env(root / "mkl-openblas", [cf], ["python 3.12.*", "numpy", "mkl"], pkgs)
-    envs["torch-pip-numpy"] = make_env(root / "torch-pip-numpy", [cf], ["python 3.12.*", "pytorch * cpu_mkl*", "libblas * *mkl"], pkgs)
+    envs["mkl-openblas"] = installer(root / "mkl-openblas", [cf], ["python 3.12.*", "numpy", "mkl"], None)
+    envs["torch-pip-numpy"] = installer(root / "torch-pip-numpy", [cf], ["python 3.12.*", "pytorch * cpu_mkl*", "libblas * *mkl"], None)
     pip_layer(envs["torch-pip-numpy"], "numpy-")
-    envs["clean-openblas"] = make_env(root / "clean-openblas", [cf], ["python 3.12.*", "numpy", "nomkl"], pkgs)
+    envs["clean-openblas"] = installer(root / "clean-openblas", [cf], ["python 3.12.*", "numpy", "nomkl"], None)
+    envs["cf-mkl-service"] = installer(
+        root / "cf-mkl-service", [cf], ["python 3.12.*", "numpy", "mkl-service", "libblas * *mkl", "_openmp_mutex * *_llvm"], None
+    )
 
     # Packages that vendor real runtime binaries (bytes taken from the PyPI wheels).
     vendor = root / "vendor-channel"
@@ -92,9 +130,9 @@ def layouts(tmp_path_factory: pytest.TempPathFactory, replica: dict[str, Path]) 
         vendor, PkgMeta("numpy", "1.26.4", "py312_mkl_0"), [PkgFile("lib/python3.12/site-packages/numpy/_distributor_init.py", init)]
     )
     index_channel(vendor)
-    envs["two-iomp"] = make_env(root / "two-iomp", [vendor], ["vendored-omp", "intel-openmp"], pkgs)
-    envs["two-mkl"] = make_env(root / "two-mkl", [vendor], ["vendored-mkl", "mkl"], pkgs)
-    envs["mkl-numpy"] = make_env(root / "mkl-numpy", [vendor], ["numpy"], pkgs)
+    envs["two-iomp"] = installer(root / "two-iomp", [vendor], ["vendored-omp", "intel-openmp"], None)
+    envs["two-mkl"] = installer(root / "two-mkl", [vendor], ["vendored-mkl", "mkl"], None)
+    envs["mkl-numpy"] = installer(root / "mkl-numpy", [vendor], ["numpy"], None)
     return envs
 
 
@@ -115,6 +153,19 @@ def test_legacy_channel_rules(layouts: dict[str, Path]) -> None:
     assert "EK002" not in legacy and "EK012" not in legacy
     assert "EK002" in ids(layouts["legacy-mkl2024"])
     assert "EK012" in ids(layouts["legacy-llvm22"])
+
+
+def test_ek004_names_what_conda_remove_would_take(layouts: dict[str, Path]) -> None:
+    """The legacy layout's intel-openmp carries mkl, which carries pytorch and numpy: the fix says so."""
+    ek004 = next(f for f in findings_for(read_inventory(layouts["legacy"])) if f.rule_id == "EK004")
+    assert ek004.severity == "warning" and "not proven loaded" in ek004.evidence
+    assert "would also remove" in ek004.fix and "pytorch" in ek004.fix and "mkl" in ek004.fix and "so do not" in ek004.fix
+
+
+def test_ek001_counts_llvm_openmp_as_foreign(layouts: dict[str, Path]) -> None:
+    """mkl-service with conda-forge's LLVM OpenMP and no layer set: libomp.so is foreign to mkl-service too."""
+    ek001 = next(f for f in findings_for(read_inventory(layouts["cf-mkl-service"])) if f.rule_id == "EK001")
+    assert "llvm-openmp" in ek001.evidence
 
 
 def test_duplicate_runtimes_on_disk(layouts: dict[str, Path]) -> None:
@@ -161,11 +212,9 @@ def test_env_var_rules_from_conda_state_and_scripts(layouts: dict[str, Path], tm
     assert rule not in ids(prefix)
 
 
-def test_cuda_build_vs_driver(replica: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cuda_build_vs_driver(replica: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installer: Installer) -> None:
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.9")
-    prefix = make_env(
-        tmp_path / "cuda", [replica["conda-forge"]], ["python 3.12.*", "pytorch * cuda*", "cuda-version 12.9.*"], tmp_path / "pkgs"
-    )
+    prefix = installer(tmp_path / "cuda", [replica["conda-forge"]], ["python 3.12.*", "pytorch * cuda*", "cuda-version 12.9.*"], None)
     assert "EK013" in ids(prefix, cuda_driver="12.4")
     assert "EK013" not in ids(prefix, cuda_driver="12.9")
     assert "EK013" in ids(prefix)  # no driver at all: flagged
@@ -175,3 +224,29 @@ def test_clean_envs_have_no_errors_or_warnings(layouts: dict[str, Path], seed_en
     for prefix in (layouts["clean-openblas"], seed_env):
         serious = [f for f in findings_for(read_inventory(prefix, cpu_vendor="GenuineIntel")) if f.severity != "info"]
         assert serious == [], (prefix, serious)
+
+
+def _libomp() -> str:
+    proc = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True)
+    found = [line.rsplit("=> ", 1)[1] for line in proc.stdout.splitlines() if line.strip().startswith("libomp.so.5 ")]
+    if not found:
+        pytest.fail("LLVM's libomp.so.5 is not installed (tools/test.sh installs Debian's libomp5-14)")
+    return found[0]
+
+
+@pytest.mark.parametrize(("layer", "code"), [("INTEL", 1), ("GNU", 0)])
+def test_mkl_service_takes_llvm_libomp_for_foreign_as_it_does_libgomp(seed_env: Path, layer: str, code: int) -> None:
+    """What EK001 encodes, on real binaries: a real libomp loaded first, then `import mkl`."""
+    script = f"import ctypes; ctypes.CDLL({_libomp()!r}, mode=ctypes.RTLD_GLOBAL)\nimport mkl\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MKL_")}
+    proc = subprocess.run(
+        [str(seed_env / "bin" / "python"), "-c", script],
+        capture_output=True,
+        text=True,
+        env={**env, "MKL_THREADING_LAYER": layer},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == code, proc.stderr
+    if code:
+        assert "MKL_THREADING_LAYER=INTEL is incompatible with libomp.so.5 library" in proc.stderr

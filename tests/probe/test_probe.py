@@ -109,7 +109,7 @@ def test_create_runs_the_probe_and_records_health(
     good = run_envkit("create", str(payload_recipe(tmp_path / "r", wheel_channel, name="healthy")), "--yes")
     assert good.returncode == 0, good.stdout + good.stderr
     assert "probe pass" in good.stdout or "probe warn" in good.stdout
-    record = json.loads((tmp_path / "envs" / "healthy" / "conda-meta" / "envkit").read_text())
+    record = json.loads((tmp_path / "envs" / "healthy" / "etc" / "envkit" / "record.json").read_text())
     assert record["healthy"] is True and record["probe"]["checks"]["ddp-gloo"] == "pass"
 
     # The INTEL layer next to torch's libgomp is refused twice before anything is installed: by the
@@ -121,14 +121,14 @@ def test_create_runs_the_probe_and_records_health(
     assert bad.returncode == 1, bad.stderr
     assert "probe failed" in bad.stdout and "EK001" in bad.stdout and "(forced by the recipe)" in bad.stdout
     prefix = tmp_path / "envs" / "intel"
-    record = json.loads((prefix / "conda-meta" / "envkit").read_text())
+    record = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())
     assert record["healthy"] is False and "ddp-seed" in record["probe"]["failed"]
 
     # audit --fix writes the GNU layer; the next probe proves it and the record says so.
     assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes").returncode == 0
     again = run_envkit("probe", "-p", str(prefix))
     assert again.returncode == 0, again.stdout
-    record = json.loads((prefix / "conda-meta" / "envkit").read_text())
+    record = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())
     assert record["healthy"] is True and record["probe"]["failed"] == []
 
 

@@ -1,0 +1,160 @@
+"""conda's own commands on envs envkit made: list, list --explicit, env export, install, remove,
+doctor, rename, remove --all, run, and conda activate/deactivate through its shell hooks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envkit.record import legacy_record_path, read_record, record_path
+from tests.conftest import run_envkit, write_recipe
+from tests.support.conda import Conda
+from tests.support.tiny import tiny_channel
+
+
+def envkit_env(tmp_path: Path, replica: dict[str, Path], name: str = "mklenv") -> Path:
+    recipe = write_recipe(
+        tmp_path / "recipes",
+        name,
+        f'envkit: 1\nname: {name}\nchannels: [conda-forge]\npython: "3.12"\npackages: [numpy, mkl-service]\n'
+        "toolchain: {blas: mkl, openmp: llvm}\n",
+    )
+    prefix = tmp_path / "envs" / name
+    proc = run_envkit(
+        "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", f"--mirror=conda-forge={replica['conda-forge'].as_uri()}"
+    )
+    assert proc.returncode == 0, proc.stderr
+    return prefix
+
+
+def package_names(prefix: Path) -> set[str]:
+    return {json.loads(p.read_text())["name"] for p in (prefix / "conda-meta").glob("*.json")}
+
+
+def test_conda_reads_lists_exports_and_changes_an_envkit_env(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    prefix = envkit_env(tmp_path, replica)
+    names = package_names(prefix)
+    listed = conda.ok("list", "-p", str(prefix))
+    assert all(name in listed for name in names) and "envkit" not in listed.replace(str(prefix), "")
+    explicit = [line for line in conda.ok("list", "--explicit", "-p", str(prefix)).splitlines() if line.startswith("file:")]
+    assert len(explicit) == len(names)
+    exported = conda.ok("env", "export", "-p", str(prefix))
+    assert "numpy=2.2.6" in exported and "mkl-service=2.8.0" in exported
+    cf = replica["conda-forge"].as_uri()
+    conda.ok("install", "-y", "-q", "-p", str(prefix), "--override-channels", "-c", cf, "blis")
+    assert "blis" in package_names(prefix)
+    conda.ok("remove", "-y", "-q", "-p", str(prefix), "blis")
+    assert package_names(prefix) == names
+    doctor = conda.ok("doctor", "-p", str(prefix))
+    assert "❌" not in doctor and "The environment is consistent" in doctor
+    audit = run_envkit("audit", "-p", str(prefix), "--min-severity", "warning")
+    assert audit.returncode == 0, audit.stdout
+
+
+def test_rename_carries_the_record_and_remove_all_deletes_it(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    prefix = envkit_env(tmp_path, replica)
+    renamed = tmp_path / "envs" / "renamed"
+    conda.ok("rename", "-p", str(prefix), str(renamed))
+    assert not prefix.exists()
+    record = read_record(renamed)
+    assert record is not None and record["recipe"]["name"] == "mklenv"
+    audit = json.loads(run_envkit("audit", "-p", str(renamed), "--json").stdout)
+    assert audit["data"]["audits"][0]["envkit_managed"] is True and audit["exit_code"] == 0, audit
+    shown = run_envkit("activation", "show", "-p", str(renamed))
+    assert shown.returncode == 0 and "MKL_THREADING_LAYER='GNU'" in shown.stdout
+    conda.ok("remove", "--all", "-y", "-p", str(renamed))
+    assert not renamed.exists()
+
+
+def test_old_record_breaks_conda_until_audit_fix_moves_it(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """What envkit 0.1 left behind: conda list dies on conda-meta/envkit.json; the audit's fix heals it."""
+    prefix = envkit_env(tmp_path, replica)
+    legacy_record_path(prefix).write_text(record_path(prefix).read_text())
+    record_path(prefix).unlink()
+    broken = conda.run("list", "-p", str(prefix))
+    assert broken.returncode != 0 and "not enough values to unpack" in broken.stdout + broken.stderr
+    assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes").returncode == 0
+    conda.ok("list", "-p", str(prefix))
+    conda.ok("list", "--explicit", "-p", str(prefix))
+    conda.ok("env", "export", "-p", str(prefix))
+
+
+def test_conda_run_applies_envkit_activation(conda: Conda, seed_env: Path) -> None:
+    out = conda.ok("run", "-p", str(seed_env), "python", "-c", "import os; print(os.environ.get('MKL_THREADING_LAYER'))")
+    assert out.strip() == "GNU"
+
+
+TRICKY = "a 'b' \"c\" $d `e` \\f *"
+PRIOR_STATES = {
+    "unset": {},
+    "empty": {"ENVKIT_A": "", "ENVKIT_B": "", "ENVKIT_GONE": "", "ENVKIT_PATHS": ""},
+    "set": {"ENVKIT_A": "old a", "ENVKIT_B": "old b", "ENVKIT_GONE": "was here", "ENVKIT_PATHS": "/usr/old:/opt/y"},
+}
+NAMES = ("ENVKIT_A", "ENVKIT_B", "ENVKIT_GONE", "ENVKIT_PATHS")
+
+
+@pytest.fixture(scope="module")
+def hook_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("hooks")
+    body = (
+        f"envkit: 1\nname: hooks\nchannels: [{tiny_channel(root).as_uri()}]\npackages: [tool]\n"
+        "threading:\n  env:\n    ENVKIT_A: GNU\n"
+        f"    ENVKIT_B: {json.dumps(TRICKY)}\n"
+        "    ENVKIT_GONE: {unset: true}\n    ENVKIT_PATHS: {prepend: [/opt/x, /opt/y]}\n"
+    )
+    recipe = write_recipe(root / "recipes", "hooks", body)
+    prefix = root / "env"
+    proc = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env={**_base_env(root)})
+    assert proc.returncode == 0, proc.stderr
+    return prefix
+
+
+def _base_env(root: Path) -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "ENVKIT_", "_ENVKIT_"))}
+    env.update(HOME=str(root / "home"), XDG_CONFIG_HOME=str(root / "cfg"), XDG_CACHE_HOME=str(root / "cache"))
+    return env
+
+
+def _dump(shell: str) -> str:
+    """Each variable as NAME=<value> or NAME unset, NUL-separated, in the given shell."""
+    parts = [f"""if [ -n "${{{n}+x}}" ]; then printf '%s=%s\\0' {n} "${n}"; else printf '%s unset\\0' {n}; fi""" for n in NAMES]
+    return "; ".join(parts) + "; printf '|\\0'"
+
+
+@pytest.mark.parametrize("prior", sorted(PRIOR_STATES))
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_conda_activate_and_deactivate_through_the_shell_hook(conda: Conda, hook_env: Path, shell: str, prior: str) -> None:
+    if shutil.which(shell) is None:
+        pytest.fail(f"{shell} is not installed (tools/test.sh installs it)")
+    script = f'eval "$("$CONDA_EXE_FOR_TEST" shell.{shell} hook)"; {_dump(shell)}; conda activate "$ENV_PREFIX"; {_dump(shell)}; conda deactivate; {_dump(shell)}'
+    env = conda.environ(CONDA_EXE_FOR_TEST=str(conda.exe), ENV_PREFIX=str(hook_env))
+    for name in NAMES:
+        env.pop(name, None)
+    env.update(PRIOR_STATES[prior])
+    proc = subprocess.run([shell, "-c", script], capture_output=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr.decode()
+    before, during, after = (chunk.split(b"\0") for chunk in proc.stdout.split(b"|\0")[:3])
+    state = {n: PRIOR_STATES[prior].get(n) for n in NAMES}
+
+    def parse(items: list[bytes]) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for item in items:
+            text = item.decode()
+            if text.endswith(" unset"):
+                out[text[: -len(" unset")]] = None
+            elif "=" in text:
+                name, _, value = text.partition("=")
+                out[name] = value
+        return out
+
+    assert parse(before) == state
+    old_paths = PRIOR_STATES[prior].get("ENVKIT_PATHS")
+    expected_paths = "/opt/x:/opt/y" + (":/usr/old" if old_paths == "/usr/old:/opt/y" else "")
+    assert parse(during) == {"ENVKIT_A": "GNU", "ENVKIT_B": TRICKY, "ENVKIT_GONE": None, "ENVKIT_PATHS": expected_paths}
+    assert parse(after) == state
