@@ -2,48 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import pty
-import re
-import select
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from tests.support.terminal import converse
 from tests.support.tiny import tiny_channel, tiny_recipe
-
-
-def converse(args: list[str], answer: bytes, timeout: float = 120) -> tuple[int, str]:
-    """Run under a pty; type `answer` when the question appears; return exit code and screen text."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        args, stdin=slave, stdout=slave, stderr=slave, env=dict(os.environ, TERM="xterm", COLUMNS="200"), close_fds=True
-    )
-    os.close(slave)
-    screen = b""
-    answered = False
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            screen += chunk
-        if not answered and b"Proceed? [y/N]" in screen:
-            os.write(master, answer + b"\r")
-            answered = True
-        if proc.poll() is not None and not ready:
-            break
-    if proc.poll() is None:
-        proc.kill()
-    code = proc.wait(timeout=30)
-    os.close(master)
-    return code, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode("utf-8", "replace"))
 
 
 def test_no_means_nothing_changes(tmp_path: Path) -> None:

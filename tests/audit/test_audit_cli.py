@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
+from envkit import backend
 from envkit.audit.rules import RULES
 from tests.conftest import run_envkit
+from tests.support.terminal import converse
 
 FINDING_KEYS = {"rule_id", "slug", "severity", "title", "evidence", "fix", "fixable", "forced"}
 
@@ -102,3 +105,55 @@ def test_probe_findings_are_merged(raw_payload_env: Path) -> None:
     code, doc = audit_json(str(raw_payload_env), "--probe", "--min-severity", "error")
     ids = {f["rule_id"] for f in doc["data"]["audits"][0]["findings"]}
     assert code == 1 and {"EK001", "PROBE:ddp-seed", "PROBE:ddp-gloo"} <= ids
+
+
+def mkl_service_env(prefix: Path, replica: dict[str, Path]) -> Path:
+    """conda-forge numpy + mkl-service on LLVM OpenMP, no threading layer: EK001, fixable. Metadata only, quick."""
+    specs = ["python 3.12.*", "numpy", "mkl-service", "libblas * *mkl", "_openmp_mutex * *_llvm"]
+    records = backend.solve([replica["conda-forge"].as_uri()], specs, "linux-64", backend.virtual_packages("linux-64"))
+    backend.install(records, prefix, prefix.parent / "pkgs", specs, None)
+    return prefix
+
+
+def test_readme_fix_command_by_name(replica: dict[str, Path], tmp_path: Path) -> None:
+    """The README's `envkit audit -n old-env --fix`, with -y for a non-interactive run."""
+    prefix = mkl_service_env(tmp_path / "envs" / "old-env", replica)
+    proc = run_envkit("audit", "-n", "old-env", "--fix", "-y")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "MKL_THREADING_LAYER='GNU'" in (prefix / "etc" / "conda" / "activate.d" / "envkit-audit.sh").read_text()
+
+
+def test_fix_off_a_terminal_shows_the_diff_and_writes_nothing_without_yes(replica: dict[str, Path], tmp_path: Path) -> None:
+    prefix = mkl_service_env(tmp_path / "envs" / "old-env", replica)
+    proc = run_envkit("audit", "-p", str(prefix), "--fix")
+    assert proc.returncode == 1
+    assert "+export MKL_THREADING_LAYER='GNU'" in proc.stdout and "+++ b/etc/conda/activate.d/envkit-audit.sh" in proc.stdout
+    assert "fixes not applied: no terminal to confirm on: re-run with -y" in proc.stdout
+    assert not (prefix / "etc" / "conda").exists()
+    doc = json.loads(run_envkit("audit", "-p", str(prefix), "--fix", "--json").stdout)
+    assert doc["data"]["applied"] == [] and "+export MKL_THREADING_LAYER='GNU'" in doc["data"]["fixes"][0]["diff"]
+    assert not (prefix / "etc" / "conda").exists()
+
+
+def test_fix_on_a_terminal_lists_the_findings_then_the_diff_then_asks(replica: dict[str, Path], tmp_path: Path) -> None:
+    prefix = mkl_service_env(tmp_path / "envs" / "old-env", replica)
+    code, screen = converse([sys.executable, "-m", "envkit", "audit", "-p", str(prefix), "--fix"], b"y", b"Apply these changes? [y/N]")
+    assert code == 0, screen
+    finding, diff, question, wrote = (
+        screen.index(s) for s in ("error EK001", "+export MKL_THREADING_LAYER", "Apply these changes?", "wrote ")
+    )
+    assert finding < diff < question < wrote
+    assert (prefix / "etc" / "conda" / "activate.d" / "envkit-audit.sh").is_file()
+    code, screen = converse([sys.executable, "-m", "envkit", "audit", "-p", str(prefix), "--fix"], b"n", b"Apply these changes? [y/N]")
+    assert code == 0 and "Apply these changes?" not in screen  # nothing left to fix: no question
+
+
+def test_all_includes_the_base_env_of_the_conda_in_use(replica: dict[str, Path], tmp_path: Path) -> None:
+    base = mkl_service_env(tmp_path / "miniconda", replica)
+    (base / "bin").mkdir(exist_ok=True)
+    (base / "bin" / "conda").write_text("#!/bin/sh\n")
+    env = dict(os.environ, CONDA_EXE=str(base / "bin" / "conda"))
+    code, doc = audit_json("--all", env=env)
+    assert code == 1 and str(base) in [a["prefix"] for a in doc["data"]["audits"]]  # its EK001 counts
+    by_name = run_envkit("audit", "-n", "base", "--json", env=env)
+    assert json.loads(by_name.stdout)["data"]["audits"][0]["prefix"] == str(base)
