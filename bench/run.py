@@ -171,7 +171,6 @@ def bench_probe(work: Path, prefix: Path | None = None, rounds: int = 5) -> Meas
     """Full probe vs the 2-rank gloo job alone. Without --prefix it builds the env from the test
     suite's real-payload channel; with it, it measures an existing env (e.g. on a GPU machine)."""
     from envkit.activation.runenv import activated_environment
-    from envkit.probe.probe_script import GLOO_WORKER
 
     env = _isolated_env(work)
     if prefix is None:
@@ -187,8 +186,9 @@ def bench_probe(work: Path, prefix: Path | None = None, rounds: int = 5) -> Meas
         prefix = work / "probe-env"
         shutil.rmtree(prefix, ignore_errors=True)
         run([PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"], env=env)
+    # the rank the probe's DDP job runs, as a plain script: the baseline has no package to import
     worker = work / "worker.py"
-    worker.write_text(GLOO_WORKER)
+    worker.write_text((ROOT / "envkit" / "probe" / "inenv" / "ddp_worker.py").read_text())
     act = activated_environment(prefix)
     python = str(prefix / "bin" / "python")
     # the baseline worker imports what the probe's DDP children import after torch

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from envkit.errors import ProbeError
+from envkit.probe.inenv import PROBE_VERSION
 
 Status = Literal["pass", "warn", "fail", "skip"]
-PROBE_VERSION = 1
 
 
 @dataclass(frozen=True)

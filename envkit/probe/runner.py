@@ -20,14 +20,26 @@ from envkit.activation.runenv import activated_environment
 from envkit.errors import EnvkitError, ProbeError
 from envkit.installed import conda_packages, pip_dists, torch_build
 from envkit.probe.model import ProbeReport, parse_report
-from envkit.probe.proctree import alive, kill_tree
+from envkit.probe.inenv.proctree import alive, kill_tree
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import ProbeSpec, Recipe
 from envkit.record import read_record
 
 
-def probe_script_text() -> str:
-    return resources.files("envkit.probe").joinpath("probe_script.py").read_text(encoding="utf-8")
+IN_ENV_PACKAGE = "envkit_probe"
+
+
+def stage_probe(scratch: Path) -> Path:
+    """Copy the in-env probe package into the scratch dir as envkit_probe; returns the directory to
+    run it from. Only that package is reachable there: nothing of envkit, rich or yaml."""
+    lib = scratch / "lib"
+    source = resources.files("envkit.probe.inenv")
+    target = lib / IN_ENV_PACKAGE
+    target.mkdir(parents=True)
+    for entry in source.iterdir():
+        if entry.name.endswith(".py"):
+            (target / entry.name).write_text(entry.read_text(encoding="utf-8"), encoding="utf-8")
+    return lib
 
 
 def default_spec(prefix: Path) -> ProbeSpec:
@@ -125,16 +137,19 @@ def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
     config = probe_config(spec, expected_threading(prefix), scratch)
     limit = spec.timeout * 3 + 60
     try:
+        lib = stage_probe(Path(scratch))
+        # -E -s: none of envkit's PYTHON* settings or user site; the package is found through the
+        # working directory, which -m puts first on sys.path (and every child inherits).
         # Its own session: a terminal's Ctrl-C reaches envkit, which stops the whole tree itself
         # (the same path as SIGTERM sent to envkit alone), instead of half of it.
         child = subprocess.Popen(
-            [str(python), "-I", "-c", probe_script_text()],
+            [str(python), "-E", "-s", "-m", IN_ENV_PACKAGE],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
             text=True,
-            cwd=str(prefix),
+            cwd=str(lib),
             start_new_session=True,
             preexec_fn=_die_with_parent,  # noqa: PLW1509 - a prctl before exec, no locks taken
         )

@@ -4,18 +4,17 @@ real H200 by tools/gpu-check.sh; the CPU cases run the check for real in the see
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from envkit.activation.runenv import activated_environment
 from envkit.installed import installed_torch_build
-from envkit.probe.probe_script import arch_supported, classify_gpu
-from envkit.probe.runner import default_spec, probe_config, probe_script_text, spec_for
+from envkit.probe.inenv.gpu import arch_supported, classify_gpu
+from envkit.probe.runner import default_spec, probe_config, spec_for
 from envkit.recipe.loader import load_recipe
 from tests.conftest import write_recipe
+from tests.support.inenv import run_with_probe_package
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "h200-gpu.json").read_text(encoding="utf-8"))
 
@@ -104,32 +103,25 @@ def test_arch_supported(arch: list[str], capability: tuple[int, int], runs: bool
     assert arch_supported(arch, capability) is runs
 
 
-def run_gpu_check(prefix: Path, torch_build: str | None) -> dict[str, Any]:
-    """The probe script's GPU check alone, in the env's python under its activation."""
+def run_gpu_check(prefix: Path, torch_build: str | None, scratch: Path) -> dict[str, Any]:
+    """The probe's GPU check alone (observed in a child of its own), in the env's python under its activation."""
     code = (
-        "import json, sys\nns = {'__name__': 'envkit_probe'}\nexec(sys.stdin.read(), ns)\n"
-        f"print(json.dumps(ns['check_gpu'](120, None, {torch_build!r})))"
+        "import json\nfrom envkit_probe.gpu import check_gpu\nfrom envkit_probe.main import observed_section\n"
+        f"print(json.dumps(check_gpu(observed_section('GPU', None, 120), {torch_build!r})))"
     )
-    proc = subprocess.run(
-        [str(prefix / "bin" / "python"), "-I", "-c", code],
-        input=probe_script_text(),
-        env=activated_environment(prefix),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
+    proc = run_with_probe_package(prefix / "bin" / "python", ["-E", "-s", "-c", code], scratch, prefix)
+    assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert isinstance(result, dict)
     return result
 
 
-def test_cpu_torch_in_an_env_made_for_cuda_fails(seed_env: Path) -> None:
+def test_cpu_torch_in_an_env_made_for_cuda_fails(seed_env: Path, tmp_path: Path) -> None:
     """The classic: a CPU pytorch where the recipe asked for CUDA (solver fallback, pip shadowing)."""
-    plain = run_gpu_check(seed_env, None)
+    plain = run_gpu_check(seed_env, None, tmp_path)
     assert plain["status"] == "skip" and "is a CPU build" in plain["evidence"]
     assert "no NVIDIA driver here" in plain["evidence"] or "GPU(s) visible" in plain["evidence"]
-    wanted_cuda = run_gpu_check(seed_env, "cuda")
+    wanted_cuda = run_gpu_check(seed_env, "cuda", tmp_path)
     assert wanted_cuda["status"] == "fail"
     assert "made for a CUDA build" in wanted_cuda["evidence"] and "envkit audit" in wanted_cuda["remedy"]
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from envkit.probe.probe_script import INVENTORY_SNIPPET
-from envkit.probe.runner import default_spec, probe_script_text, run_probe
+from envkit.probe.inenv.expect import check_expect
+from envkit.probe.inenv.inventory import check_runtimes
+from envkit.probe.runner import default_spec, run_probe
 from tests.conftest import payload_recipe, run_envkit
+from tests.support.inenv import run_with_probe_package
 
 SEED_MESSAGE = "MKL_THREADING_LAYER=INTEL is incompatible with libgomp"
 
@@ -75,23 +76,16 @@ def test_threads_are_measured_in_the_ranks(seed_env: Path) -> None:
     assert over["status"] == "warn" and f"2 x {cpus} threads oversubscribe" in str(over["evidence"])
 
 
-def test_inventory_agrees_with_threadpoolctl(seed_env: Path) -> None:
+def test_inventory_agrees_with_threadpoolctl(seed_env: Path, tmp_path: Path) -> None:
     """Cross-check the probe's library inventory against threadpoolctl in the same process."""
-    from envkit.activation.runenv import activated_environment
-
-    assert "INVENTORY_SNIPPET" in probe_script_text()
-    code = INVENTORY_SNIPPET + "\nimport threadpoolctl\nprint('TPC:' + json.dumps(threadpoolctl.threadpool_info()))\n"
-    proc = subprocess.run(
-        [str(seed_env / "bin" / "python"), "-c", code, json.dumps(["torch", "numpy", "mkl"])],
-        capture_output=True,
-        text=True,
-        env=activated_environment(seed_env),
-        timeout=120,
-        check=False,
+    code = (
+        "import json, torch, numpy, mkl, threadpoolctl\nfrom envkit_probe.inventory import collect\n"
+        "print(json.dumps({'ours': collect(['torch', 'numpy', 'mkl'])['libraries'], 'theirs': threadpoolctl.threadpool_info()}))"
     )
+    proc = run_with_probe_package(seed_env / "bin" / "python", ["-E", "-s", "-c", code], tmp_path, seed_env)
     assert proc.returncode == 0, proc.stderr
-    ours = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("ENVKIT-JSON:"))[12:])["libraries"]
-    theirs = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("TPC:"))[4:])
+    both = json.loads(proc.stdout.strip().splitlines()[-1])
+    ours, theirs = both["ours"], both["theirs"]
     api = {"libgomp": "openmp", "libiomp5": "openmp", "libomp": "openmp", "mkl": "mkl", "openblas": "openblas"}
     ours_set = {(api[lib["api"]], lib["realpath"]) for lib in ours}
     theirs_set = {(t["internal_api"], str(Path(t["filepath"]).resolve())) for t in theirs}
@@ -149,26 +143,18 @@ def test_plan_audit_refuses_before_anything_is_written(wheel_channel: Path, tmp_
     assert not (tmp_path / "envs").exists()
 
 
-def test_inventory_degrades_cleanly_off_linux(seed_env: Path) -> None:
+def test_inventory_degrades_cleanly_off_linux(seed_env: Path, tmp_path: Path) -> None:
     """Elsewhere than Linux the loaded-library listing is absent: the runtimes check says so and
     skips instead of claiming that nothing is loaded. Run as if on macOS, in the real env."""
-    ns: dict[str, object] = {"__name__": "envkit_probe_test"}
-    exec(compile(probe_script_text(), "probe_script.py", "exec"), ns)
-    code = "import sys\nsys.platform = 'darwin'\n" + INVENTORY_SNIPPET
-    proc = subprocess.run(
-        [str(seed_env / "bin" / "python"), "-c", code, json.dumps(["numpy"])],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("ENVKIT-JSON:"))
-    data = json.loads(line[len("ENVKIT-JSON:") :])
+    code = "import json, sys\nsys.platform = 'darwin'\nimport numpy\nfrom envkit_probe.inventory import collect\nprint(json.dumps(collect(['numpy'])))"
+    proc = run_with_probe_package(seed_env / "bin" / "python", ["-E", "-s", "-c", code], tmp_path, seed_env)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
     assert data["listing"] is None and data["libraries"] == []
     inv = {"returncode": 0, "data": data, "seconds": 0.1}
-    runtimes = ns["check_runtimes"](inv, ["numpy"])  # type: ignore[operator]
+    runtimes = check_runtimes(inv, ["numpy"])
     assert runtimes["status"] == "skip" and "Linux only; this is darwin" in runtimes["evidence"]
-    expect = ns["check_expect"]({"expect": {"blas": "mkl"}}, runtimes)  # type: ignore[operator]
+    expect = check_expect({"expect": {"blas": "mkl"}}, runtimes)
     assert expect["status"] == "skip" and "runtime inventory" in expect["evidence"]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.probe.proctree import descendants, kill_tree
+from envkit.probe.inenv.proctree import descendants, kill_tree
 from envkit.probe.runner import SCRATCH_PREFIX, sweep_scratch
 
 

@@ -1,4 +1,5 @@
-"""Stop a process and everything below it. Standard library only.
+"""Stop a process and everything below it. envkit's runner uses it from outside the env, the probe
+from inside.
 
 A process group is not enough: torchrun starts each rank with start_new_session=True, so ranks
 leave their parent's group, and an orphaned rank keeps the pipes open and the CPU busy. The tree is
@@ -13,7 +14,7 @@ import os
 import signal
 
 
-def _children_map() -> dict[int, list[int]]:
+def children_map() -> dict[int, list[int]]:
     below: dict[int, list[int]] = {}
     try:
         entries = os.listdir("/proc")
@@ -33,7 +34,7 @@ def _children_map() -> dict[int, list[int]]:
 
 def descendants(pid: int) -> list[int]:
     """Every live process below pid, parents before children."""
-    below = _children_map()
+    below = children_map()
     found: list[int] = []
     queue = list(below.get(pid, []))
     while queue:

@@ -1,0 +1,70 @@
+"""threads: the recipe's variables in effect in the activated env, and threads per DDP rank against
+the usable CPUs (torchrun sets OMP_NUM_THREADS=1 for its workers when it is unset)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .report import Check, check
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+THREADS_TITLE = "thread settings in effect"
+
+
+def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str, Any] | None = None) -> Check:
+    """The recipe's variables in the activated env, then threads per DDP rank against the CPUs. The
+    ranks' own thread counts are used when the gloo job ran (torchrun sets OMP_NUM_THREADS=1 for
+    its workers when it is unset); otherwise the seed child's, as ranks started another way get."""
+    data = runtimes.get("data") or {}
+    env = data.get("env") or {}
+    expected = cfg.get("threading", {})
+    problems: list[str] = []
+    for var, want in sorted(expected.items()):
+        have = os.environ.get(var)
+        if have != want:
+            problems.append(f"{var} is {have!r}, the recipe sets {want!r}")
+    nproc = int(cfg.get("nproc", 2)) if cfg.get("ddp", True) else 1
+    cpus = usable_cpus()
+    ranks = [n for n in ((gloo or {}).get("data") or {}).get("rank_threads", []) if isinstance(n, int)]
+    per_rank = max(ranks) if ranks else (data.get("torch_threads") or 1)
+    where = f"in each of {nproc} torchrun ranks" if ranks else f"in a process (x {nproc} ranks)"
+    omp, mkl = env.get("OMP_NUM_THREADS"), env.get("MKL_NUM_THREADS")
+    evidence = f"OMP_NUM_THREADS={omp} MKL_NUM_THREADS={mkl}; torch threads {per_rank} {where}; {cpus} usable CPUs"
+    info = {"expected": expected, "torch_threads": data.get("torch_threads"), "rank_threads": ranks, "cpus": cpus, "nproc": nproc}
+    if problems:
+        return check(
+            "threads",
+            THREADS_TITLE,
+            "fail",
+            "; ".join(problems),
+            "activate the env (conda activate / envkit run) or run envkit audit --fix",
+            info,
+        )
+    share = max(1, cpus // max(nproc, 1))
+    if nproc > 1 and per_rank * nproc > cpus:
+        return check(
+            "threads",
+            THREADS_TITLE,
+            "warn",
+            evidence + f": {nproc} x {per_rank} threads oversubscribe the CPUs",
+            f"set threading.omp_num_threads to about physical cores / ranks ({share} here)",
+            info,
+        )
+    if ranks and env.get("OMP_NUM_THREADS") is None and nproc > 1 and per_rank < share:
+        return check(
+            "threads",
+            THREADS_TITLE,
+            "warn",
+            evidence + f": OMP_NUM_THREADS is unset, so torch.distributed.run gave each rank {per_rank} thread(s)",
+            f"set threading.omp_num_threads to about physical cores / ranks ({share} here)",
+            info,
+        )
+    return check("threads", THREADS_TITLE, "pass", evidence, "", info)
