@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for tool in bash dash zsh fish tcsh shellcheck git; do
+for tool in bash dash zsh fish tcsh shellcheck git pypy3; do
     command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
 done
 # LLVM's OpenMP runtime: the audit's EK001 test loads a real libomp.so.5 before mkl-service.
@@ -13,7 +13,8 @@ if [ "${#need[@]}" -gt 0 ]; then
     echo "installing from Debian: ${need[*]}"
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git libomp5-14 >/dev/null
+    # pypy3 is Python 3.9: the in-env probe's floor, run for real by the tests
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git libomp5-14 pypy3 >/dev/null
 fi
 
 PY="${PYTHON:-python3}"

@@ -1,4 +1,5 @@
-"""Run the probe script with the env's own python under the env's activation."""
+"""Run the in-env probe package with the env's own python under the env's activation, and stop it
+whole when envkit is interrupted."""
 
 from __future__ import annotations
 
@@ -19,12 +20,11 @@ from pathlib import Path
 from envkit.activation.runenv import activated_environment
 from envkit.errors import EnvkitError, ProbeError
 from envkit.installed import conda_packages, pip_dists, torch_build
-from envkit.probe.model import ProbeReport, parse_report
 from envkit.probe.inenv.proctree import alive, kill_tree
+from envkit.probe.model import ProbeReport, parse_report
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import ProbeSpec, Recipe
 from envkit.record import read_record
-
 
 IN_ENV_PACKAGE = "envkit_probe"
 
