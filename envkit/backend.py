@@ -69,10 +69,21 @@ def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: lis
     )
 
 
-def install(records: list[Any], prefix: Path, cache_dir: Path | None, specs: list[str], reporter: Any | None) -> None:
+def install(
+    records: list[Any],
+    prefix: Path,
+    cache_dir: Path | None,
+    specs: list[str],
+    reporter: Any | None,
+    *,
+    final_prefix: Path | None = None,
+) -> None:
+    """Install into `prefix`; with `final_prefix`, files get that prefix patched in instead, so the
+    env can be built in a staging directory and renamed into place."""
+
     def wrap(exc: BaseException) -> EnvkitError:
         text = str(exc).strip().splitlines()
-        return InstallError(f"installing into {prefix} failed: {text[0] if text else type(exc).__name__}")
+        return InstallError(f"installing into {final_prefix or prefix} failed: {text[0] if text else type(exc).__name__}")
 
     _run(
         rattler.install(
@@ -82,6 +93,7 @@ def install(records: list[Any], prefix: Path, cache_dir: Path | None, specs: lis
             show_progress=False,
             reporter=reporter,
             requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs],
+            alternative_target_prefix=final_prefix,
         ),
         wrap,
     )

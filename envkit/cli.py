@@ -251,12 +251,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Console(highlight=False, soft_wrap=True, emoji=False)
     err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
-    try:
-        result, shown = dispatch(args, err if as_json else out, as_json)
-    except EnvkitError as exc:
-        return _report_error(exc, as_json, command)
-    except KeyboardInterrupt:
-        return _report_error(Interrupted("interrupted"), as_json, command)
+    from dataclasses import replace
+
+    from envkit.notices import collecting
+
+    with collecting() as notices:
+        try:
+            result, shown = dispatch(args, err if as_json else out, as_json)
+        except EnvkitError as exc:
+            _tell(err, notices, as_json)
+            return _report_error(exc, as_json, command)
+        except KeyboardInterrupt:
+            _tell(err, notices, as_json)
+            return _report_error(Interrupted("interrupted"), as_json, command)
+    if notices:
+        result = replace(result, messages=(*notices, *result.messages))
     if as_json:
         print_json(out, envelope(result, command=result.command, exit_code=result.exit_code))
     elif result.command != "run" and not shown:
@@ -266,6 +275,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         render_messages(out, result)
     return result.exit_code
+
+
+def _tell(err: Console, notices: list[str], as_json: bool) -> None:
+    """Notices of a command that then failed: on stderr (a JSON error document has no messages)."""
+    for text in notices:
+        err.print(f"envkit: {text}", markup=False)
 
 
 def _report_error(exc: EnvkitError, as_json: bool, command: str) -> int:

@@ -2,33 +2,35 @@
 
 py-rattler installs in place and never rolls back (a failed package leaves the ones before it
 linked), does not check sha256 for file:// channels, and can panic. So envkit owns the
-transaction: lock the target, verify every archive, move an old env aside, install, write the
-activation scripts and the record, and on any failure (Ctrl-C included) delete what it made and
-put the old env back.
+transaction (envkit.transaction): under the target's lock, settle what interrupted runs left,
+verify every archive, build the whole env in a staging directory (rattler patches the final
+prefix into its files), write history, activation scripts and, last, the record; then rename it
+into place, moving an env being replaced aside for the instant of the swap. A failure or Ctrl-C
+deletes the staging directory; SIGKILL leaves one that no tool takes for an env and that the next
+run removes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import shutil
 import subprocess
-import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from envkit import __version__, backend, envs, paths
-from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, remove_stale, write_files
+from envkit import __version__, backend, envs, pkgcache
+from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, write_files
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
-from envkit.fsutil import exclusive_lock
 from envkit.history import Linked, append_block, block
+from envkit.installed import pip_dists
+from envkit.notices import notify
 from envkit.recipe.model import RecipeOrigin
 from envkit.record import read_record, write_record
 from envkit.solve import Plan
+from envkit.transaction import env_lock, recover, remove_tree, swap_in, work_dir
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,6 @@ class CreatedEnv:
     prefix: Path
     activation_files: tuple[Path, ...]
     replaced_existing: bool
-
-
-def lock_for(prefix: Path) -> Path:
-    digest = hashlib.sha256(str(prefix).encode()).hexdigest()[:16]
-    return paths.cache_dir() / "locks" / f"{digest}.lock"
 
 
 def cached_sha256(cache: Path, rec: Any) -> bytes | None:
@@ -80,14 +77,6 @@ def verify_archives(records: list[Any], cache: Path | None = None) -> None:
             )
 
 
-def _remove_tree(path: Path) -> None:
-    # rattler's background extraction can outlive a failed install() and write again: sweep,
-    # give it a moment, sweep again.
-    shutil.rmtree(path, ignore_errors=True)
-    time.sleep(0.2)
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def _is_populated(prefix: Path) -> bool:
     return prefix.exists() and (not prefix.is_dir() or any(prefix.iterdir()))
 
@@ -102,14 +91,17 @@ def ensure_creatable(prefix: Path, *, force: bool) -> None:
         raise UsageError(f"{prefix} exists and is not a conda env; refusing to replace it", hint="remove it yourself or pick another name")
 
 
-def pip_install(prefix: Path, specs: tuple[str, ...]) -> None:
+def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | None = None) -> None:
+    """pip into the (staging) env; with `final_prefix`, the paths pip wrote into its files (script
+    shebangs) are moved to the final prefix, as rattler does for conda packages."""
     if not specs:
         return
     python = prefix / "bin" / "python"
     if not python.exists():
         raise InstallError(f"the recipe has a pip list but {python} does not exist", hint="add python to the recipe")
+    before = set(pip_dists(prefix))
     proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "--no-input", *specs],
+        [str(python), "-m", "pip", "install", "--no-input", "--no-compile", *specs],
         capture_output=True,
         text=True,
         timeout=3600,
@@ -118,6 +110,24 @@ def pip_install(prefix: Path, specs: tuple[str, ...]) -> None:
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         raise InstallError(f"pip install failed: {tail[0]}")
+    if final_prefix is not None and final_prefix != prefix:
+        relocate_pip_files(prefix, final_prefix, [d for name, d in pip_dists(prefix).items() if name not in before])
+
+
+def relocate_pip_files(staging: Path, final: Path, dists: list[Any]) -> None:
+    old, new = str(staging).encode(), str(final).encode()
+    for dist in dists:
+        record = staging / dist.dist_info / "RECORD"
+        if not record.is_file():
+            continue
+        site = record.parent.parent
+        for line in record.read_text(errors="replace").splitlines():
+            path = (site / line.split(",", 1)[0]).resolve()
+            if not path.is_file() or path.is_symlink() or staging.resolve() not in path.parents:
+                continue
+            data = path.read_bytes()
+            if old in data and b"\0" not in data[:8192]:  # text files only, as conda does
+                path.write_bytes(data.replace(old, new))
 
 
 def create_env(
@@ -129,41 +139,37 @@ def create_env(
     reporter: Any | None = None,
 ) -> CreatedEnv:
     prefix = plan.prefix
-    with exclusive_lock(lock_for(prefix), f"env {prefix}"):
-        replaced = False
-        backup: Path | None = None
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    with env_lock(prefix):
+        recover(prefix)
         ensure_creatable(prefix, force=force)
-        if _is_populated(prefix):
-            backup = prefix.with_name(f".{prefix.name}.envkit-old-{os.getpid()}")
-            os.rename(prefix, backup)
-            replaced = True
+        cache = envs.pkgs_dir()
+        for path in pkgcache.sweep(cache):
+            notify(f"removed {path.name} from the package cache, left by an interrupted install")
+        staging = work_dir(prefix, "staging")
+        old: Path | None = None
         try:
-            verify_archives(records, envs.pkgs_dir())
-            prefix.parent.mkdir(parents=True, exist_ok=True)
-            backend.install(records, prefix, envs.pkgs_dir(), [s.spec for s in plan.specs], reporter)
+            verify_archives(records, cache)
+            backend.install(records, staging, cache, [s.spec for s in plan.specs], reporter, final_prefix=prefix)
             linked = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for p in plan.packages]
-            append_block(prefix, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
-            pip_install(prefix, plan.pip_specs)
+            append_block(staging, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
+            pip_install(staging, plan.pip_specs, final_prefix=prefix)
             activation = RecordedActivation(plan.recipe, plan.activation, prefix_tag(prefix))
+            write_files(activation.files(staging))
             files = activation.files(prefix)
-            write_files(files)
-            remove_stale(prefix, files)
-            write_record(prefix, build_record(plan, origin, activation, files))
+            write_record(staging, build_record(plan, origin, activation, files))  # last: the staging env is complete
+            old = swap_in(staging, prefix)
         except BaseException as exc:
-            _remove_tree(prefix)
-            if backup is not None:
-                os.rename(backup, prefix)
+            remove_tree(staging)
             if isinstance(exc, KeyboardInterrupt):
-                raise Interrupted(
-                    f"interrupted: nothing was left at {prefix}" + (" (the previous env was restored)" if backup else "")
-                ) from None
+                raise Interrupted(f"interrupted: nothing was left at {prefix}" + (" (the previous env is untouched)" if force else "")) from None
             if isinstance(exc, EnvkitError):
                 raise
             raise InstallError(f"creating {prefix} failed: {exc}") from None
         envs.register(prefix)
-        if backup is not None:
-            _remove_tree(backup)
-        return CreatedEnv(prefix, tuple(f.path for f in files), replaced)
+        if old is not None:
+            remove_tree(old)
+        return CreatedEnv(prefix, tuple(f.path for f in files), old is not None)
 
 
 def build_record(plan: Plan, origin: RecipeOrigin, activation: RecordedActivation, files: list[ActivationFile]) -> dict[str, Any]:

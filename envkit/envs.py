@@ -9,6 +9,7 @@ from envkit import paths
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, exclusive_lock
 from envkit.recipe.model import NAME_RE
+from envkit.transaction import is_leftover, recover_unlocked
 
 
 def envs_dir() -> Path:
@@ -70,6 +71,7 @@ def find_env_by_name(name: str) -> Path:
     if name == "base" and root is not None:
         return root
     prefix = envs_dir() / name
+    recover_unlocked(prefix)
     if not (prefix / "conda-meta").is_dir():
         for registered in registered_envs():
             if registered.name == name and (registered / "conda-meta").is_dir():
@@ -81,6 +83,7 @@ def find_env_by_name(name: str) -> Path:
 
 
 def _must_be_env(prefix: Path) -> Path:
+    recover_unlocked(prefix)  # an interrupted replacement may have left it aside: put it back first
     if not (prefix / "conda-meta").is_dir():
         raise UsageError(f"{prefix} is not a conda env (no conda-meta/)", hint="give an env name from 'conda env list' or a prefix path")
     return prefix
@@ -142,6 +145,6 @@ def all_envs() -> list[Path]:
     folder = envs_dir()
     if folder.is_dir():
         for prefix in sorted(folder.iterdir()):
-            if (prefix / "conda-meta").is_dir() and prefix not in seen:
+            if (prefix / "conda-meta").is_dir() and prefix not in seen and not is_leftover(prefix):
                 seen.append(prefix)
     return seen

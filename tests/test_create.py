@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit.create import lock_for
 from envkit.fsutil import exclusive_lock
+from envkit.transaction import lock_for
 from tests.conftest import run_envkit, write_recipe
 from tests.support.tiny import tiny_channel, tiny_recipe
 
@@ -151,7 +151,7 @@ def test_ctrl_c_mid_install_rolls_back(wheel_channel: Path, tmp_path: Path, isol
     )
     prefix = tmp_path / "envs" / "interrupted"
     deadline = time.monotonic() + 120
-    while not (prefix / "conda-meta").exists() and time.monotonic() < deadline and proc.poll() is None:
+    while not list(prefix.parent.glob(".interrupted.envkit-staging-*/conda-meta")) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
     assert proc.poll() is None, "create finished before it could be interrupted"
     time.sleep(0.3)
@@ -161,7 +161,7 @@ def test_ctrl_c_mid_install_rolls_back(wheel_channel: Path, tmp_path: Path, isol
     assert code == 130, stderr
     assert "Traceback" not in stderr and "interrupted" in stderr
     time.sleep(1.0)
-    assert not prefix.exists()
+    assert not prefix.exists() and list(prefix.parent.iterdir()) == []
     assert not (isolated / ".conda" / "environments.txt").exists()
 
 

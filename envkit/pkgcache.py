@@ -1,0 +1,70 @@
+"""What interrupted installs leave in rattler's package cache, and how to clean it safely.
+
+rattler extracts each package into a temporary `.<name>-<version>-<build><6 random chars>`
+directory beside its `<name>-<version>-<build>.lock` and renames it into place when done. An
+install killed by SIGKILL (or interrupted while a background extraction runs) leaves those
+directories behind, hundreds of MB each, and nothing removes them.
+
+The installer holds an exclusive flock on `<cache>/.cache.lock` for the whole installation
+(rattler_cache's `acquire_global_lock`). So when envkit can take that lock without waiting, no
+rattler process is extracting into this cache, and every such directory is abandoned; when it
+cannot, a concurrent install owns them and nothing is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import shutil
+from pathlib import Path
+
+GLOBAL_LOCK = ".cache.lock"
+_TEMP_SUFFIX = re.compile(r"^[A-Za-z0-9]{6}$")
+
+
+def abandoned_extractions(cache: Path) -> list[Path]:
+    """Temporary extraction directories in the cache: hidden, named after a package that has a
+    .lock file, plus rattler's random suffix."""
+    if not cache.is_dir():
+        return []
+    locks = {p.name[: -len(".lock")] for p in cache.glob("*.lock") if not p.name.startswith(".")}
+    out = []
+    for entry in cache.iterdir():
+        name = entry.name
+        if not name.startswith(".") or not entry.is_dir() or entry.is_symlink():
+            continue
+        stem, suffix = name[1:-6], name[-6:]
+        if stem in locks and _TEMP_SUFFIX.match(suffix):
+            out.append(entry)
+    return sorted(out)
+
+
+def sweep(cache: Path) -> list[Path]:
+    """Remove abandoned extractions, only while no installer holds the cache; returns what went."""
+    victims = abandoned_extractions(cache)
+    if not victims:
+        return []
+    try:
+        fd = os.open(cache / GLOBAL_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return []
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                return []  # an install is running: these may be its
+            raise
+        removed = []
+        for path in abandoned_extractions(cache):
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                removed.append(path)
+        return removed
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

@@ -1,0 +1,150 @@
+"""Build an env where a crash cannot be mistaken for one, then swap it into place.
+
+Beside the target, on the same filesystem so that every rename is atomic:
+
+    .NAME.envkit-staging-PID   the env being built; complete once its record is written (last)
+    .NAME.envkit-old-PID       the env being replaced, between the two renames of the swap
+
+All of it runs under the target's lock (an flock in envkit's cache, which dies with its holder), so
+a staging or old directory found while holding the lock belongs to a run that is gone: SIGKILL by
+the OOM killer or a job scheduler, a closed SSH session. `recover` settles them: a half-built env
+is removed; an old env whose replacement never arrived is put back; a replacement that was
+complete but not yet moved in is moved in. Each is reported (envkit.notices).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from envkit import paths
+from envkit.fsutil import exclusive_lock
+from envkit.notices import notify
+from envkit.record import record_path
+
+Kind = Literal["staging", "old"]
+LEFTOVER_RE = re.compile(r"^\.(?P<name>.+)\.envkit-(?P<kind>staging|old)-(?P<pid>\d+)$")
+
+
+def lock_for(prefix: Path) -> Path:
+    digest = hashlib.sha256(str(prefix).encode()).hexdigest()[:16]
+    return paths.cache_dir() / "locks" / f"{digest}.lock"
+
+
+@contextmanager
+def env_lock(prefix: Path) -> Iterator[None]:
+    with exclusive_lock(lock_for(prefix), f"env {prefix}"):
+        yield
+
+
+def work_dir(prefix: Path, kind: Kind, pid: int | None = None) -> Path:
+    return prefix.with_name(f".{prefix.name}.envkit-{kind}-{pid if pid is not None else os.getpid()}")
+
+
+def is_leftover(path: Path) -> bool:
+    """A staging or old directory, never an env in its own right (conda and `audit --all` skip it)."""
+    return LEFTOVER_RE.match(path.name) is not None
+
+
+def leftovers(prefix: Path) -> list[tuple[Kind, int, Path]]:
+    if not prefix.parent.is_dir():
+        return []
+    out: list[tuple[Kind, int, Path]] = []
+    for path in sorted(prefix.parent.glob(f".{glob_escape(prefix.name)}.envkit-*-*")):
+        match = LEFTOVER_RE.match(path.name)
+        if match and match.group("name") == prefix.name:
+            kind: Kind = "staging" if match.group("kind") == "staging" else "old"
+            out.append((kind, int(match.group("pid")), path))
+    return out
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def remove_tree(path: Path) -> None:
+    # rattler's background extraction can outlive a failed install() and write again: sweep,
+    # give it a moment, sweep again.
+    shutil.rmtree(path, ignore_errors=True)
+    if path.exists():
+        time.sleep(0.2)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Recovered:
+    prefix: Path
+    action: Literal["removed", "restored", "finished"]
+    path: Path
+
+    def describe(self) -> str:
+        if self.action == "restored":
+            return f"restored {self.prefix}: an interrupted replacement (envkit pid gone) had moved it aside to {self.path.name}"
+        if self.action == "finished":
+            return f"finished replacing {self.prefix}: the new env was complete in {self.path.name} when its envkit was interrupted"
+        return f"removed {self.path} left by an interrupted envkit"
+
+
+def recover(prefix: Path) -> list[Recovered]:
+    """Settle what runs that are gone left beside `prefix`. Call it holding the env's lock."""
+    done: list[Recovered] = []
+    found = leftovers(prefix)
+    stagings = {pid: path for kind, pid, path in found if kind == "staging"}
+    for kind, pid, path in found:
+        if kind != "old":
+            continue
+        if prefix.exists():  # the swap had completed; only the old copy was left to delete
+            remove_tree(path)
+            done.append(Recovered(prefix, "removed", path))
+            continue
+        staged = stagings.pop(pid, None)
+        if staged is not None and record_path(staged).is_file():
+            os.rename(staged, prefix)
+            remove_tree(path)
+            done.append(Recovered(prefix, "finished", staged))
+        else:
+            os.rename(path, prefix)
+            done.append(Recovered(prefix, "restored", path))
+    for kind, _pid, path in found:
+        if kind == "staging" and path.exists():
+            remove_tree(path)
+            done.append(Recovered(prefix, "removed", path))
+    for item in done:
+        notify(item.describe())
+    return done
+
+
+def recover_unlocked(prefix: Path) -> None:
+    """For commands that only read an env: settle leftovers when nobody holds the env's lock (an
+    env being created right now is left to its creator)."""
+    if not leftovers(prefix):
+        return
+    try:
+        with env_lock(prefix):
+            recover(prefix)
+    except Exception:  # the lock is held or the folder is not ours to change: read what is there
+        return
+
+
+def swap_in(staging: Path, prefix: Path) -> Path | None:
+    """Move the complete staging env to `prefix`; an env already there is moved aside first and
+    its new path returned (the caller deletes it once the new env is registered)."""
+    old = None
+    if prefix.exists():
+        old = work_dir(prefix, "old")
+        os.rename(prefix, old)
+    try:
+        os.rename(staging, prefix)
+    except BaseException:
+        if old is not None and not prefix.exists():
+            os.rename(old, prefix)
+        raise
+    return old
