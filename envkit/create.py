@@ -162,7 +162,9 @@ def create_env(
         except BaseException as exc:
             remove_tree(staging)
             if isinstance(exc, KeyboardInterrupt):
-                raise Interrupted(f"interrupted: nothing was left at {prefix}" + (" (the previous env is untouched)" if force else "")) from None
+                raise Interrupted(
+                    f"interrupted: nothing was left at {prefix}" + (" (the previous env is untouched)" if force else "")
+                ) from None
             if isinstance(exc, EnvkitError):
                 raise
             raise InstallError(f"creating {prefix} failed: {exc}") from None

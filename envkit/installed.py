@@ -81,25 +81,67 @@ def site_packages(prefix: Path) -> list[Path]:
     return sorted(prefix.glob("lib/python3*/site-packages"))
 
 
-def conda_packages(prefix: Path) -> dict[str, CondaPackage]:
-    out = {}
-    for path in (prefix / "conda-meta").glob("*.json"):
-        if path.name == "envkit.json":
+@dataclass(frozen=True)
+class UnreadableRecord:
+    """A conda-meta/*.json that is not a package record conda could load: conda itself then fails
+    (CorruptedEnvironmentError) or ignores it, so the env is not what it claims to be."""
+
+    path: str  # relative to the prefix
+    reason: str
+
+
+def _record(data: object) -> tuple[CondaPackage | None, str]:
+    if not isinstance(data, dict):
+        return None, f"a JSON {type(data).__name__}, not an object"
+    for field in ("name", "version", "build"):
+        if not isinstance(data.get(field), str) or not data[field]:
+            return None, f"'{field}' is missing or not a string"
+    depends = data.get("depends", [])
+    if not isinstance(depends, list) or not all(isinstance(d, str) for d in depends):
+        return None, "'depends' is not a list of strings"
+    channel = data.get("channel") or data.get("url") or ""
+    if not isinstance(channel, str):
+        return None, "'channel' is not a string"
+    return CondaPackage(data["name"], data["version"], data["build"], channel, tuple(depends)), ""
+
+
+def read_conda_meta(prefix: Path) -> tuple[dict[str, CondaPackage], tuple[UnreadableRecord, ...]]:
+    """Package records by name, and the files that are not readable package records."""
+    out: dict[str, CondaPackage] = {}
+    bad: list[UnreadableRecord] = []
+    for path in sorted((prefix / "conda-meta").glob("*.json")):
+        if path.name == "envkit.json":  # envkit 0.1's record, reported by its own rule
+            continue
+        rel = str(path.relative_to(prefix))
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            bad.append(UnreadableRecord(rel, f"cannot be read ({exc.strerror})"))
+            continue
+        if not raw.strip():
+            bad.append(UnreadableRecord(rel, "empty"))
             continue
         try:
-            data = json.loads(path.read_bytes())
-        except (OSError, ValueError):
+            data = json.loads(raw)
+        except UnicodeDecodeError:
+            bad.append(UnreadableRecord(rel, "not text (binary data)"))
             continue
-        if not isinstance(data, dict) or "name" not in data:
+        except ValueError as exc:
+            bad.append(UnreadableRecord(rel, f"not valid JSON ({str(exc).split(':')[0]})"))
             continue
-        out[data["name"]] = CondaPackage(
-            data["name"],
-            str(data.get("version", "")),
-            str(data.get("build", "")),
-            str(data.get("channel") or data.get("url") or ""),
-            tuple(data.get("depends") or ()),
-        )
-    return out
+        except RecursionError:
+            bad.append(UnreadableRecord(rel, "nested too deeply to be a package record"))
+            continue
+        package, why = _record(data)
+        if package is None:
+            bad.append(UnreadableRecord(rel, why))
+        else:
+            out[package.name] = package
+    return out, tuple(bad)
+
+
+def conda_packages(prefix: Path) -> dict[str, CondaPackage]:
+    return read_conda_meta(prefix)[0]
 
 
 def dependents(packages: dict[str, CondaPackage], name: str) -> list[str]:

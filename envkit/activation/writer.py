@@ -34,16 +34,23 @@ def ops_to_json(ops: tuple[EnvOp, ...]) -> list[dict[str, object]]:
     return [{"name": op.name, "action": op.action, "value": op.value, "entries": list(op.entries), "separator": op.separator} for op in ops]
 
 
-def ops_from_json(data: list[dict[str, object]]) -> tuple[EnvOp, ...]:
+def ops_from_json(data: object) -> tuple[EnvOp, ...]:
+    """The record's operations, checked: a record edited or damaged by hand is refused in one line."""
+    bad = "in etc/envkit/record.json is not one envkit writes"
+    if not isinstance(data, list):
+        raise UsageError(f"activation operations {bad}", hint="recreate the env")
     out = []
     for item in data:
+        if not isinstance(item, dict):
+            raise UsageError(f"activation operation {item!r} {bad}", hint="recreate the env")
         entries = item.get("entries") or []
         action = item.get("action")
-        if not isinstance(entries, list) or action not in ("set", "unset", "prepend", "append"):
-            raise UsageError(f"activation operation {item!r} in etc/envkit/record.json is not one envkit writes", hint="recreate the env")
+        name = item.get("name")
+        if not isinstance(name, str) or not isinstance(entries, list) or action not in ("set", "unset", "prepend", "append"):
+            raise UsageError(f"activation operation {item!r} {bad}", hint="recreate the env")
         out.append(
             EnvOp(
-                name=str(item["name"]),
+                name=name,
                 action=action,
                 value=str(item.get("value", "")),
                 entries=tuple(str(e) for e in entries),
@@ -126,8 +133,11 @@ class RecordedActivation:
 def recorded_activation(prefix: Path, record: dict[str, Any]) -> RecordedActivation:
     """The tag is the record's (version 2); a version-1 record has none, so it is read back from the
     env's own sh script, and only an env without one gets a tag from its current path."""
-    activation = record.get("activation") or {}
-    name = str((record.get("recipe") or {}).get("name") or "audit")
+    activation = record.get("activation")
+    recipe = record.get("recipe")
+    if not isinstance(activation, dict) or not isinstance(recipe, dict):
+        raise UsageError("the activation or recipe section of etc/envkit/record.json is not one envkit writes", hint="recreate the env")
+    name = str(recipe.get("name") or "audit")
     ops = ops_from_json(activation.get("ops") or [])
     tag = activation.get("tag")
     if not (isinstance(tag, str) and re.fullmatch(r"[0-9a-f]{8}", tag)):

@@ -12,7 +12,7 @@ from typing import Any
 from envkit import backend
 from envkit.activation.writer import FILE_PREFIX, recorded_activation
 from envkit.fsutil import read_exact
-from envkit.installed import CondaPackage, PipDist, conda_packages, pip_dists, site_packages
+from envkit.installed import CondaPackage, PipDist, UnreadableRecord, pip_dists, read_conda_meta, site_packages
 from envkit.recipe.model import EnvOp
 from envkit.record import legacy_record_path, read_record
 
@@ -65,6 +65,7 @@ class Inventory:
     cuda_driver: str | None
     envkit_scripts: tuple[ScriptState, ...] = ()
     legacy_record: bool = False
+    unreadable: tuple[UnreadableRecord, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     def setting(self, name: str) -> str | None:
@@ -137,7 +138,7 @@ def _read_activation(prefix: Path, record: dict[str, Any] | None) -> tuple[dict[
             env_vars = json.loads(state.read_text()).get("env_vars", {})
             for k, v in env_vars.items():
                 out[str(k)] = ActivationVar(str(v), "conda-meta/state")
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             pass
     folder = prefix / "etc" / "conda" / "activate.d"
     if folder.is_dir():
@@ -152,11 +153,11 @@ def _read_activation(prefix: Path, record: dict[str, Any] | None) -> tuple[dict[
                     value = next((g for g in m.groups()[1:] if g is not None), "")
                     out[m.group(1)] = ActivationVar(value, rel)
     if record is not None:
-        for op in record.get("activation", {}).get("ops", []):
-            if op["action"] == "set":
-                out[op["name"]] = ActivationVar(op["value"], "envkit")
-            elif op["action"] == "unset":
-                out[op["name"]] = ActivationVar(None, "envkit")
+        for op in recorded_activation(prefix, record).ops:
+            if op.action == "set":
+                out[op.name] = ActivationVar(op.value, "envkit")
+            elif op.action == "unset":
+                out[op.name] = ActivationVar(None, "envkit")
     return out, tuple(files)
 
 
@@ -239,9 +240,10 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
     record = read_record(prefix)
     pip = pip_dists(prefix)
     activation, files = _read_activation(prefix, record)
+    packages, unreadable = read_conda_meta(prefix)
     return Inventory(
         prefix=prefix,
-        packages=conda_packages(prefix),
+        packages=packages,
         pip=pip,
         libs=_read_libs(prefix, pip),
         activation=activation,
@@ -252,4 +254,5 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
         cuda_driver=cuda_driver,
         envkit_scripts=_envkit_scripts(prefix, record),
         legacy_record=legacy_record_path(prefix).is_file(),
+        unreadable=unreadable,
     )

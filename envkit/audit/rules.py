@@ -256,6 +256,10 @@ def activation_drift(inv: Inventory) -> list[str]:
     return out
 
 
+def unreadable_records(inv: Inventory) -> list[str]:
+    return [f"{bad.path}: {bad.reason}" for bad in inv.unreadable]
+
+
 def legacy_record(inv: Inventory) -> list[str]:
     if inv.legacy_record:
         return ["conda-meta/envkit.json: conda reads every conda-meta/*.json as a package record, so conda list/install/remove fail here"]
@@ -542,6 +546,19 @@ RULES: tuple[Rule, ...] = (
         ("https://github.com/conda/conda/blob/main/conda/core/prefix_data.py",),
         legacy_record,
         "move-record",
+    ),
+    Rule(
+        "EK022",
+        "unreadable-package-records",
+        "error",
+        "package records in conda-meta that cannot be read",
+        "Every conda-meta/*.json is a package record. One that is empty, binary, not JSON, nested beyond reason or missing "
+        "its name, version or build makes conda stop with CorruptedEnvironmentError (or ignore the package), and hides "
+        "the package from every audit rule: the env is not what its records say.",
+        "Reinstall the package the file names (conda install --force-reinstall NAME), or delete the file and recreate the "
+        "env; conda doctor's consistency check reads the same files.",
+        ("https://github.com/conda/conda/blob/main/conda/core/prefix_data.py",),
+        unreadable_records,
     ),
 )
 

@@ -16,8 +16,10 @@ import tempfile
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from envkit.activation.runenv import activated_environment
+from envkit.activation.writer import ops_from_json
 from envkit.errors import EnvkitError, ProbeError
 from envkit.installed import conda_packages, pip_dists, torch_build
 from envkit.probe.inenv.proctree import alive, kill_tree
@@ -72,10 +74,12 @@ def spec_for(prefix: Path, recipe: Recipe | None) -> ProbeSpec:
 def spec_for_env(prefix: Path) -> ProbeSpec:
     """The checks for an existing env: its recipe's, when envkit made it and the recipe still loads."""
     record = read_record(prefix)
+    origin = record.get("recipe") if record else None
+    path = origin.get("path") if isinstance(origin, dict) else None
     recipe = None
-    if record and record.get("recipe", {}).get("path"):
+    if isinstance(path, str) and path:
         try:
-            recipe = load_recipe(record["recipe"]["path"])
+            recipe = load_recipe(path)
         except EnvkitError:  # a moved or edited recipe must not stop the probe: fall back to defaults
             recipe = None
     return spec_for(prefix, recipe)
@@ -100,7 +104,7 @@ def expected_threading(prefix: Path) -> dict[str, str]:
     record = read_record(prefix)
     if not record:
         return {}
-    return {op["name"]: op["value"] for op in record["activation"]["ops"] if op["action"] == "set"}
+    return {op.name: op.value for op in ops_from_json((record.get("activation") or {}).get("ops", [])) if op.action == "set"}
 
 
 SCRATCH_PREFIX = "envkit-probe-"
@@ -126,10 +130,30 @@ def _die_with_parent() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
+def env_python(prefix: Path) -> Path:
+    """The env's python, or a one-line error saying what is wrong with it."""
     python = prefix / "bin" / "python"
+    hint = "reinstall python into the env (conda install --force-reinstall python)"
     if not python.exists():
         raise ProbeError(f"{python} does not exist: the probe needs the env's own python", hint="install python into the env")
+    if python.is_dir():
+        raise ProbeError(f"{python} is a directory, not the env's python", hint=hint)
+    if not os.access(python, os.X_OK):
+        raise ProbeError(f"{python} is not executable", hint=hint)
+    if python.stat().st_size == 0:
+        raise ProbeError(f"{python} is an empty file", hint=hint)
+    return python
+
+
+def _start(cmd: list[str], **kw: Any) -> subprocess.Popen[str]:
+    try:
+        return subprocess.Popen(cmd, **kw)
+    except OSError as exc:  # a python that is not a program for this machine (Exec format error, ...)
+        raise ProbeError(f"{cmd[0]} cannot be run: {exc.strerror}", hint="reinstall python into the env") from None
+
+
+def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
+    python = env_python(prefix)
     spec = spec or spec_for_env(prefix)
     env = activated_environment(prefix)
     sweep_scratch()
@@ -142,7 +166,7 @@ def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
         # working directory, which -m puts first on sys.path (and every child inherits).
         # Its own session: a terminal's Ctrl-C reaches envkit, which stops the whole tree itself
         # (the same path as SIGTERM sent to envkit alone), instead of half of it.
-        child = subprocess.Popen(
+        child = _start(
             [str(python), "-E", "-s", "-m", IN_ENV_PACKAGE],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -151,7 +175,7 @@ def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
             text=True,
             cwd=str(lib),
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - a prctl before exec, no locks taken
+            preexec_fn=_die_with_parent,  # a prctl before exec, no locks taken
         )
         try:
             stdout, stderr = child.communicate(json.dumps(config), timeout=limit)

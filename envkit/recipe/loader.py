@@ -50,15 +50,25 @@ def read_layer(path: Path) -> Layer:
     return layer
 
 
+Resolved = tuple[Layer, RecipeSource | None, Path]
+
+
 def _resolve(
     name: str,
     source: RecipeSource | None,
     path: Path | None,
     stack: tuple[str, ...],
+    *,
     files: list[str],
-) -> tuple[Layer, RecipeSource | None, Path]:
+    memo: dict[Path, Resolved],
+) -> Resolved:
+    """Each file is read and resolved once per load: a diamond of parents (two parents sharing
+    ancestors, level after level) would otherwise be resolved once per path through it."""
     if path is None:
         source, path = find_recipe(name, prefer=source)
+    key = path.resolve()
+    if key in memo:
+        return memo[key]
     layer = read_layer(path)
     files.append(str(path))
     own = layer.get("name", name)
@@ -81,14 +91,15 @@ def _resolve(
             chain = " -> ".join((*stack, own, parent))
             raise RecipeError([Problem(Location(str(path), 1, 1), "extends", f"extends cycle: {chain}")])
         try:
-            parent_layer, _, _ = _resolve(parent, source, None, (*stack, own), files)
+            parent_layer, _, _ = _resolve(parent, source, None, (*stack, own), files=files, memo=memo)
         except SourceError as exc:
             raise SourceError(f"{path}: extends '{parent}': {exc.message}", hint=exc.hint) from None
         merged = merge_layers(merged, parent_layer)
     result = merge_layers(merged, layer)
     if "extends" in layer:
         result["extends"] = layer["extends"]
-    return result, source, path
+    memo[key] = (result, source, path)
+    return memo[key]
 
 
 def load_recipe(name_or_path: str) -> Recipe:
@@ -97,10 +108,10 @@ def load_recipe(name_or_path: str) -> Recipe:
     files: list[str] = []
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
         check_recipe_path(candidate, name_or_path)
-        layer, source, path = _resolve(candidate.stem, None, candidate, (), files)
+        layer, source, path = _resolve(candidate.stem, None, candidate, (), files=files, memo={})
         origin = RecipeOrigin("file", str(path))
     else:
-        layer, source, path = _resolve(name_or_path, None, None, (), files)
+        layer, source, path = _resolve(name_or_path, None, None, (), files=files, memo={})
         assert source is not None
         origin = RecipeOrigin(source.name, str(path), source.commit)
     return build_recipe(layer, origin, tuple(files))

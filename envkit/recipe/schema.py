@@ -15,6 +15,7 @@ import rattler
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from envkit.activation.reserved import why_reserved
 from envkit.errors import Location, Problem
 from envkit.recipe.model import (
     BLAS_CHOICES,
@@ -178,7 +179,7 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
         return layer, c.problems
     if "envkit" not in root:
         c.fail((), f"missing 'envkit: {SCHEMA_VERSION}' (the recipe schema version)")
-    elif root["envkit"] != SCHEMA_VERSION or isinstance(root["envkit"], bool):
+    elif type(root["envkit"]) is not int or root["envkit"] != SCHEMA_VERSION:  # 1.0 and true are not 1
         c.fail(("envkit",), f"unsupported schema version {_found(root['envkit'])}; this envkit reads version {SCHEMA_VERSION}")
     if "name" not in root:
         c.fail((), "missing 'name'")
@@ -404,16 +405,25 @@ def _threading(c: _Checker, doc: YamlDocument, value: object) -> dict[str, Any]:
     return out
 
 
-def _env_value(c: _Checker, path: PathKey, value: object) -> str | None:
-    if isinstance(value, bool) or value is None or not isinstance(value, str | int | float):
-        c.expect(path, "a string (quote booleans and empty values)", value)
-        return None
-    return str(value)
+def _env_value(c: _Checker, path: PathKey, value: object, *, integers: bool = True) -> str | None:
+    """A variable's value is text. An integer is taken for `set` (OMP_NUM_THREADS: 4); a float
+    never (YAML reads 1.10 as 1.1), nor a number for a path entry (append: [1, 2] is not a path)."""
+    if isinstance(value, str):
+        return value
+    if integers and type(value) is int:
+        return str(value)
+    what = "a string" if integers else "a string (a path entry)"
+    c.expect(path, f"{what}; quote numbers, booleans and empty values", value)
+    return None
 
 
 def _env_op(c: _Checker, doc: YamlDocument, path: PathKey, name: str, spec: object) -> EnvOp | None:
     if not VAR_RE.match(name):
         c.fail(path, f"invalid variable name {name!r}: must match [A-Za-z_][A-Za-z0-9_]*")
+        return None
+    reserved = why_reserved(name)
+    if reserved:
+        c.fail(path, f"'{name}' cannot be set by activation: it is {reserved}; pick another name")
         return None
     origin = doc.where(path)
     if not isinstance(spec, dict):
@@ -444,8 +454,11 @@ def _env_op(c: _Checker, doc: YamlDocument, path: PathKey, name: str, spec: obje
             c.expect((*path, "unset"), "true", spec["unset"])
             return None
         return EnvOp(name, "unset", origin=origin)
-    entries = c.str_list((*path, action), spec[action], lambda p, v: _env_value(c, p, v))
-    if entries is None:
+    if not isinstance(spec[action], list):
+        c.expect((*path, action), "a list of path entries (e.g. [/opt/x/lib])", spec[action])
+        return None
+    entries = c.str_list((*path, action), spec[action], lambda p, v: _env_value(c, p, v, integers=False))
+    if entries is None or len(entries) != len(spec[action]):
         return None
     if not entries:
         c.fail((*path, action), "expected at least one entry")

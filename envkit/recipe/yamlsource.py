@@ -11,6 +11,7 @@ from envkit.errors import Location, Problem, RecipeError
 
 PathKey = tuple[str | int, ...]
 
+STR_TAG = "tag:yaml.org,2002:str"
 # Recipes are small; a document whose node walk passes this is an alias bomb or junk.
 MAX_NODES = 20_000
 MAX_BYTES = 1_000_000
@@ -74,6 +75,8 @@ def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location
     if len(path) > 50:
         raise RecipeError([Problem(_loc(file, node), "", "document is nested too deeply")])
     out.setdefault(path, _loc(file, node))
+    if isinstance(node, yaml.ScalarNode) and "\x00" in node.value:
+        raise RecipeError([Problem(_loc(file, node), dotted(path), "contains a NUL byte (\\0): no shell can hold one in a variable")])
     if isinstance(node, yaml.MappingNode):
         seen: dict[object, Location] = {}
         for key_node, value_node in node.value:
@@ -82,6 +85,17 @@ def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location
             key = key_node.value
             if key == "<<":
                 raise RecipeError([Problem(_loc(file, key_node), dotted(path), "YAML merge keys ('<<') are not supported; use extends")])
+            if key_node.tag != STR_TAG:
+                kind = key_node.tag.rsplit(":", 1)[-1]
+                raise RecipeError(
+                    [
+                        Problem(
+                            _loc(file, key_node),
+                            dotted(path),
+                            f'the key {key_node.value!r} is read as a {kind}, not a name: quote it ("{key_node.value}")',
+                        )
+                    ]
+                )
             if key in seen:
                 raise RecipeError(
                     [Problem(_loc(file, key_node), dotted((*path, key)), f"duplicate key (first defined at line {seen[key].line})")]

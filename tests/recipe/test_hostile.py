@@ -9,6 +9,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from envkit.activation.model import resolve
+from envkit.activation.reserved import RESERVED_EXACT, RESERVED_FOLDED, why_reserved
+from envkit.activation.shells import GENERATORS, ScriptContext
 from envkit.errors import EnvkitError
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import check_recipe
@@ -93,3 +96,52 @@ def test_constructor_tags_never_run(tmp_path: Path) -> None:
     text = f"envkit: 1\nname: !!python/object/apply:os.system ['touch {marker}']\n"
     _check(text)
     assert not marker.exists()
+
+
+# ------------------------------------------------------------------ activation variables
+
+
+SPECIAL_NAMES = sorted({*RESERVED_EXACT, *RESERVED_FOLDED, *(n.lower() for n in RESERVED_FOLDED), "_ENVKIT_x", "_envkit_acc"})
+names = st.one_of(
+    st.sampled_from(SPECIAL_NAMES), st.from_regex(r"\A[A-Za-z_][A-Za-z0-9_]{0,8}\Z"), st.sampled_from(["yes", "1", "null", "on"])
+)
+values = st.one_of(
+    st.text(max_size=10),
+    st.sampled_from(["a\x00b", "\x00", "$(id)", "'\"", "1.10", "a:b"]),
+    st.integers(-5, 5),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+)
+ops = st.one_of(
+    values,
+    st.fixed_dictionaries({"set": values}),
+    st.fixed_dictionaries({"prepend": st.one_of(values, st.lists(values, max_size=3))}),
+    st.fixed_dictionaries({"append": st.lists(values, max_size=3), "separator": st.sampled_from([":", ";", "ab", "\x00"])}),
+    st.fixed_dictionaries({"unset": st.one_of(st.just(True), values)}),
+)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(names, ops, min_size=1, max_size=4))
+def test_hostile_activation_variables(env: dict[str, object]) -> None:
+    """Every document is refused in one line per problem, or every shell gets a script for it; a
+    name some shell treats specially never gets through."""
+    text = yaml.safe_dump({"envkit": 1, "name": "fuzz", "channels": ["c"], "threading": {"env": env}}, allow_unicode=True)
+    try:
+        layer, problems = validate_layer(load_yaml(text, "fuzz.yaml"))
+    except EnvkitError as exc:
+        assert exc.lines() and all("\n" not in line for line in exc.lines())
+        return
+    for problem in problems:
+        assert "\n" not in str(problem)
+    for name, op in layer.get("threading", {}).get("env", {}).items():
+        assert why_reserved(name) is None, name
+        for text_value in (op.value, *op.entries):
+            assert "\x00" not in text_value
+    if not problems:
+        recipe = build_recipe(layer, RecipeOrigin("fuzz", "fuzz.yaml"), ("fuzz.yaml",))
+        ops_ = compile_recipe(recipe).activation
+        for generator in GENERATORS.values():
+            pair = generator(ScriptContext("0123abcd", ("fuzz",)), resolve(ops_))
+            assert pair.activate.endswith(("\n", "\r\n"))

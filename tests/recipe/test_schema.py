@@ -115,7 +115,7 @@ threading:
     assert "threading.env.A: expected exactly one of set|unset|prepend|append, found 2" in text
     assert "threading.env.B.prepend: expected at least one entry" in text
     assert "threading.env.C.prepend[0]: path entries must be non-empty and contain neither ':' nor a newline" in text
-    assert "threading.env.D: expected a string (quote booleans and empty values), found True" in text
+    assert "threading.env.D: expected a string; quote numbers, booleans and empty values, found True" in text
     assert "threading.env.E.separator: separator only applies to prepend/append" in text
 
 
@@ -140,3 +140,91 @@ def test_alias_bomb_is_refused(tmp_path: Path) -> None:
     body = "envkit: 1\nname: r\n" + "\n".join(rows) + "\n"
     lines = problems(tmp_path, body)
     assert "expands to more than" in lines[0]
+
+
+HEAD = "envkit: 1\nname: r\nchannels: [c]\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ('threading: {env: {X: "a\\0b"}}', "threading.env.X: contains a NUL byte"),
+        ('threading: {env: {P: {prepend: ["/a\\0"]}}}', "contains a NUL byte"),
+        ("threading: {env: {yes: v}}", "the key 'yes' is read as a bool, not a name: quote it"),
+        ("threading: {env: {1: v}}", "the key '1' is read as a int, not a name"),
+        ("threading: {env: {P: {prepend: /opt/x}}}", "threading.env.P.prepend: expected a list of path entries"),
+        ("threading: {env: {P: {append: [1, 2]}}}", "threading.env.P.append[0]: expected a string (a path entry)"),
+        ("threading: {env: {X: 1.10}}", "threading.env.X: expected a string; quote numbers, booleans and empty values, found 1.1"),
+        ("threading: {env: {X: true}}", "found True"),
+    ],
+)
+def test_values_that_would_mean_something_else(tmp_path: Path, body: str, needle: str) -> None:
+    lines = problems(tmp_path, HEAD + body + "\n")
+    assert any(needle in line for line in lines), lines
+    assert all(line.startswith(f"{tmp_path / 'r.yaml'}:4:") for line in lines), lines
+
+
+def test_an_integer_is_a_value_for_set(tmp_path: Path) -> None:
+    layer = read_layer(write_recipe(tmp_path, "r", HEAD + "threading: {env: {OMP_NUM_THREADS: 4}}\n"))
+    assert layer["threading"]["env"]["OMP_NUM_THREADS"].value == "4"
+
+
+@pytest.mark.parametrize("version", ["1.0", "true", '"1"', "2"])
+def test_schema_version_is_exactly_the_integer_1(tmp_path: Path, version: str) -> None:
+    lines = problems(tmp_path, f"envkit: {version}\nname: r\nchannels: [c]\n")
+    assert any("envkit: unsupported schema version" in line for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("name", "shell"),
+    [
+        ("status", "zsh"),
+        ("argv", "zsh"),
+        ("path", "zsh"),
+        ("SHLVL", "sh/bash"),
+        ("IFS", "sh/bash"),
+        ("_", "sh/bash"),
+        ("PWD", "sh/bash"),
+        ("history", "zsh"),
+        ("umask", "fish"),
+        ("user", "tcsh"),
+        ("shell", "tcsh"),
+        ("cwd", "tcsh"),
+        ("ERRORLEVEL", "cmd.exe"),
+        ("errorlevel", "cmd.exe"),  # cmd.exe ignores case
+        ("_ENVKIT_0123abcd_ACTIVE", "reserved"),
+    ],
+)
+def test_names_a_shell_treats_specially_are_refused(tmp_path: Path, name: str, shell: str) -> None:
+    lines = problems(tmp_path, HEAD + f"threading: {{env: {{{name}: x}}}}\n")
+    assert len(lines) == 1 and f"'{name}' cannot be set by activation" in lines[0] and shell in lines[0], lines
+
+
+@pytest.mark.parametrize("name", ["Status", "PATHS", "USER", "HOME_X", "STATUS", "LD_LIBRARY_PATH", "path_extra"])
+def test_near_misses_are_plain_names(tmp_path: Path, name: str) -> None:
+    """Case matters where the shell's does: zsh's `status` is special, `STATUS` is not."""
+    assert read_layer(write_recipe(tmp_path, "r", HEAD + f"threading: {{env: {{{name}: x}}}}\n"))["threading"]["env"][name].value == "x"
+
+
+def test_extends_as_a_string_is_one_parent(tmp_path: Path) -> None:
+    """`extends: name` is accepted shorthand for `extends: [name]` (documented in the README)."""
+    layer = read_layer(write_recipe(tmp_path, "r", HEAD + "extends: pytorch-base\n"))
+    assert layer["extends"] == ["pytorch-base"]
+
+
+def test_an_extends_diamond_reads_each_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two recipes per level, each extending both of the level below: 2**levels paths, 2*levels files."""
+    from envkit.recipe import loader
+
+    levels = 16
+    for level in range(levels):
+        for side in "ab":
+            parents = f"extends: [r{level - 1}a, r{level - 1}b]\n" if level else "channels: [c]\n"
+            write_recipe(tmp_path, f"r{level}{side}", f"envkit: 1\nname: r{level}{side}\n{parents}packages: [p{level}{side}]\n")
+    monkeypatch.setenv("ENVKIT_RECIPE_PATH", str(tmp_path))
+    reads: list[Path] = []
+    real = loader.read_layer
+    monkeypatch.setattr(loader, "read_layer", lambda path: reads.append(path) or real(path))
+    recipe = load_recipe(f"r{levels - 1}a")
+    assert len(reads) == 2 * levels - 1 and len(set(reads)) == len(reads)
+    assert {s.name for s in recipe.packages} == {f"p{level}{side}" for level in range(levels) for side in "ab"} - {f"p{levels - 1}b"}

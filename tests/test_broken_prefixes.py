@@ -1,0 +1,100 @@
+"""Broken prefixes get one-line errors or findings, never a traceback: a python that cannot run,
+package records that are not records, an envkit record damaged by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_envkit
+from tests.support.tiny import tiny_channel, tiny_recipe
+
+
+def make_prefix(tmp_path: Path) -> Path:
+    prefix = tmp_path / "broken"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "bin").mkdir()
+    good = {"name": "zlib", "version": "1.3", "build": "h0_0", "depends": [], "channel": "https://conda.anaconda.org/conda-forge/linux-64"}
+    (prefix / "conda-meta" / "zlib-1.3-h0_0.json").write_text(json.dumps(good))
+    return prefix
+
+
+def no_traceback(proc: object) -> None:
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("kind", "needle"),
+    [
+        ("empty", "is an empty file"),
+        ("not-executable", "is not executable"),
+        ("directory", "is a directory"),
+        ("garbage", "cannot be run: Exec format error"),
+    ],
+)
+def test_a_python_that_cannot_run(tmp_path: Path, kind: str, needle: str) -> None:
+    prefix = make_prefix(tmp_path)
+    python = prefix / "bin" / "python"
+    if kind == "directory":
+        python.mkdir()
+    else:
+        python.write_bytes({"empty": b"", "not-executable": b"#!/bin/sh\n", "garbage": b"\x7fELF\x02\x01\x01" + os.urandom(64)}[kind])
+        python.chmod(0o644 if kind == "not-executable" else 0o755)
+    probe = run_envkit("probe", "-p", str(prefix))
+    no_traceback(probe)
+    assert probe.returncode == 1 and needle in probe.stderr and len(probe.stderr.strip().splitlines()) == 1
+    audit = json.loads(run_envkit("audit", "-p", str(prefix), "--probe", "--json").stdout)
+    finding = next(f for f in audit["data"]["audits"][0]["findings"] if f["rule_id"] == "PROBE:run")
+    assert needle in finding["evidence"]
+
+
+CORRUPT = {
+    "nested": ("[" * 100_000).encode(),
+    "invalid": b'{"name": "a", ',
+    "binary": os.urandom(256) + b"\xff\xfe",
+    "empty": b"",
+    "wrong-types": json.dumps({"name": ["x"], "version": "1", "build": "0"}).encode(),
+    "depends-not-a-list": json.dumps({"name": "x", "version": "1", "build": "0", "depends": "numpy"}).encode(),
+    "a-list": b"[1, 2, 3]",
+}
+
+
+def test_unreadable_package_records_are_reported_by_name(tmp_path: Path) -> None:
+    prefix = make_prefix(tmp_path)
+    for name, data in CORRUPT.items():
+        (prefix / "conda-meta" / f"{name}-1-0.json").write_bytes(data)
+    proc = run_envkit("audit", "-p", str(prefix), "--json")
+    no_traceback(proc)
+    doc = json.loads(proc.stdout)
+    audit = doc["data"]["audits"][0]
+    assert proc.returncode == 1 and audit["packages"] == 1  # zlib, the one good record
+    evidence = {f["evidence"].split(":")[0]: f["evidence"] for f in audit["findings"] if f["rule_id"] == "EK022"}
+    assert set(evidence) == {f"conda-meta/{name}-1-0.json" for name in CORRUPT}
+    assert "nested too deeply" in evidence["conda-meta/nested-1-0.json"] and "empty" in evidence["conda-meta/empty-1-0.json"]
+    assert "'depends' is not a list" in evidence["conda-meta/depends-not-a-list-1-0.json"]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "not json {",
+        "[" * 100_000,
+        json.dumps({"envkit_record_version": 2, "recipe": "x", "activation": {"ops": "MKL"}}),
+        json.dumps({"envkit_record_version": 2, "recipe": {"name": "tiny"}, "activation": {"ops": [{"action": "set"}]}}),
+        json.dumps({"envkit_record_version": 99}),
+    ],
+    ids=["not-json", "nested", "ops-not-a-list", "op-without-name", "future-version"],
+)
+def test_a_damaged_envkit_record(tmp_path: Path, damage: str) -> None:
+    prefix = tmp_path / "envs" / "tiny"
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe").returncode == 0
+    (prefix / "etc" / "envkit" / "record.json").write_text(damage)
+    for args in (["audit", "-p", str(prefix)], ["activation", "show", "-p", str(prefix)], ["audit", "--all"]):
+        proc = run_envkit(*args)
+        no_traceback(proc)
+        assert proc.returncode in (1, 2), (args, proc.stdout, proc.stderr)
+        assert "etc/envkit/record.json" in proc.stdout + proc.stderr
