@@ -29,19 +29,38 @@ def native_platform() -> str:
     return str(rattler.Subdir.current())
 
 
-def virtual_packages(platform: str) -> list[Any]:
-    """Detected on the native platform (CONDA_OVERRIDE_* honoured); for others, from overrides only."""
-    if platform == native_platform():
+# What another platform is assumed to offer when solving for it from here (CONDA_OVERRIDE_* wins):
+# the floors conda-forge builds for (glibc 2.28 since 2025, macOS 11 on arm64, 10.15 on x86_64).
+FOREIGN_DEFAULTS = {"__glibc": "2.28", "__linux": "5.0", "__osx": "11.0", "__unix": "0", "__win": "0"}
+
+
+def virtual_from(name: str, version: str) -> Any:
+    return rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(version), rattler.BuildString("0"))
+
+
+def virtual_packages(platform: str, *, detect: bool = True) -> list[Any]:
+    """Detected on the native platform (CONDA_OVERRIDE_* honoured); for others, and for locks (which
+    must not depend on the machine that wrote them: kernel version, CPU), conda-forge's floors and
+    the overrides."""
+    if detect and platform == native_platform():
         return list(rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env()))
+    names = (
+        ["__unix", "__linux", "__glibc"]
+        if platform.startswith("linux")
+        else ["__unix", "__osx"]
+        if platform.startswith("osx")
+        else ["__win"]
+    )
+    if platform == "osx-64":
+        names.remove("__osx")
+        names.append("__osx:10.15")
     out = []
-    for var, name in (("CONDA_OVERRIDE_GLIBC", "__glibc"), ("CONDA_OVERRIDE_CUDA", "__cuda"), ("CONDA_OVERRIDE_OSX", "__osx")):
-        if os.environ.get(var):
-            out.append(rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(os.environ[var]), rattler.BuildString("0")))
-    if platform.startswith("linux"):
-        out.append(rattler.GenericVirtualPackage(rattler.PackageName("__unix"), rattler.Version("0"), rattler.BuildString("0")))
-        out.append(rattler.GenericVirtualPackage(rattler.PackageName("__linux"), rattler.Version("5.0"), rattler.BuildString("0")))
-        if not os.environ.get("CONDA_OVERRIDE_GLIBC"):
-            out.append(rattler.GenericVirtualPackage(rattler.PackageName("__glibc"), rattler.Version("2.28"), rattler.BuildString("0")))
+    for entry in names:
+        name, _, version = entry.partition(":")
+        override = os.environ.get(f"CONDA_OVERRIDE_{name.strip('_').upper()}")
+        out.append(virtual_from(name, override or version or FOREIGN_DEFAULTS[name]))
+    if os.environ.get("CONDA_OVERRIDE_CUDA") and not platform.startswith("osx"):
+        out.append(virtual_from("__cuda", os.environ["CONDA_OVERRIDE_CUDA"]))
     return out
 
 
@@ -64,6 +83,54 @@ def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: lis
             platforms=cast(Any, [platform, "noarch"]),
             virtual_packages=virtual,
             channel_priority=rattler.ChannelPriority.Strict,
+        ),
+        wrap,
+    )
+
+
+def solve_many(channel_urls: list[str], specs: list[str], targets: list[tuple[str, list[Any]]]) -> list[list[Any]]:
+    """Solve the same specs for several platforms at once, one gateway sharing the repodata."""
+
+    def wrap(exc: BaseException) -> EnvkitError:
+        text = str(exc).strip()
+        if type(exc).__name__ == "SolverError":
+            return SolveError(text)
+        return ChannelError(text or type(exc).__name__)
+
+    async def everything() -> list[list[Any]]:
+        gateway = rattler.Gateway()
+        jobs = [
+            rattler.solve(
+                channel_urls,
+                specs,
+                gateway=gateway,
+                platforms=cast(Any, [platform, "noarch"]),
+                virtual_packages=virtual,
+                channel_priority=rattler.ChannelPriority.Strict,
+            )
+            for platform, virtual in targets
+        ]
+        return list(await asyncio.gather(*jobs))
+
+    return _run(everything(), wrap)
+
+
+def reinstall(records: list[Any], prefix: Path, cache_dir: Path | None, *, installed: list[Any], specs: list[str] | None = None) -> None:
+    """Change an env in place to exactly `records`: rattler unlinks what is no longer wanted, links
+    what is new and leaves the rest untouched (installed_packages)."""
+
+    def wrap(exc: BaseException) -> EnvkitError:
+        text = str(exc).strip().splitlines()
+        return InstallError(f"changing {prefix} failed: {text[0] if text else type(exc).__name__}")
+
+    _run(
+        rattler.install(
+            records,
+            prefix,
+            cache_dir=cache_dir,
+            installed_packages=installed,
+            show_progress=False,
+            requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs or []],
         ),
         wrap,
     )

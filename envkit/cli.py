@@ -8,32 +8,37 @@ the worker then dies in method_dealloc (SIGSEGV) or in PyGILState_Release (SIGAB
 exit code no longer says what happened. pyo3-async-runtimes offers no way to stop its runtime
 (PyO3/pyo3-async-runtimes#40), so envkit flushes its output and leaves with os._exit, which ends
 every thread at once. bench/stress_exit.py measures it.
+
+rich is imported only when something is drawn (it costs about as much as the rest of a quick
+command), so `envkit --version`, JSON output and a no-op `envkit sync` never load it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, NoReturn
 
 from envkit import __version__
 from envkit.errors import EnvkitError, ExitCode, Interrupted, UsageError, one_line
 
-if TYPE_CHECKING:  # rich and the commands load only once a command runs: `--version` stays fast
+if TYPE_CHECKING:
     from rich.console import Console
 
     from envkit.commands import Result
-    from envkit.solve import Plan
 
 EPILOG = (
     "exit codes: 0 ok, 1 findings or probe failure, 2 usage or invalid input, 3 solve failure, 4 install failure, "
-    "70 internal error, 130 interrupted"
+    "70 internal error, 130 interrupted (envkit run: the command's own)"
 )
 SHELLS = ("bash", "zsh", "dash", "sh", "posix", "fish", "csh", "tcsh", "cmd", "cmd.exe", "powershell", "pwsh")
+EXPORT_FORMATS = ("environment-yml", "explicit", "dockerfile", "lock")
 
 
 class Parser(argparse.ArgumentParser):
@@ -43,14 +48,29 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message, hint=f"see '{self.prog} --help'")
 
 
+# ------------------------------------------------------------------ the parser
+
+
 def _json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one versioned JSON document on stdout")
 
 
-def _env_args(p: argparse.ArgumentParser) -> None:
+def _env_args(p: argparse.ArgumentParser, default: str = "the active env") -> None:
     group = p.add_mutually_exclusive_group()
-    group.add_argument("-n", "--name", help="env name (as in 'conda env list'); default: the active env")
-    group.add_argument("-p", "--prefix", help="env prefix path; default: the active env")
+    group.add_argument("-n", "--name", help=f"env name (as in 'conda env list'); default: {default}")
+    group.add_argument("-p", "--prefix", help=f"env prefix path; default: {default}")
+
+
+def _channel_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--channel", action="append", default=[], help="add a channel (before the recipe's)")
+    p.add_argument("--override-channels", action="store_true", help="use only the -c channels")
+    p.add_argument("--mirror", action="append", default=[], metavar="NAME=URL", help="map a channel name to a mirror URL")
+
+
+def _lock_args(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--locked", action="store_true", help=f"{what} the lock beside the recipe (envkit lock writes it); no solve")
+    p.add_argument("--lock", metavar="FILE", help=f"{what} this lock file; no solve")
+    p.add_argument("--frozen", action="store_true", help="use the lock even if the recipe changed since it was made")
 
 
 def build_parser() -> Parser:
@@ -58,7 +78,7 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"envkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
-    recipes = sub.add_parser("recipes", help="list, show, validate recipes; manage recipe repos")
+    recipes = sub.add_parser("recipes", help="list, show, validate, check recipes; manage recipe repos")
     rsub = recipes.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=Parser)
     p = rsub.add_parser("list", help="every recipe and where it comes from")
     _json_flag(p)
@@ -68,6 +88,9 @@ def build_parser() -> Parser:
     _json_flag(p)
     p = rsub.add_parser("validate", help="check recipe files (schema, extends, consistency)")
     p.add_argument("paths", nargs="+", metavar="PATH", help="recipe files or names")
+    _json_flag(p)
+    p = rsub.add_parser("check", help="for a recipe repo's CI: every recipe valid, its lock present and fresh, each platform solvable")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="recipe files or directories of them (default: .)")
     _json_flag(p)
     p = rsub.add_parser("add-source", help="add a git repository of recipes, pinned to a commit")
     p.add_argument("url", help="git URL (https, ssh, file://) or a local path")
@@ -79,18 +102,52 @@ def build_parser() -> Parser:
     p.add_argument("--check", action="store_true", help="show what would change; move nothing")
     _json_flag(p)
 
-    p = sub.add_parser("create", help="solve a recipe and create the env, activation scripts and probe")
+    p = sub.add_parser("create", help="solve a recipe (or install its lock) and create the env, activation scripts and probe")
     p.add_argument("recipe", help="recipe name or path to a .yaml file")
     group = p.add_mutually_exclusive_group()
     group.add_argument("-n", "--name", help="env name (default: the recipe's name)")
     group.add_argument("-p", "--prefix", help="env prefix path")
-    p.add_argument("-c", "--channel", action="append", default=[], help="add a channel (before the recipe's)")
-    p.add_argument("--override-channels", action="store_true", help="use only the -c channels")
-    p.add_argument("--mirror", action="append", default=[], metavar="NAME=URL", help="map a channel name to a mirror URL")
+    _channel_args(p)
+    _lock_args(p, "install")
     p.add_argument("--dry-run", action="store_true", help="solve, audit and show the plan; write nothing")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--force", action="store_true", help="replace an existing env (restored if the new one fails)")
+    p.add_argument("--force", action="store_true", help="replace an existing env (kept if the new one fails)")
     p.add_argument("--no-probe", action="store_true", help="skip the post-install probe")
+    _json_flag(p)
+
+    p = sub.add_parser("lock", help="solve a recipe for each of its platforms and write a lock file (rattler's format)")
+    p.add_argument("recipe", help="recipe name or path to a .yaml file")
+    p.add_argument(
+        "--platform", action="append", default=[], metavar="P", help="lock this platform (repeatable; default: the recipe's platforms)"
+    )
+    p.add_argument(
+        "-o", "--output", metavar="FILE", help="where to write it (default: NAME.lock beside the recipe, ./NAME.lock for built-ins)"
+    )
+    _channel_args(p)
+    _json_flag(p)
+
+    p = sub.add_parser("sync", help="bring an existing env to its recipe (or lock) in place, all or nothing")
+    _env_args(p)
+    _lock_args(p, "sync to")
+    p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--no-probe", action="store_true", help="skip the probe after the change")
+    _json_flag(p)
+
+    p = sub.add_parser("export", help="write an env for other tools: environment.yml, @EXPLICIT, Dockerfile, lock")
+    _env_args(p)
+    p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="environment-yml | explicit | dockerfile | lock")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    _json_flag(p)
+
+    p = sub.add_parser("list", help="envs conda knows, with their recipe, source commit, created date, health and drift")
+    _json_flag(p)
+
+    p = sub.add_parser("remove", help="remove an env and its registry line (like conda env remove)")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("-n", "--name", help="env name")
+    group.add_argument("-p", "--prefix", help="env prefix path")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation (required off a terminal)")
     _json_flag(p)
 
     p = sub.add_parser("probe", help="run the toolchain probe inside an env and record its health")
@@ -128,102 +185,225 @@ def build_parser() -> Parser:
     return parser
 
 
-def dispatch(args: argparse.Namespace, console: Console, as_json: bool) -> tuple[Result, bool]:
-    """Run the command; the flag says whether its result was already shown to the user."""
-    from envkit.commands import Result
-    from envkit.render import render_human, render_plan
+# ------------------------------------------------------------------ the terminal side
 
-    interactive = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
-    if args.command == "recipes":
-        from envkit.commands import recipes
 
-        if args.action == "list":
-            return recipes.list_recipes(), False
-        if args.action == "show":
-            return recipes.show_recipe(args.recipe, args.resolved), False
-        if args.action == "validate":
-            return recipes.validate(args.paths), False
-        if args.action == "add-source":
-            return recipes.add(args.url, args.name, args.ref), False
-        return recipes.update(args.source, args.check), False
-    if args.command == "create":
-        from envkit.channels import parse_mirror_flags
-        from envkit.commands.create import CreateRequest, create
+class UI:
+    """Where a command talks to a person: consoles made on first use, and whether one can be asked."""
 
-        request = CreateRequest(
-            recipe=args.recipe,
-            name=args.name,
-            prefix=args.prefix,
-            channels=tuple(args.channel),
-            override_channels=args.override_channels,
-            mirrors=tuple(parse_mirror_flags(args.mirror).items()),
-            dry_run=args.dry_run,
-            force=args.force,
-            probe=not args.no_probe,
-        )
-        reporter = None
-        if interactive:
-            from envkit.progress import RichInstallReporter
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.interactive = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
 
-            reporter = RichInstallReporter(console)
+    @functools.cached_property
+    def out(self) -> Console:
+        """Plans, progress and questions: stderr under --json, which keeps stdout for the document."""
+        from rich.console import Console
 
-        def confirm(plan: Plan) -> bool:
-            answer = console.input("Proceed? [y/N] ", markup=False).strip().lower()
-            return answer in ("y", "yes")
+        return Console(stderr=self.as_json, highlight=False, soft_wrap=True, emoji=False)
 
-        return create(
-            request,
-            show_plan=(lambda plan, findings: render_plan(console, plan, findings)) if not as_json else None,
-            confirm=confirm if interactive and not args.yes else None,
-            reporter=reporter,
-        ), False
-    if args.command == "probe":
-        from envkit.commands.probe import probe
-        from envkit.envs import select_env
+    def ask(self, question: str) -> bool:
+        return self.out.input(f"{question} [y/N] ", markup=False).strip().lower() in ("y", "yes")
 
-        return probe(select_env(args.name, args.prefix)), False
-    if args.command == "audit":
-        from envkit.commands import audit
 
-        if args.explain:
-            return audit.explain(args.explain), False
-        if args.list_rules:
-            return Result("audit rules", audit.list_rules()), False
-        result = audit.audit(
-            args.targets,
-            name=args.name,
-            prefix=args.prefix,
-            all_envs_flag=args.all,
-            probe=args.probe,
-            fix=args.fix,
-            min_severity=args.min_severity,
-        )
-        if not audit.fixes_pending(result):
-            return result, False
-        if args.yes:
-            return audit.apply_fixes(result), False
-        if as_json:
-            return audit.not_applied(result, "pass -y to apply them (no confirmation is asked with --json)"), False
-        render_human(console, result)
-        if not interactive:
-            return audit.not_applied(result, "no terminal to confirm on: re-run with -y to apply them"), True
-        if console.input("Apply these changes? [y/N] ", markup=False).strip().lower() in ("y", "yes"):
-            applied = audit.apply_fixes(result)
-            render_human(console, audit.after_only(applied))
-            return applied, True
-        return audit.not_applied(result, "aborted: nothing was changed"), True
-    if args.command == "activation":
-        from envkit.commands.activation import show
-        from envkit.envs import select_env
+Shown = bool  # whether the handler already showed its result to the person
+Handler = Callable[[argparse.Namespace, UI], "tuple[Result, Shown]"]
 
-        return show(select_env(args.name, args.prefix), args.shell), False
-    if args.command == "run":
-        from envkit.commands.activation import run
-        from envkit.envs import select_env
 
-        argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-        return run(select_env(args.name, args.prefix), argv, capture=as_json), False
-    raise AssertionError(args.command)
+def _recipes(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.commands import recipes
+
+    if args.action == "list":
+        return recipes.list_recipes(), False
+    if args.action == "show":
+        return recipes.show_recipe(args.recipe, args.resolved), False
+    if args.action == "validate":
+        return recipes.validate(args.paths), False
+    if args.action == "check":
+        return recipes.check(args.paths), False
+    if args.action == "add-source":
+        return recipes.add(args.url, args.name, args.ref), False
+    return recipes.update(args.source, args.check), False
+
+
+def _create(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.channels import parse_mirror_flags
+    from envkit.commands.create import CreateRequest, create
+    from envkit.render import render_plan
+
+    request = CreateRequest(
+        recipe=args.recipe,
+        name=args.name,
+        prefix=args.prefix,
+        channels=tuple(args.channel),
+        override_channels=args.override_channels,
+        mirrors=tuple(parse_mirror_flags(args.mirror).items()),
+        dry_run=args.dry_run,
+        force=args.force,
+        probe=not args.no_probe,
+        locked=args.locked,
+        lock=args.lock,
+        frozen=args.frozen,
+    )
+    reporter = None
+    if ui.interactive:
+        from envkit.progress import RichInstallReporter
+
+        reporter = RichInstallReporter(ui.out)
+    result = create(
+        request,
+        show_plan=None if ui.as_json else (lambda plan, findings: render_plan(ui.out, plan, findings)),
+        confirm=(lambda plan: ui.ask("Proceed?")) if ui.interactive and not args.yes else None,
+        reporter=reporter,
+    )
+    return result, False
+
+
+def _lock(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.channels import parse_mirror_flags
+    from envkit.commands.lock import lock
+
+    result = lock(
+        args.recipe,
+        platforms=tuple(args.platform),
+        output=args.output,
+        extra_channels=tuple(args.channel),
+        override_channels=args.override_channels,
+        mirrors=tuple(parse_mirror_flags(args.mirror).items()),
+    )
+    return result, False
+
+
+def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.envs import select_env
+
+    prefix = select_env(args.name, args.prefix)
+    if not args.frozen:  # the quick answer, before YAML, the solver or rich are loaded
+        from envkit.commands.sync_quick import quick
+
+        done = quick(prefix, locked=args.locked, lock=args.lock)
+        if done is not None:
+            return done, False
+    from envkit.commands.sync import sync
+    from envkit.render import render_sync
+    from envkit.sync import SyncOutcome
+
+    def confirm(changes: SyncOutcome) -> bool:
+        render_sync(ui.out, changes)
+        return ui.ask("Apply these changes?")
+
+    result = sync(
+        prefix,
+        locked=args.locked,
+        lock=args.lock,
+        frozen=args.frozen,
+        dry_run=args.dry_run,
+        probe=not args.no_probe,
+        confirm=confirm if ui.interactive and not args.yes else None,
+    )
+    return result, False
+
+
+def _export(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.commands.export import export_env
+    from envkit.envs import select_env
+
+    return export_env(select_env(args.name, args.prefix), args.format, args.output), False
+
+
+def _list(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.commands.envs import list_envs
+
+    return list_envs(), False
+
+
+def _remove(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.commands.envs import remove
+    from envkit.envs import select_env
+
+    prefix = select_env(args.name, args.prefix)
+    if not args.yes:
+        if not ui.interactive:
+            raise UsageError(f"removing {prefix} needs a confirmation", hint="pass --yes (or -y) off a terminal")
+        if not ui.ask(f"Remove {prefix} and everything in it?"):
+            from envkit.commands import Result
+
+            return Result("remove", None, messages=("aborted: nothing was removed",)), False
+    return remove(prefix), False
+
+
+def _probe(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.commands.probe import probe
+    from envkit.envs import select_env
+
+    return probe(select_env(args.name, args.prefix)), False
+
+
+def _audit(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.commands import Result, audit
+
+    if args.explain:
+        return audit.explain(args.explain), False
+    if args.list_rules:
+        return Result("audit rules", audit.list_rules()), False
+    result = audit.audit(
+        args.targets,
+        name=args.name,
+        prefix=args.prefix,
+        all_envs_flag=args.all,
+        probe=args.probe,
+        fix=args.fix,
+        min_severity=args.min_severity,
+    )
+    if not audit.fixes_pending(result):
+        return result, False
+    if args.yes:
+        return audit.apply_fixes(result), False
+    if ui.as_json:
+        return audit.not_applied(result, "pass -y to apply them (no confirmation is asked with --json)"), False
+    from envkit.render import render_human
+
+    render_human(ui.out, result)
+    if not ui.interactive:
+        return audit.not_applied(result, "no terminal to confirm on: re-run with -y to apply them"), True
+    if ui.ask("Apply these changes?"):
+        applied = audit.apply_fixes(result)
+        render_human(ui.out, audit.after_only(applied))
+        return applied, True
+    return audit.not_applied(result, "aborted: nothing was changed"), True
+
+
+def _activation(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.commands.activation import show
+    from envkit.envs import select_env
+
+    return show(select_env(args.name, args.prefix), args.shell), False
+
+
+def _run(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.commands.activation import run
+    from envkit.envs import select_env
+
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    return run(select_env(args.name, args.prefix), argv, capture=ui.as_json), True
+
+
+HANDLERS: dict[str, Handler] = {
+    "recipes": _recipes,
+    "create": _create,
+    "lock": _lock,
+    "sync": _sync,
+    "export": _export,
+    "list": _list,
+    "remove": _remove,
+    "probe": _probe,
+    "audit": _audit,
+    "activation": _activation,
+    "run": _run,
+}
+
+
+# ------------------------------------------------------------------ running one command
 
 
 def _wants_json(argv: Sequence[str]) -> bool:
@@ -244,54 +424,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EnvkitError as exc:
         return _report_error(exc, as_json, command="")
     as_json = bool(getattr(args, "json", False))
-    from rich.console import Console
-
-    from envkit.render import envelope, print_json, render_human
-
-    out = Console(highlight=False, soft_wrap=True, emoji=False)
-    err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+    ui = UI(as_json)
     command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
-    from dataclasses import replace
-
     from envkit.notices import collecting
 
     with collecting() as notices:
         try:
-            result, shown = dispatch(args, err if as_json else out, as_json)
+            result, shown = HANDLERS[args.command](args, ui)
         except EnvkitError as exc:
-            _tell(err, notices, as_json)
+            _tell(notices)
             return _report_error(exc, as_json, command)
         except KeyboardInterrupt:
-            _tell(err, notices, as_json)
+            _tell(notices)
             return _report_error(Interrupted("interrupted"), as_json, command)
     if notices:
         result = replace(result, messages=(*notices, *result.messages))
     if as_json:
-        print_json(out, envelope(result, command=result.command, exit_code=result.exit_code))
-    elif result.command != "run" and not shown:
-        render_human(out, result)
-    elif shown:
-        from envkit.render import render_messages
+        from envkit.envelope import envelope, print_json
 
-        render_messages(out, result)
+        print_json(envelope(result, command=result.command, exit_code=result.exit_code))
+    elif shown or getattr(result.data, "noop", False) or result.data is None:
+        for message in result.messages:  # plain text: nothing here needs rich
+            sys.stdout.write(one_line(message) + "\n")
+    else:
+        from envkit.render import render_human
+
+        render_human(ui.out, result)
     return result.exit_code
 
 
-def _tell(err: Console, notices: list[str], as_json: bool) -> None:
+def _tell(notices: list[str]) -> None:
     """Notices of a command that then failed: on stderr (a JSON error document has no messages)."""
     for text in notices:
-        err.print(f"envkit: {text}", markup=False)
+        sys.stderr.write(f"envkit: {one_line(text)}\n")
 
 
 def _report_error(exc: EnvkitError, as_json: bool, command: str) -> int:
-    from rich.console import Console
-
-    from envkit.render import envelope, print_json
-
     code = int(exc.exit_code)
     if as_json:
-        out = Console(highlight=False, soft_wrap=True, emoji=False)
-        print_json(out, envelope(None, command=command, exit_code=code, errors=exc.plain_lines(), hint=exc.hint))
+        from envkit.envelope import envelope, print_json
+
+        print_json(envelope(None, command=command, exit_code=code, errors=exc.plain_lines(), hint=exc.hint))
     else:
         for line in exc.lines():
             sys.stderr.write(f"envkit: error: {one_line(line)}\n")

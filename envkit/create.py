@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import os
 import subprocess
+import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
+
+from packaging.utils import canonicalize_name
 
 from envkit import __version__, backend, envs, pkgcache
 from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, write_files
@@ -91,27 +96,40 @@ def ensure_creatable(prefix: Path, *, force: bool) -> None:
         raise UsageError(f"{prefix} exists and is not a conda env; refusing to replace it", hint="remove it yourself or pick another name")
 
 
-def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | None = None) -> None:
+def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | None = None, locked: bool = False) -> list[dict[str, str]]:
     """pip into the (staging) env; with `final_prefix`, the paths pip wrote into its files (script
-    shebangs) are moved to the final prefix, as rattler does for conda packages."""
+    shebangs) are moved to the final prefix, as rattler does for conda packages. Locked specs are
+    exact URLs (with #sha256=, which pip checks), installed as they are: no resolving. Returns what
+    pip installed, URL and hash included (its --report), for the record, exports and locks."""
     if not specs:
-        return
+        return []
     python = prefix / "bin" / "python"
     if not python.exists():
         raise InstallError(f"the recipe has a pip list but {python} does not exist", hint="add python to the recipe")
     before = set(pip_dists(prefix))
-    proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "--no-input", "--no-compile", *specs],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise InstallError(f"pip install failed: {tail[0]}")
+    with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [str(python), "-m", "pip", "install", "--no-input", "--no-compile", "--report", str(report)]
+        proc = subprocess.run(
+            [*cmd, *(["--no-deps"] if locked else []), *specs],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            check=False,
+            env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+        )
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise InstallError(f"pip install failed: {tail[0]}")
+        installed = []
+        for item in json.loads(report.read_text()).get("install", []):
+            info = item.get("download_info", {})
+            sha = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
+            url = str(info.get("url", "")) + (f"#sha256={sha}" if sha else "")
+            installed.append({"name": canonicalize_name(item["metadata"]["name"]), "version": str(item["metadata"]["version"]), "url": url})
     if final_prefix is not None and final_prefix != prefix:
         relocate_pip_files(prefix, final_prefix, [d for name, d in pip_dists(prefix).items() if name not in before])
+    return sorted(installed, key=lambda p: p["name"])
 
 
 def relocate_pip_files(staging: Path, final: Path, dists: list[Any]) -> None:
@@ -137,6 +155,7 @@ def create_env(
     *,
     force: bool,
     reporter: Any | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> CreatedEnv:
     prefix = plan.prefix
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -153,11 +172,12 @@ def create_env(
             backend.install(records, staging, cache, [s.spec for s in plan.specs], reporter, final_prefix=prefix)
             linked = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for p in plan.packages]
             append_block(staging, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
-            pip_install(staging, plan.pip_specs, final_prefix=prefix)
+            pip_installed = pip_install(staging, plan.pip_specs, final_prefix=prefix, locked=plan.pip_locked)
             activation = RecordedActivation(plan.recipe, plan.activation, prefix_tag(prefix))
             write_files(activation.files(staging))
             files = activation.files(prefix)
-            write_record(staging, build_record(plan, origin, activation, files))  # last: the staging env is complete
+            record = {**build_record(plan, origin, activation, files), "pip_installed": pip_installed, **(provenance or {})}
+            write_record(staging, record)  # last: the staging env is complete
             old = swap_in(staging, prefix)
         except BaseException as exc:
             remove_tree(staging)
@@ -186,6 +206,7 @@ def build_record(plan: Plan, origin: RecipeOrigin, activation: RecordedActivatio
         "specs": [{"spec": s.spec, "reason": s.reason, "origin": str(s.origin) if s.origin else None} for s in plan.specs],
         "pip": list(plan.pip_specs),
         "virtual_packages": list(plan.virtual_packages),
+        "assumed": list(plan.assumed),
         "packages": [asdict(p) for p in plan.packages],
         "activation": activation_json(activation, plan.prefix, files),
         "probe": None,

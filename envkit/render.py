@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import json
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from envkit import __version__
 from envkit.commands import Result
 
-JSON_SCHEMA_VERSION = 1
 STATUS_STYLE = {
     "pass": "green",
     "warn": "yellow",
@@ -25,48 +19,6 @@ STATUS_STYLE = {
     "warning": "yellow",
     "info": "cyan",
 }
-
-
-def jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        skip = ("check", "advise", "records", *getattr(value, "JSON_EXCLUDE", ()))
-        out = {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value) if f.name not in skip}
-        # Properties a class names in JSON_PROPERTIES (derived values such as a report's status) are part of its JSON.
-        for name in getattr(value, "JSON_PROPERTIES", ()):
-            out[name] = jsonable(getattr(value, name))
-        return out
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [jsonable(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return str(value)
-
-
-def envelope(
-    result: Result | None, *, command: str, exit_code: int, errors: list[str] | None = None, hint: str | None = None
-) -> dict[str, Any]:
-    return {
-        "envkit_json": JSON_SCHEMA_VERSION,
-        "envkit_version": __version__,
-        "command": command,
-        "ok": exit_code == 0,
-        "exit_code": exit_code,
-        "data": jsonable(result.data) if result is not None else None,
-        "messages": list(result.messages) if result is not None else [],
-        "errors": errors or (list(result.errors) if result is not None else []),
-        "hint": hint,
-    }
-
-
-def print_json(console: Console, doc: dict[str, Any]) -> None:
-    console.file.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
-    console.file.flush()
 
 
 # ------------------------------------------------------------------ human renderers
@@ -101,7 +53,7 @@ def _recipes_show(c: Console, shown: Any) -> None:
     c.print(f"source: {r.origin.source} {escape(r.origin.path)}" + (f" @ {r.origin.commit[:10]}" if r.origin.commit else ""))
     if r.extends:
         c.print("extends: " + ", ".join(r.extends))
-    c.print("channels: " + ", ".join(r.channels) + f"   platforms: {', '.join(r.platforms)}   python: {r.python or '-'}")
+    c.print("channels: " + ", ".join(r.channels) + f"   platforms: {', '.join(r.platforms) or 'this machine'}   python: {r.python or '-'}")
     tc = r.toolchain
     torch = tc.pytorch
     c.print(
@@ -149,6 +101,8 @@ def _plan(c: Console, plan: Any, findings: Any = ()) -> None:
     c.print(f"[bold]Plan[/bold] for [bold]{plan.recipe}[/bold] -> {escape(str(plan.prefix))} ({plan.platform})")
     c.print("channels: " + ", ".join(f"{ch.name} ({escape(ch.url)}, {ch.via})" for ch in plan.channels))
     c.print("virtual packages: " + (", ".join(plan.virtual_packages) or "none"))
+    for line in getattr(plan, "assumed", ()):
+        c.print(f"[yellow]{escape(line)}[/yellow]")
     table = Table("name", "version", "build", "channel", "role", box=None, pad_edge=False)
     for p in plan.packages:
         style = "bold cyan" if p.role else None
@@ -262,12 +216,92 @@ def _sources_update(c: Console, updates: Any) -> None:
             c.print(f"  {ch.change:8} {ch.name}")
 
 
+def _lock(c: Console, out: Any) -> None:
+    verb = "not written (the audit refused a platform's plan)" if out.refused else "wrote"
+    c.print(f"{verb} [bold]{escape(out.path)}[/bold] for recipe {out.recipe} (digest {out.recipe_digest[:12]})")
+    for p in out.platforms:
+        pip = f", {p.pip} pip" if p.pip else ""
+        c.print(f"  {p.platform}: {p.packages} packages{pip}; virtual packages {escape(', '.join(p.virtual_packages) or '-')}")
+        for line in p.assumed:
+            c.print(f"    [yellow]{escape(line)}[/yellow]")
+        _findings(c, [f for f in p.findings if f.severity != "info"], indent="    ")
+
+
+def render_sync(c: Console, out: Any) -> None:
+    """The difference a sync applies (or would)."""
+    if out.noop:
+        return
+    c.print(f"[bold]sync[/bold] {escape(out.prefix)} to its {out.source}:")
+    for ch in out.packages:
+        mark = {"added": "[green]+[/green]", "removed": "[red]-[/red]", "changed": "[yellow]~[/yellow]"}[ch.kind]
+        change = ch.new if ch.kind == "added" else ch.old if ch.kind == "removed" else f"{ch.old} -> {ch.new}"
+        c.print(f"  {mark} {ch.name} {escape(change or '')}")
+    for v in out.variables:
+        c.print(f"  [cyan]variable[/cyan] {v.name}: {escape(v.old or '(not set by envkit)')} -> {escape(v.new or '(not set by envkit)')}")
+    for line in out.pip:
+        c.print(f"  [cyan]pip[/cyan] {escape(line)}")
+    if not (out.packages or out.variables or out.pip):
+        c.print("  nothing differs")
+    _findings(c, [f for f in out.findings if f.severity != "info"])
+
+
+def _sync(c: Console, out: Any) -> None:
+    if out.applied or out.dry_run or out.refused:
+        render_sync(c, out)
+    if out.applied:
+        c.print(f"[green]synced[/green] {escape(out.prefix)}")
+    if out.probe is not None:
+        _probe(c, out.probe)
+
+
+def _export(c: Console, out: Any) -> None:
+    if out.text is not None:
+        c.file.write(out.text)
+    else:
+        c.print(f"wrote {escape(out.path)} ({out.format}) from {escape(out.prefix)}")
+
+
+def _list(c: Console, rows: Any) -> None:
+    if not rows:
+        c.print("no envs found")
+        return
+    table = Table("env", "recipe", "commit", "created", "health", "drift", box=None, pad_edge=False)
+    for r in rows:
+        drift = f"{len(r.drift)} change(s)" if r.drift else ("" if r.envkit else "-")
+        table.add_row(
+            escape(r.prefix),
+            r.recipe or ("(not envkit)" if not r.envkit else ""),
+            (r.commit or "")[:10],
+            (r.created or "")[:10],
+            r.health or r.error or "",
+            drift,
+        )
+    c.print(table)
+    for r in rows:
+        for line in r.drift:
+            c.print(f"  {escape(r.name)}: {escape(line)}")
+
+
+def _check(c: Console, rows: Any) -> None:
+    for r in rows:
+        if r.problems:
+            for p in r.problems:
+                c.print(f"[red]problem[/red] {escape(p)}")
+        else:
+            c.print(f"[green]ok[/green] {escape(r.path)} (lock {escape(str(r.lock))}, {', '.join(r.platforms)})")
+
+
 RENDERERS = {
     "recipes list": _recipes_list,
     "recipes show": _recipes_show,
     "recipes validate": _validate,
     "recipes add-source": _sources_add,
     "recipes update": _sources_update,
+    "recipes check": _check,
+    "lock": _lock,
+    "sync": _sync,
+    "export": _export,
+    "list": _list,
     "create": _create,
     "probe": _probe,
     "audit": _audit,

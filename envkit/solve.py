@@ -66,6 +66,21 @@ class Plan:
     packages: tuple[PlannedPackage, ...]
     activation: tuple[EnvOp, ...]
     warnings: tuple[str, ...]
+    assumed: tuple[str, ...] = ()  # virtual packages taken from the recipe, not this machine, and why
+    pip_locked: bool = False  # pip_specs are exact URLs from a lock: installed without resolving
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a solve for one platform assumes of the machine."""
+
+    platform: str
+    virtual: tuple[Any, ...]
+    assumed: tuple[str, ...]
+
+    @property
+    def described(self) -> tuple[str, ...]:
+        return tuple(backend.describe_virtual(v) for v in self.virtual)
 
 
 @dataclass(frozen=True)
@@ -109,9 +124,33 @@ def _hint(error_text: str, specs: tuple[CompiledSpec, ...]) -> str:
         if name and (f"{name} " in lowered or f"{name}\n" in lowered or lowered.endswith(name)):
             where = f"{spec.origin} ({spec.reason})" if spec.origin else f"envkit's default ({spec.reason})"
             involved.append(f"'{spec.spec}' from {where}")
+    cuda = ""
+    if "__cuda" in lowered:
+        cuda = (
+            "; it needs __cuda, which no NVIDIA driver here provides: declare the CUDA version in the recipe "
+            "(toolchain.pytorch.cuda), solve as if a driver were there with CONDA_OVERRIDE_CUDA=12.9, or use the CPU recipe"
+        )
     if not involved:
-        return "no recipe spec is named in the conflict; check the channels with 'envkit create --dry-run -c ...'"
-    return "recipe specs in the conflict: " + "; ".join(involved)
+        return "no recipe spec is named in the conflict; check the channels with 'envkit create --dry-run -c ...'" + cuda
+    return "recipe specs in the conflict: " + "; ".join(involved) + cuda
+
+
+def target(compiled: CompiledRecipe, platform: str, *, detect: bool = True) -> Target:
+    """The virtual packages to solve with. A CUDA recipe on a machine without an NVIDIA driver (a
+    login node, CI) assumes the CUDA its recipe declares (toolchain.pytorch.cuda), as pixi's
+    system-requirements do; a detected driver wins. Locks never detect: they hold on any machine."""
+    virtual = list(backend.virtual_packages(platform, detect=detect))
+    assumed: list[str] = []
+    torch = compiled.recipe.toolchain.pytorch
+    cuda_names = {backend.describe_virtual(v).partition("=")[0] for v in virtual}
+    if torch is not None and torch.variant == "cuda" and torch.cuda and not platform.startswith("osx") and "__cuda" not in cuda_names:
+        virtual.append(backend.virtual_from("__cuda", torch.cuda))
+        where = compiled.recipe.located("toolchain.pytorch.cuda")
+        machine = "no NVIDIA driver on this machine" if detect and platform == backend.native_platform() else f"solving for {platform}"
+        assumed.append(
+            f"assumed __cuda={torch.cuda}, declared by the recipe (toolchain.pytorch.cuda{f', {where}' if where else ''}); {machine}"
+        )
+    return Target(platform, tuple(virtual), tuple(assumed))
 
 
 def solve_recipe(
@@ -128,16 +167,40 @@ def solve_recipe(
     channels = resolve_channels(choose_channels(compiled, extra_channels, override_channels), mirrors)
     for channel in channels:
         check_local_channel(channel, platform)
-    virtual = backend.virtual_packages(platform)
+    goal = target(compiled, platform)
+    records = solve_or_explain(compiled, channels, [(platform, list(goal.virtual))])[0]
+    plan = plan_from_records(compiled, prefix, goal, channels, records, activation=resolve(compiled.activation), warnings=warnings)
+    return SolveOutcome(plan, records)
+
+
+def solve_or_explain(compiled: CompiledRecipe, channels: list[ResolvedChannel], targets: list[tuple[str, list[Any]]]) -> list[list[Any]]:
+    """Solve for each target; failures become one envkit error naming the channel or the recipe lines."""
     specs = [s.spec for s in compiled.conda_specs]
     try:
-        records = backend.solve([c.url for c in channels], specs, platform, virtual)
+        if len(targets) == 1:
+            return [backend.solve([c.url for c in channels], specs, targets[0][0], targets[0][1])]
+        return backend.solve_many([c.url for c in channels], specs, targets)
     except ChannelError as exc:
         raise SolveError(channel_failure(exc.message, channels), hint=CHANNEL_HINT) from None
     except SolveError as exc:
+        where = "" if len(targets) == 1 else f" for {', '.join(t[0] for t in targets)}"
         raise SolveError(
-            f"the recipe '{compiled.recipe.name}' cannot be solved:\n{exc.message}", hint=_hint(exc.message, compiled.conda_specs)
+            f"the recipe '{compiled.recipe.name}' cannot be solved{where}:\n{exc.message}", hint=_hint(exc.message, compiled.conda_specs)
         ) from None
+
+
+def plan_from_records(
+    compiled: CompiledRecipe,
+    prefix: Path,
+    goal: Target,
+    channels: list[ResolvedChannel] | tuple[ResolvedChannel, ...],
+    records: list[Any],
+    *,
+    activation: tuple[EnvOp, ...],
+    warnings: tuple[str, ...] = (),
+    pip_specs: tuple[str, ...] | None = None,
+    pip_locked: bool = False,
+) -> Plan:
     packages = []
     for rec in sorted(records, key=lambda r: r.name.normalized):
         name = rec.name.normalized
@@ -154,16 +217,17 @@ def solve_recipe(
                 depends=tuple(str(d) for d in rec.depends),
             )
         )
-    plan = Plan(
+    return Plan(
         recipe=compiled.recipe.name,
         prefix=prefix,
-        platform=platform,
+        platform=goal.platform,
         channels=tuple(channels),
         specs=compiled.conda_specs,
-        pip_specs=compiled.pip_specs,
-        virtual_packages=tuple(backend.describe_virtual(v) for v in virtual),
+        pip_specs=compiled.pip_specs if pip_specs is None else pip_specs,
+        virtual_packages=goal.described,
         packages=tuple(packages),
-        activation=resolve(compiled.activation),
+        activation=activation,
         warnings=warnings,
+        assumed=goal.assumed,
+        pip_locked=pip_locked,
     )
-    return SolveOutcome(plan, records)

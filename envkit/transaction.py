@@ -23,15 +23,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from envkit import paths
 from envkit.fsutil import exclusive_lock
 from envkit.notices import notify
 from envkit.record import record_path
 
-Kind = Literal["staging", "old"]
-LEFTOVER_RE = re.compile(r"^\.(?P<name>.+)\.envkit-(?P<kind>staging|old)-(?P<pid>\d+)$")
+Kind = Literal["staging", "old", "removing"]
+LEFTOVER_RE = re.compile(r"^\.(?P<name>.+)\.envkit-(?P<kind>staging|old|removing)-(?P<pid>\d+)$")
 
 
 def lock_for(prefix: Path) -> Path:
@@ -61,7 +61,7 @@ def leftovers(prefix: Path) -> list[tuple[Kind, int, Path]]:
     for path in sorted(prefix.parent.glob(f".{glob_escape(prefix.name)}.envkit-*-*")):
         match = LEFTOVER_RE.match(path.name)
         if match and match.group("name") == prefix.name:
-            kind: Kind = "staging" if match.group("kind") == "staging" else "old"
+            kind = cast(Kind, match.group("kind"))
             out.append((kind, int(match.group("pid")), path))
     return out
 
@@ -82,20 +82,31 @@ def remove_tree(path: Path) -> None:
 @dataclass(frozen=True)
 class Recovered:
     prefix: Path
-    action: Literal["removed", "restored", "finished"]
+    action: Literal["removed", "restored", "finished", "rolled back"]
     path: Path
 
     def describe(self) -> str:
         if self.action == "restored":
             return f"restored {self.prefix}: an interrupted replacement (envkit pid gone) had moved it aside to {self.path.name}"
+        if self.action == "rolled back":
+            return f"rolled {self.prefix} back to what it was before an interrupted sync"
         if self.action == "finished":
             return f"finished replacing {self.prefix}: the new env was complete in {self.path.name} when its envkit was interrupted"
         return f"removed {self.path} left by an interrupted envkit"
 
 
 def recover(prefix: Path) -> list[Recovered]:
-    """Settle what runs that are gone left beside `prefix`. Call it holding the env's lock."""
+    """Settle what runs that are gone left beside (or, for a sync, inside) `prefix`. Call it holding
+    the env's lock."""
     done: list[Recovered] = []
+    from envkit.sync import journal_dir  # envkit.sync needs nothing from here: no cycle at import
+
+    if journal_dir(prefix).is_dir():
+        from envkit.envs import pkgs_dir
+        from envkit.sync import rollback
+
+        rollback(prefix, pkgs_dir())
+        done.append(Recovered(prefix, "rolled back", journal_dir(prefix)))
     found = leftovers(prefix)
     stagings = {pid: path for kind, pid, path in found if kind == "staging"}
     for kind, pid, path in found:
@@ -114,7 +125,7 @@ def recover(prefix: Path) -> list[Recovered]:
             os.rename(path, prefix)
             done.append(Recovered(prefix, "restored", path))
     for kind, _pid, path in found:
-        if kind == "staging" and path.exists():
+        if kind in ("staging", "removing") and path.exists():
             remove_tree(path)
             done.append(Recovered(prefix, "removed", path))
     for item in done:
@@ -125,7 +136,9 @@ def recover(prefix: Path) -> list[Recovered]:
 def recover_unlocked(prefix: Path) -> None:
     """For commands that only read an env: settle leftovers when nobody holds the env's lock (an
     env being created right now is left to its creator)."""
-    if not leftovers(prefix):
+    from envkit.sync import journal_dir
+
+    if not leftovers(prefix) and not journal_dir(prefix).is_dir():
         return
     try:
         with env_lock(prefix):

@@ -15,6 +15,7 @@ import rattler
 
 from envkit.audit.inventory import Inventory
 from envkit.installed import dependents, wheel_torch_build
+from envkit.sync import drift
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
@@ -235,11 +236,9 @@ def _cuda_build(inv: Inventory) -> tuple[str, str] | None:
 
 def cuda_vs_driver(inv: Inventory) -> list[str]:
     build = _cuda_build(inv)
-    if build is None:
+    if build is None or not inv.cuda_driver:
         return []
     name, version = build
-    if not inv.cuda_driver:
-        return [f"{name} {version} needs an NVIDIA driver; none is detected here (no __cuda)"]
     b, d = _ver(version), _ver(inv.cuda_driver)
     if b is not None and d is not None and b > d:
         return [f"{name} {version} is newer than the driver's CUDA {inv.cuda_driver}"]
@@ -260,10 +259,24 @@ def unreadable_records(inv: Inventory) -> list[str]:
     return [f"{bad.path}: {bad.reason}" for bad in inv.unreadable]
 
 
+def env_drift(inv: Inventory) -> list[str]:
+    if inv.record is None:
+        return []
+    installed = {name: f"{p.version} {p.build}" for name, p in inv.packages.items()}
+    return drift(inv.record, installed, {(d.name, d.version) for d in inv.pip.values() if d.installer == "pip"})
+
+
 def legacy_record(inv: Inventory) -> list[str]:
     if inv.legacy_record:
         return ["conda-meta/envkit.json: conda reads every conda-meta/*.json as a package record, so conda list/install/remove fail here"]
     return []
+
+
+def cuda_without_driver(inv: Inventory) -> list[str]:
+    build = _cuda_build(inv)
+    if build is None or inv.cuda_driver:
+        return []
+    return [f"{build[0]} {build[1]}: no NVIDIA driver on this machine (no __cuda), so the GPU part cannot be proven here"]
 
 
 def oversubscription(inv: Inventory) -> list[str]:
@@ -457,7 +470,8 @@ RULES: tuple[Rule, ...] = (
         "cuda-newer-than-driver",
         "error",
         "CUDA build newer than the driver",
-        "torch.cuda.is_available() is False and torch warns the driver is too old when the build's CUDA exceeds the driver's (__cuda).",
+        "torch.cuda.is_available() is False and torch warns the driver is too old when the build's CUDA exceeds the driver's (__cuda). "
+        "A machine with no driver at all is not this rule's business (EK023): envs are made on login nodes for GPU nodes.",
         "Install a build for the driver's CUDA (cuda-version=X.Y) or upgrade the driver.",
         ("https://docs.conda.io/projects/conda/en/stable/user-guide/tasks/manage-virtual.html",),
         cuda_vs_driver,
@@ -546,6 +560,29 @@ RULES: tuple[Rule, ...] = (
         ("https://github.com/conda/conda/blob/main/conda/core/prefix_data.py",),
         legacy_record,
         "move-record",
+    ),
+    Rule(
+        "EK023",
+        "cuda-env-without-driver",
+        "info",
+        "CUDA env on a machine without an NVIDIA driver",
+        "Clusters make envs on login nodes without GPUs and use them on GPU nodes; CI has no GPU either. The env can be "
+        "correct, but nothing here can prove its GPU part: the probe's gpu check says so as a warning.",
+        "Run 'envkit probe' on a GPU node; it proves the driver, the devices and NCCL there.",
+        ("https://docs.conda.io/projects/conda/en/stable/user-guide/tasks/manage-virtual.html",),
+        cuda_without_driver,
+    ),
+    Rule(
+        "EK024",
+        "drift-from-recipe",
+        "warning",
+        "the env's packages differ from what envkit installed",
+        "Something changed the env after envkit made it from its recipe: conda install or remove, pip install, an update. "
+        "The env is no longer what its recipe (and its lock, and its last probe) describe, and the team's other machines "
+        "do not have the change.",
+        "envkit sync brings it back to its recipe (or put the change into the recipe first, then envkit sync).",
+        ("https://pixi.sh/latest/workspace/lock_file/",),
+        env_drift,
     ),
     Rule(
         "EK022",

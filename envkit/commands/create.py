@@ -4,19 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from envkit import backend
+from envkit.activation.model import ActivationSettings, Setting, resolve
 from envkit.audit.engine import Finding, audit_plan
+from envkit.channels import ResolvedChannel
 from envkit.commands import Result
 from envkit.create import CreatedEnv, create_env, ensure_creatable, update_record_probe
 from envkit.envs import target_prefix
 from envkit.errors import ExitCode, UsageError
+from envkit.lock import Lock, lock_digest, read_lock
 from envkit.probe.model import ProbeReport
 from envkit.probe.runner import run_probe, spec_for
-from envkit.recipe.compile import compile_recipe
+from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import require_consistent
+from envkit.recipe.digest import resolved_digest, sources_digest
 from envkit.recipe.loader import load_recipe
-from envkit.solve import Plan, solve_recipe
+from envkit.recipe.model import EnvOp, Recipe
+from envkit.solve import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,9 @@ class CreateRequest:
     dry_run: bool = False
     force: bool = False
     probe: bool = True
+    locked: bool = False  # install the lock beside the recipe, no solve
+    lock: str | None = None  # ... or this lock file
+    frozen: bool = False  # use the lock even when the recipe changed since
 
 
 @dataclass(frozen=True)
@@ -58,14 +68,19 @@ def create(
     prefix = target_prefix(request.name or (None if request.prefix else recipe.name), request.prefix)
     if not request.dry_run:
         ensure_creatable(prefix, force=request.force)  # before the solve: say it now, not after a plan
-    outcome = solve_recipe(
-        compiled,
-        prefix,
-        extra_channels=list(request.channels),
-        override_channels=request.override_channels,
-        mirrors=dict(request.mirrors),
-        warnings=tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings),
-    )
+    warnings = tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings)
+    lock_info: dict[str, Any] | None = None
+    if request.locked or request.lock or request.frozen:
+        outcome, lock_info = plan_from_lock(request, recipe, compiled, prefix, warnings)
+    else:
+        outcome = solve_recipe(
+            compiled,
+            prefix,
+            extra_channels=list(request.channels),
+            override_channels=request.override_channels,
+            mirrors=dict(request.mirrors),
+            warnings=warnings,
+        )
     plan = outcome.plan
     findings = tuple(audit_plan(plan, recipe.force))
     blocking = [f for f in findings if f.severity == "error"]
@@ -84,7 +99,8 @@ def create(
     if confirm is not None and not confirm(plan):
         outcome_aborted = CreateOutcome(plan, False, None, None, aborted=True, findings=findings)
         return Result("create", outcome_aborted, int(ExitCode.OK), ("aborted: nothing was changed",))
-    created = create_env(plan, outcome.records, recipe.origin, force=request.force, reporter=reporter)
+    provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
+    created = create_env(plan, outcome.records, recipe.origin, force=request.force, reporter=reporter, provenance=provenance)
     if not request.probe:
         return Result("create", CreateOutcome(plan, False, created, None, findings=findings))
     report = run_probe(prefix, spec_for(prefix, recipe))
@@ -98,3 +114,100 @@ def create(
             f"fix: follow each failed check's remedy, then 'envkit probe -p {prefix}'; or remove it with 'rm -rf {prefix}'",
         )
     return Result("create", CreateOutcome(plan, False, created, report, findings=findings), int(code), messages)
+
+
+def recipe_provenance(recipe: Recipe, compiled: CompiledRecipe) -> dict[str, Any]:
+    """The record's recipe section: where it came from, and the fingerprints sync compares."""
+    return {
+        "name": recipe.name,
+        "source": recipe.origin.source,
+        "path": recipe.origin.path,
+        "commit": recipe.origin.commit,
+        "chain": list(recipe.chain),
+        "sources_digest": sources_digest(recipe.chain),
+        "resolved_digest": resolved_digest(compiled),
+    }
+
+
+def lock_file_for(request_lock: str | None, recipe: Recipe) -> Path:
+    from envkit.commands.lock import default_lock_path
+
+    return Path(request_lock).expanduser().absolute() if request_lock else default_lock_path(recipe)
+
+
+def lock_settings(lock: Lock) -> ActivationSettings:
+    return ActivationSettings(
+        tuple(
+            Setting(
+                EnvOp(str(s["name"]), s["action"], str(s.get("value", "")), tuple(s.get("entries") or ()), str(s.get("separator", ":"))),
+                "locked",
+                s.get("computed"),
+            )
+            for s in lock.activation
+        )
+    )
+
+
+def plan_from_lock(
+    request: CreateRequest, recipe: Recipe, compiled: CompiledRecipe, prefix: Path, warnings: tuple[str, ...]
+) -> tuple[SolveOutcome, dict[str, Any]]:
+    """No solve: the lock's records for this machine's platform, if the lock has them and is fresh."""
+    path = lock_file_for(request.lock, recipe)
+    if not path.is_file():
+        raise UsageError(f"no lock file at {path}", hint=f"make one with 'envkit lock {recipe.name}' (or give --lock FILE)")
+    lock = read_lock(path)
+    platform = backend.native_platform()
+    locked = lock.for_platform(platform)
+    if locked is None:
+        have = ", ".join(p.platform for p in lock.platforms) or "none"
+        raise UsageError(
+            f"{path} has no {platform} packages (it locks {have})", hint=f"add it: envkit lock {recipe.name} --platform {platform}"
+        )
+    if not request.frozen and lock.recipe_digest != resolved_digest(compiled):
+        raise UsageError(
+            f"{path} is stale: recipe '{recipe.name}' (or one it extends) changed since it was locked",
+            hint=f"re-lock with 'envkit lock {recipe.name}', or pass --frozen to install the lock as it is",
+        )
+    if lock.recipe != recipe.name:
+        raise UsageError(f"{path} locks recipe '{lock.recipe}', not '{recipe.name}'", hint="give the lock that belongs to this recipe")
+    detected = backend.virtual_packages(platform)
+    goal = Target(platform, tuple(detected), machine_gaps(locked.virtual_packages, detected))
+    channels = [ResolvedChannel(url, url, "lock") for url in lock.channels]
+    plan = plan_from_records(
+        compiled,
+        prefix,
+        goal,
+        channels,
+        list(locked.records),
+        activation=resolve(lock_settings(lock)),
+        warnings=warnings,
+        pip_specs=tuple(p.url for p in locked.pip),
+        pip_locked=True,
+    )
+    return SolveOutcome(plan, list(locked.records)), {"path": str(path), "digest": lock_digest(path), "frozen": request.frozen}
+
+
+def machine_gaps(locked: tuple[str, ...], detected: list[Any]) -> tuple[str, ...]:
+    """What the lock assumed of a machine that this one does not offer (an older glibc, no driver)."""
+    have = dict(backend.describe_virtual(v).partition("=")[::2] for v in detected)
+    gaps = []
+    for entry in locked:
+        name, _, version = entry.partition("=")
+        mine = have.get(name)
+        if mine is None:
+            gaps.append(
+                f"the lock assumes {entry}; this machine has no {name}"
+                + (" (no NVIDIA driver: the GPU part cannot be proven here)" if name == "__cuda" else "")
+            )
+        elif version and name in ("__glibc", "__osx", "__cuda") and _older(mine, version):
+            gaps.append(f"the lock assumes {entry}; this machine has {name}={mine}")
+    return tuple(gaps)
+
+
+def _older(mine: str, wanted: str) -> bool:
+    import rattler
+
+    try:
+        return bool(rattler.Version(mine) < rattler.Version(wanted))
+    except Exception:
+        return False

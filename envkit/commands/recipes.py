@@ -5,10 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from envkit.channels import resolve_channels
 from envkit.commands import Result
+from envkit.commands.lock import lock_platforms, solve_for_lock
 from envkit.errors import EnvkitError, ExitCode
+from envkit.lock import read_lock
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
+from envkit.recipe.digest import resolved_digest
 from envkit.recipe.gitsource import add_source, update_sources
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
@@ -87,3 +91,63 @@ def add(url: str, name: str | None, ref: str | None) -> Result:
 
 def update(name: str | None, check_only: bool) -> Result:
     return Result("recipes update", update_sources(name, apply=not check_only))
+
+
+@dataclass(frozen=True)
+class CheckedRecipe:
+    path: str
+    name: str | None
+    lock: str | None
+    platforms: tuple[str, ...]
+    problems: tuple[str, ...]
+
+
+def _recipe_files(paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for given in paths or ["."]:
+        path = Path(given)
+        if path.is_dir():
+            out += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        else:
+            out.append(path)
+    return out
+
+
+def check_one(path: Path) -> CheckedRecipe:
+    where = str(path)
+    try:
+        recipe = load_recipe(where)
+        require_consistent(recipe)
+        compiled = compile_recipe(recipe)
+    except EnvkitError as exc:
+        return CheckedRecipe(where, None, None, (), tuple(exc.lines()))
+    platforms = lock_platforms(compiled, ())
+    lock_path = path.parent / f"{recipe.name}.lock"
+    problems: list[str] = []
+    if not lock_path.is_file():
+        problems.append(f"{where}: no lock ({lock_path.name}); make it with 'envkit lock {where}' and commit it")
+    else:
+        try:
+            lock = read_lock(lock_path)
+        except EnvkitError as exc:
+            problems.append(f"{lock_path}: {exc.message}")
+        else:
+            if lock.recipe_digest != resolved_digest(compiled):
+                problems.append(f"{lock_path}: stale, the recipe (or one it extends) changed since; re-lock with 'envkit lock {where}'")
+            missing = sorted(set(platforms) - {p.platform for p in lock.platforms})
+            if missing:
+                problems.append(f"{lock_path}: lacks {', '.join(missing)}, which the recipe declares; re-lock with 'envkit lock {where}'")
+    try:
+        solve_for_lock(compiled, platforms, resolve_channels(list(compiled.channels), {}))
+    except EnvkitError as exc:
+        first = exc.message.splitlines()[0]
+        problems.append(f"{where}: does not solve today for {', '.join(platforms)}: {first}")
+    return CheckedRecipe(where, recipe.name, str(lock_path), platforms, tuple(problems))
+
+
+def check(paths: list[str]) -> Result:
+    """For a recipe repo's CI: every recipe valid, each lock present, fresh and covering the
+    declared platforms, each platform still solvable. Nothing is created."""
+    checked = [check_one(path) for path in _recipe_files(paths)]
+    problems = tuple(p for c in checked for p in c.problems)
+    return Result("recipes check", checked, int(ExitCode.FINDINGS if problems else ExitCode.OK), errors=problems)

@@ -69,6 +69,11 @@ def _admits(spec_text: str | None, name: str, version: str) -> bool:
     return bool(rattler.VersionSpec(str(match.version)).matches(rattler.Version(version)))
 
 
+def _platforms(recipe: Recipe) -> tuple[str, ...]:
+    """The platforms the recipe declares; one that declares none is for the machine it runs on."""
+    return recipe.platforms or (str(rattler.Subdir.current()),)
+
+
 def _torch_source(recipe: Recipe) -> str | None:
     return recipe.toolchain.pytorch.source if recipe.toolchain.pytorch else None
 
@@ -148,7 +153,7 @@ def _check_legacy_llvm(recipe: Recipe) -> str | None:
 
 def _check_accelerate(recipe: Recipe) -> str | None:
     if recipe.toolchain.blas == "accelerate":
-        bad = [p for p in recipe.platforms if not p.startswith("osx-")]
+        bad = [p for p in _platforms(recipe) if not p.startswith("osx-")]
         if bad:
             return f"blas 'accelerate' exists only on macOS, but platforms include {', '.join(bad)}"
     return None
@@ -156,7 +161,7 @@ def _check_accelerate(recipe: Recipe) -> str | None:
 
 def _check_cf_intel_openmp(recipe: Recipe) -> str | None:
     if recipe.toolchain.openmp == "intel" and _torch_source(recipe) in (None, "conda-forge") and "conda-forge" in recipe.channels:
-        linux = [p for p in recipe.platforms if p.startswith("linux-")]
+        linux = [p for p in _platforms(recipe) if p.startswith("linux-")]
         if linux:
             return "conda-forge ships intel-openmp for Windows only and builds mkl against llvm-openmp; use openmp: llvm"
     return None
@@ -170,7 +175,7 @@ def _check_cuda(recipe: Recipe) -> str | None:
         return "pytorch variant 'cuda' needs toolchain.pytorch.cuda (e.g. \"12.4\") to pick the CUDA runtime"
     if torch.variant == "cpu" and torch.cuda:
         return "toolchain.pytorch.cuda is set but the variant is 'cpu'"
-    if torch.variant == "cuda" and any(p.startswith("osx-") for p in recipe.platforms):
+    if torch.variant == "cuda" and any(p.startswith("osx-") for p in _platforms(recipe)):
         return "there are no CUDA builds of pytorch for macOS"
     return None
 

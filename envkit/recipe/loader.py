@@ -108,7 +108,9 @@ def load_recipe(name_or_path: str) -> Recipe:
     files: list[str] = []
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
         check_recipe_path(candidate, name_or_path)
-        layer, source, path = _resolve(candidate.stem, None, candidate, (), files=files, memo={})
+        # a recipe given by path finds its parents beside it first (a repo checkout), then as usual
+        beside = RecipeSource(f"dir {candidate.parent}", "path", candidate.parent.absolute())
+        layer, source, path = _resolve(candidate.stem, beside, candidate, (), files=files, memo={})
         origin = RecipeOrigin("file", str(path))
     else:
         layer, source, path = _resolve(name_or_path, None, None, (), files=files, memo={})
@@ -155,7 +157,7 @@ def build_recipe(layer: Layer, origin: RecipeOrigin, chain: tuple[str, ...]) -> 
         extends=tuple(layer.get("extends", ())),
         chain=chain,
         channels=tuple(layer.get("channels", ())),
-        platforms=tuple(layer.get("platforms", ("linux-64",))),
+        platforms=tuple(layer.get("platforms", ())),  # none declared: the machine it runs on
         python=layer.get("python"),
         packages=tuple(layer.get("packages", ())),
         pip=tuple(layer.get("pip", ())),

@@ -1,0 +1,85 @@
+"""`envkit list` and `envkit remove`: the envs conda knows, with what envkit knows of them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from envkit.commands import Result
+from envkit.envs import all_envs, conda_root, unregister
+from envkit.errors import EnvkitError, UsageError
+from envkit.installed import pip_dists, read_conda_meta
+from envkit.record import read_record
+from envkit.sync import drift
+from envkit.transaction import env_lock, recover, remove_tree, work_dir
+
+
+@dataclass(frozen=True)
+class ListedEnv:
+    prefix: str
+    name: str
+    envkit: bool
+    recipe: str | None = None
+    source: str | None = None
+    commit: str | None = None
+    created: str | None = None
+    health: str | None = None  # healthy | unhealthy | not probed
+    drift: tuple[str, ...] = ()
+    error: str | None = None
+
+
+def describe(prefix: Path) -> ListedEnv:
+    try:
+        record = read_record(prefix)
+    except EnvkitError as exc:
+        return ListedEnv(str(prefix), prefix.name, True, error=exc.message)
+    if record is None:
+        return ListedEnv(str(prefix), prefix.name, False)
+    recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
+    assert isinstance(recipe, dict)
+    healthy = record.get("healthy")
+    health = "not probed" if healthy is None else "healthy" if healthy else "unhealthy"
+    packages, _ = read_conda_meta(prefix)
+    installed = {name: f"{p.version} {p.build}" for name, p in packages.items()}
+    pip = {(d.name, d.version) for d in pip_dists(prefix).values() if d.installer == "pip"}
+    return ListedEnv(
+        str(prefix),
+        prefix.name,
+        True,
+        recipe=recipe.get("name"),
+        source=recipe.get("source"),
+        commit=recipe.get("commit"),
+        created=record.get("created"),
+        health=health,
+        drift=tuple(drift(record, installed, pip)),
+    )
+
+
+def list_envs() -> Result:
+    return Result("list", [describe(p) for p in all_envs()])
+
+
+@dataclass(frozen=True)
+class Removed:
+    prefix: str
+    envkit: bool
+
+
+def remove(prefix: Path) -> Result:
+    """Like `conda env remove`: the env and its registry line; never conda's base or the active env.
+    The env is first renamed aside, so an interruption leaves no half-deleted env that still looks
+    like one (the next envkit run finishes the removal)."""
+    root = conda_root()
+    if root is not None and prefix.resolve() == root.resolve():
+        raise UsageError(f"{prefix} is the base env of the conda in use: it is not removed", hint="remove envs, not conda itself")
+    if os.environ.get("CONDA_PREFIX") and Path(os.environ["CONDA_PREFIX"]).resolve() == prefix.resolve():
+        raise UsageError(f"{prefix} is the active env", hint="conda deactivate first")
+    managed = read_record(prefix) is not None
+    with env_lock(prefix):
+        recover(prefix)
+        gone = work_dir(prefix, "removing")
+        os.rename(prefix, gone)
+        unregister(prefix)
+        remove_tree(gone)
+    return Result("remove", Removed(str(prefix), managed), messages=(f"removed {prefix}",))

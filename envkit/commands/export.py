@@ -1,0 +1,147 @@
+"""`envkit export`: an env as other tools read it (environment.yml, @EXPLICIT, Dockerfile, lock).
+Any conda env works; for an envkit env the activation settings and pip URLs come from its record,
+for others conda's own `env config vars`."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import rattler
+
+from envkit import backend, export
+from envkit.activation.writer import recorded_activation
+from envkit.commands import Result
+from envkit.errors import UsageError
+from envkit.fsutil import atomic_write_text
+from envkit.installed import channel_name, pip_dists
+from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
+from envkit.recipe.model import EnvOp
+from envkit.record import read_record
+
+Format = Literal["environment-yml", "explicit", "dockerfile", "lock"]
+FORMATS: tuple[str, ...] = ("environment-yml", "explicit", "dockerfile", "lock")
+
+
+@dataclass(frozen=True)
+class ExportOutcome:
+    format: str
+    prefix: str
+    path: str | None
+    text: str | None  # when written to stdout
+
+
+def _conda_meta(prefix: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted((prefix / "conda-meta").glob("*.json")):
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            raise UsageError(f"{path} is not a readable package record", hint="see 'envkit audit' (EK022)") from None
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            out.append(data)
+    return sorted(out, key=lambda d: d["name"])
+
+
+def snapshot(prefix: Path) -> export.EnvSnapshot:
+    record = read_record(prefix)
+    packages = []
+    channels: list[str] = []
+    for data in _conda_meta(prefix):
+        url = str(data.get("url") or "")
+        if not url:
+            raise UsageError(f"{prefix}: {data['name']} has no URL in conda-meta, so it cannot be re-installed from a list")
+        channel = str(data.get("channel") or "").rstrip("/")
+        base = channel.rsplit("/", 1)[0] if channel.endswith("/" + str(data.get("subdir", ""))) else channel
+        if base and base not in channels:
+            channels.append(base)
+        packages.append(
+            export.ExportedPackage(
+                data["name"], str(data["version"]), str(data["build"]), channel, url, data.get("sha256"), data.get("md5")
+            )
+        )
+    if record is not None and record.get("channels"):
+        channels = [str(c["url"]) for c in record["channels"] if isinstance(c, dict) and c.get("url")] or channels
+    installed = {str(p["name"]): p for p in (record or {}).get("pip_installed", []) if isinstance(p, dict)}
+    pip = [
+        export.ExportedPip(d.name, d.version, installed.get(d.name, {}).get("url"))
+        for d in sorted(pip_dists(prefix).values(), key=lambda d: d.name)
+        if d.installer == "pip"
+    ]
+    ops: list[EnvOp] = list(recorded_activation(prefix, record).ops) if record else []
+    taken = {op.name for op in ops}
+    ops += [EnvOp(name, "set", value=value) for name, value in _conda_env_vars(prefix).items() if name not in taken]
+    return export.EnvSnapshot(
+        name=prefix.name,
+        prefix=str(prefix),
+        platform=str((record or {}).get("platform") or backend.native_platform()),
+        recipe=str(record["recipe"]["name"]) if record and isinstance(record.get("recipe"), dict) else None,
+        channels=tuple(channel_name(c) if c.startswith("https://conda.anaconda.org/") else c for c in channels),
+        packages=tuple(packages),
+        pip=tuple(pip),
+        activation=tuple(ops),
+    )
+
+
+def _conda_env_vars(prefix: Path) -> dict[str, str]:
+    """`conda env config vars set` writes conda-meta/state; `conda activate` applies it."""
+    try:
+        data = json.loads((prefix / "conda-meta" / "state").read_text())
+        return {str(k): str(v) for k, v in (data.get("env_vars") or {}).items()}
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return {}
+
+
+def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
+    record = read_record(prefix)
+    records = [rattler.PrefixRecord.from_path(p) for p in sorted((prefix / "conda-meta").glob("*.json"))]
+    pip = tuple(LockedPip(p.name, p.version, p.url) for p in env.pip if p.url)
+    activation = tuple(
+        {"name": op.name, "action": op.action, "value": op.value, "entries": list(op.entries), "separator": op.separator, "computed": None}
+        for op in env.activation
+    )
+    recipe = (record or {}).get("recipe") or {}
+    lock = Lock(
+        str(recipe.get("name") or env.name),
+        str(recipe.get("resolved_digest") or ""),
+        env.channels,
+        activation,
+        (
+            LockedPlatform(
+                env.platform,
+                tuple(backend.describe_virtual(v) for v in backend.virtual_packages(env.platform, detect=False)),
+                tuple(records),
+                pip,
+            ),
+        ),
+    )
+    fd, tmp = tempfile.mkstemp(prefix=".envkit-export-", suffix=".lock")
+    os.close(fd)
+    try:
+        write_lock(Path(tmp), lock)
+        return Path(tmp).read_text(encoding="utf-8")
+    finally:
+        os.unlink(tmp)
+
+
+def export_env(prefix: Path, fmt: str, output: str | None) -> Result:
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown export format {fmt!r}", hint="one of " + ", ".join(FORMATS))
+    env = snapshot(prefix)
+    if fmt == "environment-yml":
+        text = export.environment_yml(env)
+    elif fmt == "explicit":
+        text = export.explicit(env)
+    elif fmt == "dockerfile":
+        text = export.dockerfile(env)
+    else:
+        text = _lock_text(prefix, env)
+    if output is None:
+        return Result("export", ExportOutcome(fmt, str(prefix), None, text))
+    path = Path(output).expanduser().absolute()
+    atomic_write_text(path, text)
+    return Result("export", ExportOutcome(fmt, str(prefix), str(path), None))

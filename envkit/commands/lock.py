@@ -1,0 +1,121 @@
+"""`envkit lock`: solve a recipe for each platform it declares and write one lock file.
+
+Each platform is solved with that platform's virtual packages at conda-forge's floors (never this
+machine's: a lock must hold for the whole team), audited like a plan, and its pip list resolved
+for that platform's Python; all platforms are solved at once over one shared gateway."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envkit import backend
+from envkit.activation.model import resolve
+from envkit.audit.engine import Finding, audit_plan
+from envkit.channels import ResolvedChannel, check_local_channel, resolve_channels
+from envkit.commands import Result
+from envkit.errors import ExitCode, UsageError
+from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
+from envkit.piplock import resolve as resolve_pip
+from envkit.recipe.compile import CompiledRecipe, compile_recipe
+from envkit.recipe.consistency import require_consistent
+from envkit.recipe.digest import resolved_digest
+from envkit.recipe.loader import load_recipe
+from envkit.recipe.model import KNOWN_PLATFORMS, Recipe
+from envkit.solve import choose_channels, plan_from_records, solve_or_explain, target
+
+
+@dataclass(frozen=True)
+class PlatformSummary:
+    platform: str
+    packages: int
+    pip: int
+    virtual_packages: tuple[str, ...]
+    assumed: tuple[str, ...]
+    findings: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class LockOutcome:
+    path: str
+    recipe: str
+    recipe_digest: str
+    platforms: tuple[PlatformSummary, ...]
+    refused: bool = False
+
+
+def default_lock_path(recipe: Recipe) -> Path:
+    """NAME.lock beside the recipe file (ENVKIT_RECIPE_PATH, the user dir, a team repo's checkout);
+    ./NAME.lock for a built-in recipe, whose directory belongs to the installation."""
+    if recipe.origin.source == "builtin":
+        return Path.cwd() / f"{recipe.name}.lock"
+    return Path(recipe.origin.path).parent / f"{recipe.name}.lock"
+
+
+def lock_platforms(compiled: CompiledRecipe, requested: tuple[str, ...]) -> tuple[str, ...]:
+    for platform in requested:
+        if platform not in KNOWN_PLATFORMS or platform == "noarch":
+            raise UsageError(f"--platform {platform!r}: not a platform conda knows", hint="e.g. linux-64, osx-arm64, win-64")
+    return requested or compiled.platforms or (backend.native_platform(),)
+
+
+def solve_for_lock(compiled: CompiledRecipe, platforms: tuple[str, ...], channels: list[ResolvedChannel]) -> list[tuple[Any, list[Any]]]:
+    """(target, records) per platform, solved at once."""
+    for platform in platforms:
+        for channel in channels:
+            check_local_channel(channel, platform)
+    targets = [target(compiled, platform, detect=False) for platform in platforms]
+    solved = solve_or_explain(compiled, channels, [(t.platform, list(t.virtual)) for t in targets])
+    return list(zip(targets, solved, strict=True))
+
+
+def lock(
+    recipe_ref: str,
+    *,
+    platforms: tuple[str, ...] = (),
+    output: str | None = None,
+    extra_channels: tuple[str, ...] = (),
+    override_channels: bool = False,
+    mirrors: tuple[tuple[str, str], ...] = (),
+) -> Result:
+    recipe = load_recipe(recipe_ref)
+    require_consistent(recipe)
+    compiled = compile_recipe(recipe)
+    wanted = lock_platforms(compiled, platforms)
+    channels = resolve_channels(choose_channels(compiled, list(extra_channels), override_channels), dict(mirrors))
+    path = Path(output).expanduser().absolute() if output else default_lock_path(recipe)
+    locked: list[LockedPlatform] = []
+    summaries: list[PlatformSummary] = []
+    blocking: list[str] = []
+    for goal, records in solve_for_lock(compiled, wanted, channels):
+        plan = plan_from_records(compiled, path.parent / recipe.name, goal, channels, records, activation=resolve(compiled.activation))
+        findings = tuple(audit_plan(plan, recipe.force))
+        blocking += [f"{goal.platform}: {f.rule_id} {f.title}: {f.evidence}" for f in findings if f.severity == "error"]
+        python = next((str(r.version) for r in records if r.name.normalized == "python"), None)
+        pip: tuple[LockedPip, ...] = ()
+        if compiled.pip_specs:
+            if python is None:
+                raise UsageError(f"the recipe has a pip list but no python for {goal.platform}", hint="add python to the recipe")
+            virtual = dict(v.partition("=")[::2] for v in goal.described)
+            pip = resolve_pip(compiled.pip_specs, goal.platform, python, {r.name.normalized for r in records}, virtual)
+        locked.append(LockedPlatform(goal.platform, goal.described, tuple(records), pip))
+        summaries.append(PlatformSummary(goal.platform, len(records), len(pip), goal.described, goal.assumed, findings))
+    digest = resolved_digest(compiled)
+    if blocking:
+        outcome = LockOutcome(str(path), recipe.name, digest, tuple(summaries), refused=True)
+        why = ("a locked plan fails the audit: no lock was written", "fix the recipe, or add the rule's id to its force: list")
+        return Result("lock", outcome, int(ExitCode.FINDINGS), why, tuple(blocking))
+    activation = tuple(
+        {
+            "name": s.op.name,
+            "action": s.op.action,
+            "value": s.op.value,
+            "entries": list(s.op.entries),
+            "separator": s.op.separator,
+            "computed": s.computed,
+        }
+        for s in compiled.activation.settings
+    )
+    write_lock(path, Lock(recipe.name, digest, tuple(c.url for c in channels), activation, tuple(locked)))
+    return Result("lock", LockOutcome(str(path), recipe.name, digest, tuple(summaries)))

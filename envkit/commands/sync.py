@@ -1,0 +1,208 @@
+"""`envkit sync`: bring an existing env to its recipe (or its lock) in place. Shows the difference
+first; applies it all or nothing (envkit.sync); probes the result."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import rattler
+
+from envkit import backend, envs
+from envkit.activation.writer import RecordedActivation, activation_json, recorded_activation, remove_stale, write_files
+from envkit.audit.engine import audit_plan
+from envkit.commands import Result
+from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
+from envkit.commands.sync_quick import quick, recorded_lock
+from envkit.create import pip_install, update_record_probe, verify_archives
+from envkit.errors import EnvkitError, ExitCode, InstallError, Interrupted, UsageError
+from envkit.history import Linked, append_block, block
+from envkit.installed import read_conda_meta
+from envkit.probe.runner import run_probe, spec_for
+from envkit.recipe.compile import compile_recipe
+from envkit.recipe.consistency import require_consistent
+from envkit.recipe.loader import load_recipe
+from envkit.record import read_record, write_record
+from envkit.solve import Plan, solve_recipe
+from envkit.sync import SyncOutcome, diff_packages, diff_variables, journal_dir, rollback, write_journal
+from envkit.transaction import env_lock, recover
+
+
+def _record_or_fail(prefix: Path) -> dict[str, Any]:
+    record = read_record(prefix)
+    if record is None:
+        raise UsageError(
+            f"{prefix} was not made by envkit: there is no recipe to sync it to",
+            hint="create it with envkit create RECIPE -p PREFIX --force",
+        )
+    return record
+
+
+def _installed(prefix: Path) -> dict[str, str]:
+    packages, unreadable = read_conda_meta(prefix)
+    if unreadable:
+        raise UsageError(f"{prefix}: {unreadable[0].path} is not a readable package record", hint="see 'envkit audit' (EK022)")
+    return {name: f"{p.version} {p.build}" for name, p in packages.items()}
+
+
+def sync(
+    prefix: Path,
+    *,
+    locked: bool = False,
+    lock: str | None = None,
+    frozen: bool = False,
+    dry_run: bool = False,
+    probe: bool = True,
+    confirm: Callable[[SyncOutcome], bool] | None = None,
+) -> Result:
+    fast = quick(prefix, locked=locked, lock=lock) if not frozen else None
+    if fast is not None:
+        return fast
+    record = _record_or_fail(prefix)
+    origin = record.get("recipe") or {}
+    if not isinstance(origin, dict) or not origin.get("path"):
+        raise UsageError(f"{prefix}: its record names no recipe file", hint="recreate it with envkit create RECIPE --force")
+    recipe = load_recipe(str(origin["path"]))
+    recipe_findings = require_consistent(recipe)
+    compiled = compile_recipe(recipe)
+    warnings = tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings)
+    lock_path = recorded_lock(record, lock) if (locked or lock or frozen) else None
+    lock_info: dict[str, Any] | None = None
+    if lock_path is not None:
+        request = CreateRequest(str(origin["path"]), prefix=str(prefix), locked=True, lock=str(lock_path), frozen=frozen)
+        outcome, lock_info = plan_from_lock(request, recipe, compiled, prefix, warnings)
+    else:
+        # the channels the env was made from, mirrors included
+        recorded = {
+            str(c["name"]): str(c["url"]) for c in record.get("channels", []) if isinstance(c, dict) and c.get("name") != c.get("url")
+        }
+        outcome = solve_recipe(compiled, prefix, extra_channels=[], override_channels=False, mirrors=recorded, warnings=warnings)
+    plan = outcome.plan
+    installed = _installed(prefix)
+    planned = {p.name: f"{p.version} {p.build}" for p in plan.packages}
+    old_ops = recorded_activation(prefix, record).ops
+    changes = SyncOutcome(
+        str(prefix),
+        "lock" if lock_path else "recipe",
+        noop=False,
+        dry_run=dry_run,
+        packages=diff_packages(installed, planned),
+        variables=diff_variables(old_ops, plan.activation),
+        pip=_pip_change(record, plan),
+        findings=tuple(audit_plan(plan, recipe.force)),
+    )
+    blocking = [f for f in changes.findings if f.severity == "error"]
+    if blocking:
+        errors = tuple(f"{f.rule_id} {f.title}: {f.evidence}" for f in blocking)
+        return Result(
+            "sync",
+            replace(changes, refused=True),
+            int(ExitCode.FINDINGS),
+            ("the synced env would fail the audit: nothing was changed",),
+            errors,
+        )
+    provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
+    if not (changes.packages or changes.variables or changes.pip):
+        if not dry_run:
+            with env_lock(prefix):
+                write_record(prefix, {**record, **provenance})  # remember the new fingerprints: next time is quick
+        return Result("sync", replace(changes, noop=True), messages=(f"{prefix} already matches its {changes.source}: nothing to do",))
+    if dry_run:
+        return Result("sync", changes, messages=("dry run: nothing was changed",))
+    if confirm is not None and not confirm(changes):
+        return Result("sync", replace(changes, aborted=True), messages=("aborted: nothing was changed",))
+    apply(prefix, plan, outcome.records, record, provenance)
+    result = replace(changes, applied=True)
+    if not probe:
+        return Result("sync", result)
+    report = run_probe(prefix, spec_for(prefix, recipe))
+    update_record_probe(prefix, report.summary(), report.healthy)
+    code = ExitCode.OK if report.healthy else ExitCode.FINDINGS
+    return Result(
+        "sync", replace(result, probe=report), int(code), () if report.healthy else ("synced, but the probe failed: see its checks",)
+    )
+
+
+def _pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
+    if plan.pip_locked:
+        before = {str(p.get("url")) for p in record.get("pip_installed", []) if isinstance(p, dict)}
+        after = set(plan.pip_specs)
+    else:
+        before, after = set(record.get("pip") or []), set(plan.pip_specs)
+    return tuple([f"+ {s}" for s in sorted(after - before)] + [f"- {s}" for s in sorted(before - after)])
+
+
+def apply(prefix: Path, plan: Plan, records: list[Any], record: dict[str, Any], provenance: dict[str, Any]) -> None:
+    """All or nothing, under the env's lock and a journal (envkit.sync)."""
+    cache = envs.pkgs_dir()
+    with env_lock(prefix):
+        recover(prefix)
+        verify_archives(records, cache)
+        write_journal(prefix)
+        try:
+            current = [rattler.PrefixRecord.from_path(p) for p in sorted((prefix / "conda-meta").glob("*.json"))]
+            backend.reinstall(records, prefix, cache, installed=current, specs=[s.spec for s in plan.specs])
+            pip_installed = _sync_pip(prefix, plan, record)
+            before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
+            after = {(p.name, p.version, p.build): p for p in plan.packages}
+            added = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for key, p in after.items() if key not in before]
+            gone = [Linked(str(p.get("channel", "")), str(p.get("subdir", "")), *key) for key, p in before.items() if key not in after]
+            append_block(prefix, block(["envkit", "sync", "-p", str(prefix)], added, gone, [s.spec for s in plan.specs]))
+            activation = RecordedActivation(plan.recipe, plan.activation, recorded_activation(prefix, record).tag)
+            files = activation.files(prefix)
+            write_files(files)
+            remove_stale(prefix, files)
+            write_record(
+                prefix,
+                {
+                    **record,
+                    **provenance,
+                    "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "packages": [asdict(p) for p in plan.packages],
+                    "activation": activation_json(activation, prefix, files),
+                    "pip": list(plan.pip_specs),
+                    "pip_installed": pip_installed,
+                    "virtual_packages": list(plan.virtual_packages),
+                    "assumed": list(plan.assumed),
+                    "probe": None,
+                    "healthy": None,
+                },
+            )
+            shutil.rmtree(journal_dir(prefix), ignore_errors=True)
+        except BaseException as exc:
+            rollback(prefix, cache)
+            if isinstance(exc, KeyboardInterrupt):
+                raise Interrupted(f"interrupted: {prefix} was rolled back to what it was") from None
+            if isinstance(exc, EnvkitError):
+                raise InstallError(f"{exc.message}; {prefix} was rolled back to what it was", hint=exc.hint) from None
+            raise InstallError(f"syncing {prefix} failed ({exc}); it was rolled back to what it was") from None
+
+
+def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any]) -> list[dict[str, str]]:
+    old = [p for p in record.get("pip_installed", []) if isinstance(p, dict)]
+    if _pip_change(record, plan) == ():
+        return old
+    gone = sorted({str(p["name"]) for p in old} - set(_names(plan)))
+    if gone:
+        subprocess.run(
+            [str(prefix / "bin" / "python"), "-m", "pip", "uninstall", "--yes", *gone], capture_output=True, check=False, timeout=600
+        )
+    return pip_install(prefix, plan.pip_specs, locked=plan.pip_locked)
+
+
+def _names(plan: Plan) -> set[str]:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    out = set()
+    for spec in plan.pip_specs:
+        try:
+            out.add(str(canonicalize_name(Requirement(spec).name)))
+        except InvalidRequirement:  # a locked URL: its file name starts with the name
+            out.add(str(canonicalize_name(spec.rsplit("/", 1)[-1].split("-", 1)[0])))
+    return out

@@ -1,0 +1,34 @@
+"""The no-op answer of `envkit sync`, without YAML, the solver or rich (envkit.sync.in_sync)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from envkit.commands import Result
+from envkit.record import read_record
+from envkit.sync import SyncOutcome, in_sync
+
+
+def recorded_lock(record: dict[str, Any], lock: str | None) -> Path | None:
+    if lock:
+        return Path(lock).expanduser().absolute()
+    path = (record.get("lock") or {}).get("path")
+    return Path(path) if isinstance(path, str) else None
+
+
+def quick(prefix: Path, *, locked: bool, lock: str | None) -> Result | None:
+    """The no-op answer without YAML or the solver, or None when a full look is needed."""
+    record = read_record(prefix)
+    if record is None:
+        return None
+    lock_path = recorded_lock(record, lock) if (locked or lock) else None
+    if (locked or lock) and lock_path is None:
+        return None
+    if not in_sync(prefix, lock_path=lock_path):
+        return None
+    source = "lock" if lock_path else "recipe"
+    what = f"its lock {lock_path}" if lock_path else f"recipe '{(record.get('recipe') or {}).get('name')}'"
+    return Result(
+        "sync", SyncOutcome(str(prefix), source, noop=True, dry_run=False), messages=(f"{prefix} is in sync with {what}: nothing to do",)
+    )

@@ -1,0 +1,128 @@
+"""An env written out for other tools: conda's environment.yml, an @EXPLICIT list, a Dockerfile.
+Pure: a snapshot of the env in, text out (envkit.commands.export reads the env and writes files).
+
+What other tools cannot express is said in the output, never dropped silently: conda's
+`variables:` are literal values, so a prepend or an unset has no equivalent there; a Dockerfile's
+ENV can prepend (`${VAR}`) but not unset.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from envkit.recipe.model import EnvOp
+
+DOCKER_BASE = "condaforge/miniforge3:latest"
+DOCKER_PREFIX = "/opt/env"
+
+
+@dataclass(frozen=True)
+class ExportedPackage:
+    name: str
+    version: str
+    build: str
+    channel: str  # as the record names it
+    url: str
+    sha256: str | None
+    md5: str | None
+
+    def explicit_line(self) -> str:
+        if self.sha256:
+            return f"{self.url}#sha256:{self.sha256}"
+        return f"{self.url}#{self.md5}" if self.md5 else self.url
+
+
+@dataclass(frozen=True)
+class ExportedPip:
+    name: str
+    version: str
+    url: str | None  # with #sha256= when envkit installed it
+
+
+@dataclass(frozen=True)
+class EnvSnapshot:
+    name: str
+    prefix: str
+    platform: str
+    recipe: str | None
+    channels: tuple[str, ...]
+    packages: tuple[ExportedPackage, ...]
+    pip: tuple[ExportedPip, ...]
+    activation: tuple[EnvOp, ...]
+
+
+def _yaml_str(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a YAML double-quoted scalar
+
+
+def environment_yml(env: EnvSnapshot) -> str:
+    lines = [
+        f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
+        "# Exact packages; `variables:` keeps envkit's activation settings, so `conda env create -f` sets them too.",
+        f"name: {_yaml_str(env.name)}",
+        "channels:",
+        *(f"  - {_yaml_str(c)}" for c in env.channels),
+        "dependencies:",
+        *(f"  - {_yaml_str(f'{p.name}={p.version}={p.build}')}" for p in env.packages),
+    ]
+    if env.pip:
+        lines.append("  - pip:")
+        lines += [f"      - {_yaml_str(p.url or f'{p.name}=={p.version}')}" for p in env.pip]
+    settable = [op for op in env.activation if op.action == "set"]
+    lost = [op for op in env.activation if op.action != "set"]
+    if settable:
+        lines.append("variables:")
+        lines += [f"  {op.name}: {_yaml_str(op.value)}" for op in settable]
+    for op in lost:
+        what = "unsets" if op.action == "unset" else f"{op.action}s {op.separator.join(op.entries)} to"
+        lines.append(f"# not kept: envkit's activation {what} {op.name}; conda's variables are literal values and cannot")
+    return "\n".join(lines) + "\n"
+
+
+def explicit(env: EnvSnapshot) -> str:
+    header = [
+        f"# Written by envkit export from {env.prefix}: `conda create --file` (or micromamba) installs exactly these.",
+        f"# platform: {env.platform}",
+    ]
+    if env.activation:
+        header.append("# not kept: an explicit list has no place for activation settings; export environment-yml keeps them")
+    if env.pip:
+        header.append("# not kept: pip packages (" + ", ".join(f"{p.name}=={p.version}" for p in env.pip) + ")")
+    return "\n".join([*header, "@EXPLICIT", *(p.explicit_line() for p in env.packages)]) + "\n"
+
+
+def _docker_env(op: EnvOp) -> str | None:
+    if op.action == "set":
+        return f"{op.name}={_yaml_str(op.value)}"
+    # ${VAR:+...}: no separator (an empty path entry, the current directory) when VAR is unset
+    joined, sep, name = _yaml_str(op.separator.join(op.entries)), op.separator, op.name
+    if op.action == "prepend":
+        return f"{name}={joined}${{{name}:+{sep}${{{name}}}}}"
+    if op.action == "append":
+        return f"{name}=${{{name}:+${{{name}}}{sep}}}{joined}"
+    return None
+
+
+def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
+    """A container does not run `conda activate`, so the settings become ENV lines; the package
+    list travels inside the Dockerfile (a heredoc), so nothing else needs copying into the build."""
+    lines = [
+        "# syntax=docker/dockerfile:1.4",
+        f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
+        "# The env's exact packages, then its activation settings as ENV: containers do not run conda activate.",
+        f"FROM {base}",
+        f"COPY <<'ENVKIT_EXPLICIT' /tmp/envkit-explicit.txt\n{explicit(env).rstrip()}\nENVKIT_EXPLICIT",
+        f"RUN conda create --yes --prefix {DOCKER_PREFIX} --file /tmp/envkit-explicit.txt && conda clean --all --yes && rm /tmp/envkit-explicit.txt",
+    ]
+    if env.pip:
+        wheels = " ".join(_yaml_str(p.url or f"{p.name}=={p.version}") for p in env.pip)
+        lines.append(f"RUN {DOCKER_PREFIX}/bin/python -m pip install --no-deps --no-cache-dir {wheels}")
+    lines.append(f"ENV CONDA_PREFIX={DOCKER_PREFIX} PATH={DOCKER_PREFIX}/bin:${{PATH}}")
+    for op in env.activation:
+        entry = _docker_env(op)
+        if entry is None:
+            lines.append(f"# not kept: envkit's activation unsets {op.name}; a Dockerfile cannot unset a variable")
+        else:
+            lines.append(f"ENV {entry}")
+    return "\n".join(lines) + "\n"

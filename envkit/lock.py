@@ -1,0 +1,150 @@
+"""Lock files: rattler's lock format (the one pixi.lock uses, version 7), so pixi, rattler and conda's
+lockfile support read them, plus an `envkit:` section that rattler readers ignore, for what is not a
+package: the recipe's name, the digest of the resolved recipe (a lock is stale once it differs),
+and the activation settings. pip packages are locked as URLs with a `#sha256=` fragment, the form
+pip checks the download against; rattler keeps that fragment for https URLs but turns file:// ones
+into bare paths, so the envkit section holds each platform's pip URLs too.
+
+This module reads and writes; it never solves (envkit.commands.lock does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import rattler
+from rattler.lock import LockChannel, LockPlatform
+
+from envkit.errors import UsageError
+from envkit.fsutil import atomic_write_text
+
+ENVKIT_LOCK_VERSION = 1
+ENVIRONMENT = "default"
+
+
+@dataclass(frozen=True)
+class LockedPip:
+    name: str
+    version: str
+    url: str  # with #sha256=<hex>
+
+    @property
+    def sha256(self) -> str | None:
+        _, _, fragment = self.url.partition("#sha256=")
+        return fragment or None
+
+
+@dataclass(frozen=True)
+class LockedPlatform:
+    platform: str
+    virtual_packages: tuple[str, ...]
+    records: tuple[Any, ...]  # rattler RepoDataRecords, in name order
+    pip: tuple[LockedPip, ...]
+
+
+@dataclass(frozen=True)
+class Lock:
+    recipe: str
+    recipe_digest: str
+    channels: tuple[str, ...]
+    activation: tuple[dict[str, Any], ...]  # the record's ops format
+    platforms: tuple[LockedPlatform, ...]
+
+    def for_platform(self, platform: str) -> LockedPlatform | None:
+        return next((p for p in self.platforms if p.platform == platform), None)
+
+
+def write_lock(path: Path, lock: Lock) -> None:
+    """Deterministic: the same lock gives the same bytes (records sorted by name, stable keys)."""
+    platforms = {p.platform: LockPlatform(p.platform, virtual_packages=sorted(p.virtual_packages)) for p in lock.platforms}
+    lockfile = rattler.LockFile(list(platforms.values()))
+    lockfile.set_channels(ENVIRONMENT, [LockChannel(c) for c in lock.channels])
+    for locked in lock.platforms:
+        for record in sorted(locked.records, key=lambda r: r.name.normalized):
+            lockfile.add_conda_package(ENVIRONMENT, platforms[locked.platform], record)
+        for pip in sorted(locked.pip, key=lambda p: p.name):
+            lockfile.add_pypi_package(ENVIRONMENT, platforms[locked.platform], pip.name, pip.version, pip.url)
+    fd, tmp = tempfile.mkstemp(prefix=".envkit-lock-", suffix=".yml")
+    os.close(fd)
+    try:
+        lockfile.to_path(Path(tmp))
+        text = Path(tmp).read_text(encoding="utf-8")
+    finally:
+        os.unlink(tmp)
+    first, _, rest = text.partition("\n")
+    if not first.startswith("version:"):
+        raise UsageError(f"rattler wrote a lock file envkit does not recognise (first line {first!r})", hint="upgrade envkit")
+    meta = {
+        "envkit": {
+            "lock_version": ENVKIT_LOCK_VERSION,
+            "recipe": lock.recipe,
+            "recipe_digest": lock.recipe_digest,
+            "activation": list(lock.activation),
+            "pip": {
+                p.platform: [{"name": q.name, "version": q.version, "url": q.url} for q in sorted(p.pip, key=lambda q: q.name)]
+                for p in lock.platforms
+                if p.pip
+            },
+        }
+    }
+    # JSON is YAML: one line, stable, no dependency on a YAML emitter's choices
+    atomic_write_text(path, f"{first}\nenvkit: {json.dumps(meta['envkit'], sort_keys=True)}\n{rest}")
+
+
+def _envkit_section(text: str, path: Path) -> dict[str, Any]:
+    for line in text.splitlines():
+        if line.startswith("envkit: "):
+            try:
+                data = json.loads(line[len("envkit: ") :])
+            except ValueError:
+                break
+            if not isinstance(data, dict) or data.get("lock_version") != ENVKIT_LOCK_VERSION:
+                raise UsageError(
+                    f"{path}: envkit lock section version {data.get('lock_version') if isinstance(data, dict) else None!r} is not {ENVKIT_LOCK_VERSION}",
+                    hint="re-lock with 'envkit lock'",
+                )
+            return data
+    raise UsageError(f"{path} has no envkit section: it was not written by 'envkit lock'", hint="re-lock with 'envkit lock RECIPE'")
+
+
+def read_lock(path: Path) -> Lock:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read lock file {path}: {exc.strerror}", hint="make one with 'envkit lock RECIPE'") from None
+    meta = _envkit_section(text, path)
+    try:
+        lockfile = rattler.LockFile.from_path(path)
+        env = lockfile.environment(ENVIRONMENT)
+    except BaseException as exc:  # pyo3 panics derive from BaseException
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise UsageError(
+            f"{path}: not a readable lock file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})", hint="re-lock it"
+        ) from None
+    if env is None:
+        raise UsageError(f"{path} has no '{ENVIRONMENT}' environment", hint="re-lock with 'envkit lock RECIPE'")
+    conda = env.conda_repodata_records()
+    pypi = env.pypi_packages()
+    ours = meta.get("pip") or {}
+    platforms = []
+    for platform in lockfile.platforms():
+        name = platform.name
+        if name in ours:
+            pip = tuple(LockedPip(str(q["name"]), str(q["version"]), str(q["url"])) for q in ours[name])
+        else:
+            pip = tuple(LockedPip(p.name, p.version, str(p.location)) for p in pypi.get(name, []))
+        records = tuple(sorted(conda.get(name, []), key=lambda r: r.name.normalized))
+        platforms.append(LockedPlatform(name, tuple(platform.virtual_packages), records, pip))
+    channels = tuple(str(getattr(c, "url", c)) for c in env.channels())
+    return Lock(str(meta["recipe"]), str(meta["recipe_digest"]), channels, tuple(meta.get("activation") or ()), tuple(platforms))
+
+
+def lock_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

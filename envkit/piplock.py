@@ -1,0 +1,77 @@
+"""The recipe's pip list, resolved for a target platform and Python without installing anything:
+`pip install --dry-run --report` with the target's tags gives exact versions, URLs and sha256
+hashes. pip runs under envkit's own interpreter, with the user's pip settings (PIP_INDEX_URL,
+PIP_FIND_LINKS, PIP_NO_INDEX, pip.conf) applied.
+
+What the conda solution already provides (numpy, torch as conda's pytorch, ...) is dropped from
+the result: in the env, pip sees those as installed and installs only the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from envkit.errors import SolveError
+from envkit.lock import LockedPip
+
+# conda package names whose PyPI distribution has another name
+CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "py-opencv": "opencv-python", "pillow": "pillow"}
+
+
+def platform_tags(platform: str, glibc: str | None = None, osx: str | None = None) -> list[str]:
+    """The wheel platform tags a platform accepts, newest last (pip wants them spelled out)."""
+    if platform.startswith("linux-"):
+        arch = {"linux-64": "x86_64", "linux-aarch64": "aarch64", "linux-ppc64le": "ppc64le"}.get(platform, "x86_64")
+        top = int((glibc or "2.17").split(".")[1])
+        tags = [f"manylinux_2_{minor}_{arch}" for minor in range(17, max(top, 17) + 1)]
+        return [f"manylinux2014_{arch}", *tags, f"linux_{arch}"]
+    if platform.startswith("osx-"):
+        arch = "arm64" if platform == "osx-arm64" else "x86_64"
+        lowest = 11 if arch == "arm64" else 10
+        highest = int((osx or "14.0").split(".")[0])
+        versions = ([(10, m) for m in range(9, 16)] if arch == "x86_64" else []) + [(v, 0) for v in range(11, highest + 1)]
+        return [f"macosx_{a}_{b}_{arch}" for a, b in versions if a >= lowest or arch == "x86_64"]
+    if platform.startswith("win-"):
+        return ["win_amd64"] if platform == "win-64" else ["win_arm64"]
+    return []
+
+
+def resolve(specs: tuple[str, ...], platform: str, python: str, conda_names: set[str], virtual: dict[str, str]) -> tuple[LockedPip, ...]:
+    """Exact pip packages for `specs` on `platform` with CPython `python` (X.Y)."""
+    if not specs:
+        return ()
+    major, minor = python.split(".")[:2]
+    tags = platform_tags(platform, virtual.get("__glibc"), virtual.get("__osx"))
+    provided = {canonicalize_name(CONDA_TO_PYPI.get(n, n)) for n in conda_names}
+    with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [
+            sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed", "--report", str(report),
+            "--only-binary=:all:", "--implementation", "cp", "--python-version", f"{major}.{minor}",
+            "--abi", f"cp{major}{minor}", "--abi", "abi3", "--abi", "none",
+            *(arg for tag in tags for arg in ("--platform", tag)), "--platform", "any",
+            *specs,
+        ]  # fmt: skip
+        env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
+        if proc.returncode != 0:
+            last = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()][-1:] or ["no output"]
+            raise SolveError(f"pip could not resolve {', '.join(specs)} for {platform}, Python {major}.{minor}: {last[0].strip()}")
+        data = json.loads(report.read_text())
+    out = []
+    for item in data.get("install", []):
+        meta, info = item["metadata"], item["download_info"]
+        name = canonicalize_name(meta["name"])
+        if name in provided and not item.get("requested"):
+            continue
+        sha = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
+        url = info["url"] + (f"#sha256={sha}" if sha else "")
+        out.append(LockedPip(str(name), str(meta["version"]), url))
+    return tuple(sorted(out, key=lambda p: p.name))

@@ -1,0 +1,55 @@
+"""Two fingerprints of a recipe, for locks and for sync.
+
+- resolved: what the recipe compiles to (channels, platforms, conda and pip specs, activation),
+  after `extends`. Editing a parent changes it; a comment or a reordered key does not. A lock
+  records it, so a lock made before the recipe (or a parent) changed is known to be stale.
+- sources: the bytes of every file in the `extends` chain. It needs nothing but the standard
+  library to compute, so `envkit sync` can tell "nothing changed" without parsing YAML or loading
+  the solver; when it differs, the resolved digest decides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from envkit.recipe.compile import CompiledRecipe
+
+
+def resolved_digest(compiled: CompiledRecipe) -> str:
+    settings = [
+        {
+            "name": s.op.name,
+            "action": s.op.action,
+            "value": s.op.value,
+            "entries": list(s.op.entries),
+            "separator": s.op.separator,
+            "computed": s.computed,
+        }
+        for s in compiled.activation.settings
+    ]
+    canonical = {
+        "name": compiled.recipe.name,
+        "channels": list(compiled.channels),
+        "platforms": list(compiled.platforms),
+        "conda": [s.spec for s in compiled.conda_specs],
+        "pip": list(compiled.pip_specs),
+        "activation": settings,
+    }
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
+
+
+def sources_digest(chain: Sequence[str]) -> str | None:
+    """None when a file of the chain is gone: the recipe has to be loaded to know more."""
+    digest = hashlib.sha256()
+    for path in chain:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+        digest.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()

@@ -1,0 +1,207 @@
+"""Bring an existing env to its recipe (or lock) in place, all or nothing.
+
+- `in_sync` answers "nothing to do" from the record alone, with the standard library: the recipe's
+  files (or the lock) hash as they did, conda-meta holds the recorded packages, pip the recorded
+  wheels, and the activation scripts are what the record says. No YAML, no solver: a no-op sync
+  costs about what `envkit --version` does.
+- `diff` names every change: packages added, removed, changed; activation variables changed.
+- `apply` installs with rattler over the installed packages, under a journal: a copy of conda-meta
+  and the record taken before anything changes. On failure or Ctrl-C the journal's packages are
+  installed back (from the package cache) and the record restored; a sync killed outright is
+  rolled back the same way by the next envkit run that touches the env (envkit.transaction).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from envkit.activation.writer import recorded_activation
+from envkit.fsutil import read_exact
+from envkit.installed import pip_dists
+from envkit.recipe.digest import sources_digest
+from envkit.recipe.model import EnvOp
+from envkit.record import read_record, record_path
+
+if TYPE_CHECKING:
+    from envkit.audit.engine import Finding
+    from envkit.probe.model import ProbeReport
+
+JOURNAL = "etc/envkit/sync-journal"
+
+
+def journal_dir(prefix: Path) -> Path:
+    return prefix / JOURNAL
+
+
+@dataclass(frozen=True)
+class PackageChange:
+    name: str
+    kind: Literal["added", "removed", "changed"]
+    old: str | None  # version build
+    new: str | None
+
+
+@dataclass(frozen=True)
+class VariableChange:
+    name: str
+    old: str | None  # a readable form of the operation, None when absent
+    new: str | None
+
+
+@dataclass(frozen=True)
+class SyncOutcome:
+    prefix: str
+    source: str  # "recipe" or "lock"
+    noop: bool
+    dry_run: bool
+    packages: tuple[PackageChange, ...] = ()
+    variables: tuple[VariableChange, ...] = ()
+    pip: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    applied: bool = False
+    aborted: bool = False
+    refused: bool = False
+    probe: ProbeReport | None = None
+
+
+def describe_op(op: EnvOp) -> str:
+    if op.action == "set":
+        return f"= {op.value!r}"
+    if op.action == "unset":
+        return "unset"
+    return f"{op.action} {op.separator.join(op.entries)}"
+
+
+def installed_names(prefix: Path) -> set[str]:
+    return {p.name for p in (prefix / "conda-meta").glob("*.json")}
+
+
+def recorded_names(record: dict[str, Any]) -> set[str]:
+    return {f"{p['name']}-{p['version']}-{p['build']}.json" for p in record.get("packages", []) if isinstance(p, dict)}
+
+
+def pip_state(prefix: Path) -> set[tuple[str, str]]:
+    return {(d.name, d.version) for d in pip_dists(prefix).values() if d.installer == "pip"}
+
+
+def recorded_pip(record: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(str(p["name"]), str(p["version"])) for p in record.get("pip_installed", []) if isinstance(p, dict)}
+
+
+def scripts_match(prefix: Path, record: dict[str, Any]) -> bool:
+    return all(read_exact(f.path) == f.text for f in recorded_activation(prefix, record).files(prefix))
+
+
+def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
+    """True only when certain: the record, the files and the env all still agree."""
+    record = read_record(prefix)
+    if record is None or journal_dir(prefix).exists():
+        return False
+    recipe = record.get("recipe") or {}
+    if lock_path is not None:
+        lock = record.get("lock") or {}
+        if lock.get("path") != str(lock_path) or not lock_path.is_file():
+            return False
+        if hashlib.sha256(lock_path.read_bytes()).hexdigest() != lock.get("digest"):
+            return False
+    elif not recipe.get("sources_digest") or sources_digest(recipe.get("chain") or []) != recipe["sources_digest"]:
+        return False
+    return installed_names(prefix) == recorded_names(record) and pip_state(prefix) == recorded_pip(record) and scripts_match(prefix, record)
+
+
+def diff_packages(installed: dict[str, str], planned: dict[str, str]) -> tuple[PackageChange, ...]:
+    """`name -> "version build"` on each side."""
+    out = []
+    for name in sorted(set(installed) | set(planned)):
+        old, new = installed.get(name), planned.get(name)
+        if old == new:
+            continue
+        kind: Literal["added", "removed", "changed"] = "added" if old is None else "removed" if new is None else "changed"
+        out.append(PackageChange(name, kind, old, new))
+    return tuple(out)
+
+
+def diff_variables(old: tuple[EnvOp, ...], new: tuple[EnvOp, ...]) -> tuple[VariableChange, ...]:
+    before = {op.name: describe_op(op) for op in old}
+    after = {op.name: describe_op(op) for op in new}
+    return tuple(VariableChange(n, before.get(n), after.get(n)) for n in sorted(set(before) | set(after)) if before.get(n) != after.get(n))
+
+
+def write_journal(prefix: Path) -> None:
+    """Copy conda-meta's records and envkit's record aside, then rename the copy into place: the
+    journal exists whole or not at all."""
+    final = journal_dir(prefix)
+    tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "conda-meta").mkdir(parents=True)
+    for path in (prefix / "conda-meta").glob("*.json"):
+        shutil.copy2(path, tmp / "conda-meta" / path.name)
+    if record_path(prefix).is_file():
+        shutil.copy2(record_path(prefix), tmp / "record.json")
+    os.replace(tmp, final)
+
+
+def rollback(prefix: Path, cache: Path) -> None:
+    """Install the journal's packages back over whatever the env holds now, restore envkit's record
+    and activation scripts, and drop the journal."""
+    import rattler
+
+    from envkit import backend
+    from envkit.activation.writer import remove_stale, write_files
+    from envkit.record import write_record
+
+    journal = journal_dir(prefix)
+    old = [rattler.PrefixRecord.from_path(p) for p in sorted((journal / "conda-meta").glob("*.json"))]
+    current = [rattler.PrefixRecord.from_path(p) for p in sorted((prefix / "conda-meta").glob("*.json"))]
+    backend.reinstall(old, prefix, cache, installed=current)
+    saved = journal / "record.json"
+    if saved.is_file():
+        record = json.loads(saved.read_text(encoding="utf-8"))
+        _restore_pip(prefix, record)
+        files = recorded_activation(prefix, record).files(prefix)
+        write_files(files)
+        remove_stale(prefix, files)
+        write_record(prefix, record)
+    shutil.rmtree(journal, ignore_errors=True)
+
+
+def _restore_pip(prefix: Path, record: dict[str, Any]) -> None:
+    """pip wheels back to the recorded ones: drop what the sync added, reinstall what it removed
+    or changed, by the exact URLs (and hashes) the record keeps."""
+    wanted = {(str(p["name"]), str(p["version"])): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)}
+    have = pip_state(prefix)
+    python = str(prefix / "bin" / "python")
+    extra = sorted({name for name, version in have if (name, version) not in wanted})
+    if extra:
+        subprocess.run([python, "-m", "pip", "uninstall", "--yes", *extra], capture_output=True, check=False, timeout=600)
+    missing = [url for key, url in sorted(wanted.items()) if key not in have and url]
+    if missing:
+        subprocess.run(
+            [python, "-m", "pip", "install", "--no-deps", "--no-input", *missing], capture_output=True, check=False, timeout=3600
+        )
+
+
+def drift(record: dict[str, Any], installed: dict[str, str], pip_installed: set[tuple[str, str]]) -> list[str]:
+    """What changed since envkit installed the env (conda install, pip install, a removal), one line
+    each. `installed` maps name -> "version build" as conda-meta says."""
+    recorded = {str(p["name"]): f"{p['version']} {p['build']}" for p in record.get("packages", []) if isinstance(p, dict)}
+    lines = []
+    for change in diff_packages(recorded, installed):
+        if change.kind == "added":
+            lines.append(f"+ {change.name} {change.new} (added since envkit installed the env)")
+        elif change.kind == "removed":
+            lines.append(f"- {change.name} {change.old} (removed since)")
+        else:
+            lines.append(f"~ {change.name} {change.old} -> {change.new} (changed since)")
+    for name, version in sorted(pip_installed - recorded_pip(record)):
+        lines.append(f"+ pip {name} {version} (pip-installed since)")
+    for name, version in sorted(recorded_pip(record) - pip_installed):
+        lines.append(f"- pip {name} {version} (removed or changed since)")
+    return lines
