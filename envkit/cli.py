@@ -288,9 +288,8 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     from envkit.render import render_sync
     from envkit.sync import SyncOutcome
 
-    def confirm(changes: SyncOutcome) -> bool:
+    def show(changes: SyncOutcome) -> None:
         render_sync(ui.out, changes)
-        return ui.ask("Apply these changes?")
 
     result = sync(
         prefix,
@@ -299,7 +298,8 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
         frozen=args.frozen,
         dry_run=args.dry_run,
         probe=not args.no_probe,
-        confirm=confirm if ui.interactive and not args.yes else None,
+        show=None if ui.as_json else show,
+        confirm=(lambda changes: ui.ask("Apply these changes?")) if ui.interactive and not args.yes else None,
     )
     return result, False
 

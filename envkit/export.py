@@ -39,6 +39,11 @@ class ExportedPip:
     version: str
     url: str | None  # with #sha256= when envkit installed it
 
+    @property
+    def requirement(self) -> str:
+        """What pip is given: the exact file when known (PEP 508 direct reference), else name==version."""
+        return f"{self.name} @ {self.url}" if self.url else f"{self.name}=={self.version}"
+
 
 @dataclass(frozen=True)
 class EnvSnapshot:
@@ -68,12 +73,16 @@ def environment_yml(env: EnvSnapshot) -> str:
     ]
     if env.pip:
         lines.append("  - pip:")
-        lines += [f"      - {_yaml_str(p.url or f'{p.name}=={p.version}')}" for p in env.pip]
+        lines += [f"      - {_yaml_str(p.requirement)}" for p in env.pip]
     settable = [op for op in env.activation if op.action == "set"]
     lost = [op for op in env.activation if op.action != "set"]
     if settable:
         lines.append("variables:")
         lines += [f"  {op.name}: {_yaml_str(op.value)}" for op in settable]
+    for op in settable:
+        if "'" in (op.value or ""):
+            # conda's posix activator writes export NAME='value' without escaping quotes in it
+            lines.append(f"# not kept exactly: {op.name} holds a single quote, which `conda activate` drops in POSIX shells")
     for op in lost:
         what = "unsets" if op.action == "unset" else f"{op.action}s {op.separator.join(op.entries)} to"
         lines.append(f"# not kept: envkit's activation {what} {op.name}; conda's variables are literal values and cannot")
@@ -116,7 +125,7 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
         f"RUN conda create --yes --prefix {DOCKER_PREFIX} --file /tmp/envkit-explicit.txt && conda clean --all --yes && rm /tmp/envkit-explicit.txt",
     ]
     if env.pip:
-        wheels = " ".join(_yaml_str(p.url or f"{p.name}=={p.version}") for p in env.pip)
+        wheels = " ".join(_yaml_str(p.requirement) for p in env.pip)
         lines.append(f"RUN {DOCKER_PREFIX}/bin/python -m pip install --no-deps --no-cache-dir {wheels}")
     lines.append(f"ENV CONDA_PREFIX={DOCKER_PREFIX} PATH={DOCKER_PREFIX}/bin:${{PATH}}")
     for op in env.activation:

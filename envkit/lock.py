@@ -39,6 +39,12 @@ class LockedPip:
         _, _, fragment = self.url.partition("#sha256=")
         return fragment or None
 
+    @property
+    def requirement(self) -> str:
+        """A PEP 508 direct reference: pip installs exactly this file (and checks the hash), and every
+        reader of pip specs still sees the name."""
+        return f"{self.name} @ {self.url}"
+
 
 @dataclass(frozen=True)
 class LockedPlatform:

@@ -54,6 +54,7 @@ def resolve(specs: tuple[str, ...], platform: str, python: str, conda_names: set
         report = Path(tmp) / "report.json"
         cmd = [
             sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed", "--report", str(report),
+            "--target", str(Path(tmp) / "target"),  # pip takes --platform only with --target; a dry run writes nothing
             "--only-binary=:all:", "--implementation", "cp", "--python-version", f"{major}.{minor}",
             "--abi", f"cp{major}{minor}", "--abi", "abi3", "--abi", "none",
             *(arg for tag in tags for arg in ("--platform", tag)), "--platform", "any",

@@ -246,7 +246,7 @@ def render_sync(c: Console, out: Any) -> None:
 
 
 def _sync(c: Console, out: Any) -> None:
-    if out.applied or out.dry_run or out.refused:
+    if out.dry_run or out.refused:  # an applied sync was shown before it started
         render_sync(c, out)
     if out.applied:
         c.print(f"[green]synced[/green] {escape(out.prefix)}")

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -134,33 +135,66 @@ def diff_variables(old: tuple[EnvOp, ...], new: tuple[EnvOp, ...]) -> tuple[Vari
     return tuple(VariableChange(n, before.get(n), after.get(n)) for n in sorted(set(before) | set(after)) if before.get(n) != after.get(n))
 
 
+def _entries(prefix: Path) -> set[str]:
+    """Every path in the env (files, links, dirs), relative, the journal's own dirs left out."""
+    out: set[str] = set()
+    skip = str(journal_dir(prefix))
+    for root, dirs, files in os.walk(prefix):
+        dirs[:] = [d for d in dirs if not os.path.join(root, d).startswith(skip)]
+        rel = os.path.relpath(root, prefix)
+        for name in (*dirs, *files):
+            out.add(name if rel == "." else f"{rel}/{name}")
+    return out
+
+
 def write_journal(prefix: Path) -> None:
-    """Copy conda-meta's records and envkit's record aside, then rename the copy into place: the
-    journal exists whole or not at all."""
+    """Copy conda-meta's records and envkit's record aside, list every path the env has, then
+    rename the copy into place: the journal exists whole or not at all. The list lets a rollback
+    remove what a killed install half-linked (files no conda-meta record owns yet)."""
     final = journal_dir(prefix)
     tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "conda-meta").mkdir(parents=True)
-    for path in (prefix / "conda-meta").glob("*.json"):
-        shutil.copy2(path, tmp / "conda-meta" / path.name)
+    for path in [*(prefix / "conda-meta").glob("*.json"), prefix / "conda-meta" / "history"]:
+        if path.is_file():
+            shutil.copy2(path, tmp / "conda-meta" / path.name)
     if record_path(prefix).is_file():
         shutil.copy2(record_path(prefix), tmp / "record.json")
+    (tmp / "paths").write_text("".join(f"{p}\n" for p in sorted(_entries(prefix))), encoding="utf-8")
     os.replace(tmp, final)
+
+
+def _remove_strays(prefix: Path, known: set[str]) -> None:
+    """Delete what the env did not have before the sync, deepest first."""
+    for rel in sorted(_entries(prefix) - known, key=lambda p: p.count("/"), reverse=True):
+        path = prefix / rel
+        if path.is_dir() and not path.is_symlink():
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only once empty: a dir that still holds known paths stays
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
 
 def rollback(prefix: Path, cache: Path) -> None:
     """Install the journal's packages back over whatever the env holds now, restore envkit's record
-    and activation scripts, and drop the journal."""
+    and activation scripts, and drop the journal. The journal's conda-meta files are the originals:
+    they are copied back as they were, so the env's records end byte for byte as before."""
     import rattler
 
-    from envkit import backend
     from envkit.activation.writer import remove_stale, write_files
+    from envkit.inplace import change_env
     from envkit.record import write_record
 
     journal = journal_dir(prefix)
-    old = [rattler.PrefixRecord.from_path(p) for p in sorted((journal / "conda-meta").glob("*.json"))]
-    current = [rattler.PrefixRecord.from_path(p) for p in sorted((prefix / "conda-meta").glob("*.json"))]
-    backend.reinstall(old, prefix, cache, installed=current)
+    saved_meta = sorted((journal / "conda-meta").glob("*.json"))
+    change_env([rattler.PrefixRecord.from_path(p) for p in saved_meta], prefix, cache, [])
+    for path in [*saved_meta, journal / "conda-meta" / "history"]:
+        if path.is_file():
+            shutil.copy2(path, prefix / "conda-meta" / path.name)
+    listed = journal / "paths"
+    if listed.is_file():
+        _remove_strays(prefix, set(listed.read_text(encoding="utf-8").splitlines()))
     saved = journal / "record.json"
     if saved.is_file():
         record = json.loads(saved.read_text(encoding="utf-8"))

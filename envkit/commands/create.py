@@ -154,19 +154,18 @@ def plan_from_lock(
     """No solve: the lock's records for this machine's platform, if the lock has them and is fresh."""
     path = lock_file_for(request.lock, recipe)
     if not path.is_file():
-        raise UsageError(f"no lock file at {path}", hint=f"make one with 'envkit lock {recipe.name}' (or give --lock FILE)")
+        raise UsageError(f"no lock file at {path}", hint=f"make one with 'envkit lock {request.recipe}', or give --lock FILE")
     lock = read_lock(path)
+    relock = f"envkit lock {request.recipe}" + (f" -o {request.lock}" if request.lock else "")
     platform = backend.native_platform()
     locked = lock.for_platform(platform)
     if locked is None:
         have = ", ".join(p.platform for p in lock.platforms) or "none"
-        raise UsageError(
-            f"{path} has no {platform} packages (it locks {have})", hint=f"add it: envkit lock {recipe.name} --platform {platform}"
-        )
+        raise UsageError(f"{path} has no {platform} packages (it locks {have})", hint=f"add it: {relock} --platform {platform}")
     if not request.frozen and lock.recipe_digest != resolved_digest(compiled):
         raise UsageError(
             f"{path} is stale: recipe '{recipe.name}' (or one it extends) changed since it was locked",
-            hint=f"re-lock with 'envkit lock {recipe.name}', or pass --frozen to install the lock as it is",
+            hint=f"re-lock with '{relock}', or pass --frozen to install the lock as it is",
         )
     if lock.recipe != recipe.name:
         raise UsageError(f"{path} locks recipe '{lock.recipe}', not '{recipe.name}'", hint="give the lock that belongs to this recipe")
@@ -181,7 +180,7 @@ def plan_from_lock(
         list(locked.records),
         activation=resolve(lock_settings(lock)),
         warnings=warnings,
-        pip_specs=tuple(p.url for p in locked.pip),
+        pip_specs=tuple(p.requirement for p in locked.pip),
         pip_locked=True,
     )
     return SolveOutcome(plan, list(locked.records)), {"path": str(path), "digest": lock_digest(path), "frozen": request.frozen}

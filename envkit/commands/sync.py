@@ -11,9 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import rattler
-
-from envkit import backend, envs
+from envkit import envs
 from envkit.activation.writer import RecordedActivation, activation_json, recorded_activation, remove_stale, write_files
 from envkit.audit.engine import audit_plan
 from envkit.commands import Result
@@ -22,6 +20,7 @@ from envkit.commands.sync_quick import quick, recorded_lock
 from envkit.create import pip_install, update_record_probe, verify_archives
 from envkit.errors import EnvkitError, ExitCode, InstallError, Interrupted, UsageError
 from envkit.history import Linked, append_block, block
+from envkit.inplace import change_env
 from envkit.installed import read_conda_meta
 from envkit.probe.runner import run_probe, spec_for
 from envkit.recipe.compile import compile_recipe
@@ -58,8 +57,10 @@ def sync(
     frozen: bool = False,
     dry_run: bool = False,
     probe: bool = True,
+    show: Callable[[SyncOutcome], None] | None = None,
     confirm: Callable[[SyncOutcome], bool] | None = None,
 ) -> Result:
+    """`show` sees the difference before anything changes (the CLI draws it); `confirm` may decline."""
     fast = quick(prefix, locked=locked, lock=lock) if not frozen else None
     if fast is not None:
         return fast
@@ -114,6 +115,8 @@ def sync(
         return Result("sync", replace(changes, noop=True), messages=(f"{prefix} already matches its {changes.source}: nothing to do",))
     if dry_run:
         return Result("sync", changes, messages=("dry run: nothing was changed",))
+    if show is not None:
+        show(changes)
     if confirm is not None and not confirm(changes):
         return Result("sync", replace(changes, aborted=True), messages=("aborted: nothing was changed",))
     apply(prefix, plan, outcome.records, record, provenance)
@@ -131,7 +134,7 @@ def sync(
 def _pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
     if plan.pip_locked:
         before = {str(p.get("url")) for p in record.get("pip_installed", []) if isinstance(p, dict)}
-        after = set(plan.pip_specs)
+        after = {spec.partition(" @ ")[2] for spec in plan.pip_specs}
     else:
         before, after = set(record.get("pip") or []), set(plan.pip_specs)
     return tuple([f"+ {s}" for s in sorted(after - before)] + [f"- {s}" for s in sorted(before - after)])
@@ -142,11 +145,13 @@ def apply(prefix: Path, plan: Plan, records: list[Any], record: dict[str, Any], 
     cache = envs.pkgs_dir()
     with env_lock(prefix):
         recover(prefix)
-        verify_archives(records, cache)
+        try:
+            verify_archives(records, cache)
+        except EnvkitError as exc:
+            raise InstallError(f"{exc.message}; {prefix} was not changed", hint=exc.hint) from None
         write_journal(prefix)
         try:
-            current = [rattler.PrefixRecord.from_path(p) for p in sorted((prefix / "conda-meta").glob("*.json"))]
-            backend.reinstall(records, prefix, cache, installed=current, specs=[s.spec for s in plan.specs])
+            change_env(records, prefix, cache, [s.spec for s in plan.specs])
             pip_installed = _sync_pip(prefix, plan, record)
             before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
             after = {(p.name, p.version, p.build): p for p in plan.packages}

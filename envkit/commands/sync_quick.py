@@ -11,10 +11,18 @@ from envkit.sync import SyncOutcome, in_sync
 
 
 def recorded_lock(record: dict[str, Any], lock: str | None) -> Path | None:
+    """The lock a locked sync uses: the one given, else the one the env was made from, else where
+    `envkit lock` puts it for the env's recipe (envkit.commands.lock.default_lock_path)."""
     if lock:
         return Path(lock).expanduser().absolute()
     path = (record.get("lock") or {}).get("path")
-    return Path(path) if isinstance(path, str) else None
+    if isinstance(path, str):
+        return Path(path)
+    recipe = record.get("recipe") or {}
+    name, where = recipe.get("name"), recipe.get("path")
+    if not isinstance(name, str) or not isinstance(where, str):
+        return None
+    return (Path.cwd() if recipe.get("source") == "builtin" else Path(where).parent) / f"{name}.lock"
 
 
 def quick(prefix: Path, *, locked: bool, lock: str | None) -> Result | None:

@@ -47,6 +47,11 @@ def _type_name(value: object) -> str:
     )
 
 
+def _layer(value: object) -> object:
+    """MKL reads MKL_THREADING_LAYER without regard to case; so does the recipe (GNU as in the variable)."""
+    return value.lower() if isinstance(value, str) else value
+
+
 def _found(value: object) -> str:
     text = repr(value) if isinstance(value, str | int | float | bool) else _type_name(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -380,7 +385,7 @@ def _threading(c: _Checker, doc: YamlDocument, value: object) -> dict[str, Any]:
     if th is None:
         return out
     if "mkl_threading_layer" in th:
-        layer = c.choice(("threading", "mkl_threading_layer"), th["mkl_threading_layer"], LAYER_CHOICES)
+        layer = c.choice(("threading", "mkl_threading_layer"), _layer(th["mkl_threading_layer"]), LAYER_CHOICES)
         if layer:
             out["mkl_threading_layer"] = layer
     for key in ("omp_num_threads", "mkl_num_threads", "openblas_num_threads"):
@@ -525,7 +530,7 @@ def _probe(c: _Checker, value: object) -> dict[str, Any]:
             if "blas" in ex and (b := c.choice(("probe", "expect", "blas"), ex["blas"], BLAS_CHOICES)):
                 expect["blas"] = b
             if "mkl_threading_layer" in ex:
-                layer = c.choice(("probe", "expect", "mkl_threading_layer"), ex["mkl_threading_layer"], LAYER_CHOICES[:-1])
+                layer = c.choice(("probe", "expect", "mkl_threading_layer"), _layer(ex["mkl_threading_layer"]), LAYER_CHOICES[:-1])
                 if layer:
                     expect["mkl_threading_layer"] = layer
             for key in ("openmp_runtimes", "torch_threads"):

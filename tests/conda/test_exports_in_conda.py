@@ -1,0 +1,113 @@
+"""envkit's exports installed by the real conda: `conda env create -f` keeps the activation
+settings (seen after `conda activate`), `conda create --file` takes the explicit list with its
+hashes, and the Dockerfile's steps run as a builder would run them (no Docker here: its COPY
+heredoc is written out and its RUN lines run with this conda, its ENV lines applied)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import dockerfile
+
+from tests.conftest import run_envkit
+from tests.support.conda import Conda
+from tests.test_export import exported_env
+
+
+def names(prefix: Path) -> list[str]:
+    return sorted(json.loads(p.read_text())["name"] for p in (prefix / "conda-meta").glob("*.json"))
+
+
+def test_conda_env_create_keeps_the_activation_settings(conda: Conda, tmp_path: Path) -> None:
+    prefix, pip_env = exported_env(tmp_path)
+    yml = tmp_path / "environment.yml"
+    assert run_envkit("export", "-p", str(prefix), "--format", "environment-yml", "-o", str(yml)).returncode == 0
+    made = tmp_path / "by-conda"
+    conda.ok(
+        "env",
+        "create",
+        "-q",
+        "-p",
+        str(made),
+        "-f",
+        str(yml),
+        env=conda.environ(**{k: v for k, v in pip_env.items() if k.startswith("PIP_")}),
+    )
+    assert names(made) == names(prefix)
+    assert (made / "lib" / "python3.11" / "site-packages" / "threadpoolctl-3.8.0.dist-info").is_dir()  # conda ran pip on the locked URL
+    script = (
+        'eval "$("$CONDA_EXE_FOR_TEST" shell.bash hook)"; conda activate "$ENV_PREFIX"; '
+        'printf "%s\\n" "$MKL_THREADING_LAYER"; python -c "import os; print(os.environ[\'MKL_THREADING_LAYER\'])"'
+    )
+    env = conda.environ(CONDA_EXE_FOR_TEST=str(conda.exe), ENV_PREFIX=str(made))
+    env.pop("MKL_THREADING_LAYER", None)
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["GNU", "GNU"]
+    # conda keeps every value exactly (conda-meta/state); its POSIX activator does not escape a single
+    # quote in one, which the export says in a comment
+    state = json.loads((made / "conda-meta" / "state").read_text())["env_vars"]
+    assert state == {"MKL_THREADING_LAYER": "GNU", "TRICKY": "a 'b' \"c\" $d `e` *"}
+    assert "# not kept exactly: TRICKY holds a single quote" in yml.read_text()
+    run = conda.ok("run", "-p", str(made), "python", "-c", "import os; print(os.environ.get('MKL_THREADING_LAYER'))")
+    assert run.strip() == "GNU"
+
+
+def test_conda_create_from_the_explicit_list(conda: Conda, tmp_path: Path) -> None:
+    prefix, _ = exported_env(tmp_path)
+    listing = tmp_path / "explicit.txt"
+    assert run_envkit("export", "-p", str(prefix), "--format", "explicit", "-o", str(listing)).returncode == 0
+    made = tmp_path / "from-list"
+    conda.ok("create", "-q", "-y", "-p", str(made), "--file", str(listing))
+    assert names(made) == names(prefix)
+    explicit = [line for line in conda.ok("list", "--explicit", "--sha256", "-p", str(made)).splitlines() if line.startswith("file:")]
+    # conda's own explicit list of the new env carries the same URLs and sha256s (it writes url#<sha256>)
+    ours = [line.replace("#sha256:", "#") for line in listing.read_text().splitlines() if line.startswith("file:")]
+    assert sorted(explicit) == sorted(ours)
+
+
+def test_dockerfile_steps_build_the_env(conda: Conda, tmp_path: Path) -> None:
+    """Each instruction of the exported Dockerfile, carried out here: the image's /opt/env is a tmp
+    dir, the image's conda is the test conda (with its own package cache: the RUN line cleans it)."""
+    prefix, pip_env = exported_env(tmp_path)
+    out = tmp_path / "Dockerfile"
+    assert run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "-o", str(out)).returncode == 0
+    image = tmp_path / "image"
+    (image / "tmp").mkdir(parents=True)
+    built = image / "opt" / "env"
+
+    def here(text: str) -> str:
+        return text.replace("/opt/env", str(built)).replace("/tmp/envkit-explicit.txt", str(image / "tmp" / "envkit-explicit.txt"))
+
+    env = conda.environ(CONDA_PKGS_DIRS=str(tmp_path / "image-pkgs"), **{k: v for k, v in pip_env.items() if k.startswith("PIP_")})
+    env["PATH"] = f"{conda.exe.parent}:{env['PATH']}"
+    image_env: dict[str, str] = {"PATH": env["PATH"]}
+    for command in dockerfile.parse_file(str(out)):
+        if command.cmd == "COPY":
+            body = command.original.split("\n", 1)[1].rsplit("\n" + command.value[0].strip("<'"), 1)[0] + "\n"
+            Path(here(command.value[1])).write_text(body)
+        elif command.cmd == "RUN":
+            proc = subprocess.run(["bash", "-c", here(command.value[0])], capture_output=True, text=True, env=env, timeout=600, check=False)
+            assert proc.returncode == 0, f"{command.original[:200]}\n{proc.stderr[-2000:]}"
+        elif command.cmd == "ENV":
+            pairs = list(command.value)
+            for name, value in zip(pairs[::2], pairs[1::2], strict=True):
+                expanded = subprocess.run(
+                    ["bash", "-c", f'printf %s "{here(value)}"'], capture_output=True, text=True, env=image_env, check=True
+                ).stdout
+                image_env[name] = expanded
+    assert names(built) == names(prefix)
+    assert (built / "lib" / "python3.11" / "site-packages" / "threadpoolctl-3.8.0.dist-info").is_dir()
+    assert image_env["MKL_THREADING_LAYER"] == "GNU" and image_env["EXTRA_PATHS"] == "/opt/x:/opt/y"
+    assert image_env["CONDA_PREFIX"] == str(built)
+    proc = subprocess.run(
+        ["python", "-c", "import os, sys; print(sys.prefix, os.environ['MKL_THREADING_LAYER'])"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **image_env},
+        check=True,
+    )
+    assert proc.stdout.split() == [str(built), "GNU"]

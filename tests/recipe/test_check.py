@@ -1,0 +1,72 @@
+"""`envkit recipes check` as a recipe repo's CI runs it: a real git checkout, locks committed beside
+the recipes, a parent edited in a later commit, a channel that lost a package."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.conftest import run_envkit
+from tests.support.condapkg import index_channel
+from tests.test_lock import team_recipe, two_platform_channel
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_check_a_recipe_repo_through_its_history(tmp_path: Path) -> None:
+    channel = two_platform_channel(tmp_path)
+    repo = tmp_path / "recipes"
+    team_recipe(repo, channel)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "ci@example.invalid")
+    git(repo, "config", "user.name", "ci")
+    for name in ("team-base", "team"):
+        assert run_envkit("lock", str(repo / f"{name}.yaml")).returncode == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "recipes and locks")
+
+    # CI runs in the checkout with no argument; no env is created
+    ok = run_envkit("recipes", "check", cwd=repo)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "ok team.yaml (lock team.lock, linux-64, osx-arm64)" in ok.stdout
+    assert not (tmp_path / "envs").exists()
+
+    # a later commit edits the parent: the child's lock is stale (its resolved recipe changed), and so is the parent's
+    base = repo / "team-base.yaml"
+    base.write_text(base.read_text().replace("omp_num_threads: 1", "omp_num_threads: 2"))
+    (repo / "broken.yaml").write_text("envkit: 1\nname: broken\nchannels: [x]\npackages: [tool\n")
+    git(repo, "commit", "-q", "-am", "threads")
+    stale = run_envkit("recipes", "check", "--json", cwd=repo)
+    assert stale.returncode == 1
+    doc = json.loads(stale.stdout)
+    problems = doc["errors"]
+    assert any(p.startswith("team.lock: stale") and "envkit lock team.yaml" in p for p in problems)
+    assert any(p.startswith("team-base.lock: stale") for p in problems)
+    assert any(p.startswith("broken.yaml:") for p in problems)  # file:line from the loader
+    assert all("\n" not in p for p in problems)
+
+    # re-locked; then the channel loses the package the recipe needs: the lock is fresh but the recipe no longer solves
+    for name in ("team-base", "team"):
+        assert run_envkit("lock", str(repo / f"{name}.yaml")).returncode == 0
+    (repo / "broken.yaml").unlink()
+    assert run_envkit("recipes", "check", cwd=repo).returncode == 0
+    for archive in channel.glob("osx-arm64/tool-*"):
+        archive.unlink()
+    index_channel(channel)
+    gone = run_envkit("recipes", "check", str(repo / "team.yaml"))
+    assert gone.returncode == 1
+    lines = [line for line in gone.stdout.splitlines() + gone.stderr.splitlines() if "does not solve today" in line]
+    assert len(lines) == 1 and "linux-64, osx-arm64" in lines[0]
+
+
+def test_check_reports_a_missing_lock_and_a_missing_platform(tmp_path: Path) -> None:
+    channel = two_platform_channel(tmp_path)
+    recipe = team_recipe(tmp_path / "r", channel)
+    none = run_envkit("recipes", "check", str(recipe))
+    assert none.returncode == 1 and "no lock (team.lock)" in none.stdout + none.stderr
+    assert run_envkit("lock", str(recipe), "--platform", "linux-64").returncode == 0
+    partial = run_envkit("recipes", "check", str(recipe))
+    assert partial.returncode == 1 and "lacks osx-arm64, which the recipe declares" in partial.stdout + partial.stderr

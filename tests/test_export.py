@@ -1,0 +1,127 @@
+"""`envkit export` read back by the parsers other tools use: YAML for environment.yml, BuildKit's
+Dockerfile parser (the `dockerfile` package), rattler for locks. conda itself installs the exports
+in tests/conda/test_exports_in_conda.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import dockerfile
+import rattler
+import yaml
+
+from envkit.lock import read_lock
+from tests.conftest import run_envkit, write_recipe
+from tests.support.pipchannel import offline_pip_env, pip_channel
+from tests.support.tiny import tiny_channel
+
+VARIABLES = """threading:
+  mkl_threading_layer: GNU
+  env:
+    TRICKY: "a 'b' \\"c\\" $d `e` *"
+    GONE: {unset: true}
+    EXTRA_PATHS: {prepend: [/opt/x, /opt/y]}
+"""
+
+
+def exported_env(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """An envkit env with conda packages, pip wheels locked by URL, and every kind of variable."""
+    channel, links = pip_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "exp",
+        f'envkit: 1\nname: exp\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl]\n{VARIABLES}',
+    )
+    env = offline_pip_env(dict(os.environ), links)
+    proc = run_envkit("create", str(recipe), "--yes", "--no-probe", env=env)
+    assert proc.returncode == 0, proc.stderr
+    return tmp_path / "envs" / "exp", env
+
+
+def export(prefix: Path, fmt: str, *extra: str) -> str:
+    proc = run_envkit("export", "-p", str(prefix), "--format", fmt, *extra)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_environment_yml_keeps_pins_pip_urls_and_variables(tmp_path: Path) -> None:
+    prefix, _ = exported_env(tmp_path)
+    doc = yaml.safe_load(export(prefix, "environment-yml"))
+    assert doc["name"] == "exp" and doc["channels"] == [(tmp_path / "pipchannel").as_uri()]
+    conda_pins = [d for d in doc["dependencies"] if isinstance(d, str)]
+    records = [json.loads(p.read_text()) for p in (prefix / "conda-meta").glob("*.json")]
+    assert sorted(conda_pins) == sorted(f"{r['name']}={r['version']}={r['build']}" for r in records)
+    pip = next(d["pip"] for d in doc["dependencies"] if isinstance(d, dict))
+    assert len(pip) == 1 and pip[0].startswith("threadpoolctl @ file://") and "#sha256=" in pip[0]
+    assert doc["variables"] == {"MKL_THREADING_LAYER": "GNU", "TRICKY": "a 'b' \"c\" $d `e` *"}
+    text = export(prefix, "environment-yml")
+    assert "# not kept: envkit's activation unsets GONE" in text and "prepends /opt/x:/opt/y to EXTRA_PATHS" in text
+
+
+def test_explicit_has_urls_and_hashes(tmp_path: Path) -> None:
+    prefix, _ = exported_env(tmp_path)
+    lines = export(prefix, "explicit").splitlines()
+    body = lines[lines.index("@EXPLICIT") + 1 :]
+    meta = {json.loads(p.read_text())["url"]: json.loads(p.read_text())["sha256"] for p in (prefix / "conda-meta").glob("*.json")}
+    assert sorted(body) == sorted(f"{url}#sha256:{sha}" for url, sha in meta.items())
+    assert any(line.startswith("# not kept: pip packages (threadpoolctl==3.8.0)") for line in lines)
+
+
+def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> None:
+    prefix, _ = exported_env(tmp_path)
+    out = tmp_path / "Dockerfile"
+    proc = run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "-o", str(out))
+    assert proc.returncode == 0 and proc.stdout.startswith(f"wrote {out} (dockerfile)"), proc.stderr
+    commands = dockerfile.parse_file(str(out))
+    assert [c.cmd for c in commands][:4] == ["FROM", "COPY", "RUN", "RUN"]
+    copy = commands[1]
+    assert copy.value[0] == "<<'ENVKIT_EXPLICIT'" and copy.value[1] == "/tmp/envkit-explicit.txt"
+    heredoc = copy.original.split("\n", 1)[1].rsplit("\nENVKIT_EXPLICIT", 1)[0] + "\n"
+    assert heredoc == export(prefix, "explicit")  # the file the image installs is the explicit export
+    assert "--file /tmp/envkit-explicit.txt" in commands[2].value[0]
+    assert '"threadpoolctl @ file://' in commands[3].value[0] and "--no-deps" in commands[3].value[0]
+    env_lines = [c.original for c in commands if c.cmd == "ENV"]
+    assert 'ENV MKL_THREADING_LAYER="GNU"' in env_lines
+    assert 'ENV EXTRA_PATHS="/opt/x:/opt/y"${EXTRA_PATHS:+:${EXTRA_PATHS}}' in env_lines
+    assert any(c.startswith("ENV TRICKY=") for c in env_lines)
+    assert "# not kept: envkit's activation unsets GONE" in out.read_text()
+
+
+def test_lock_export_reinstalls_the_same_env(tmp_path: Path) -> None:
+    prefix, env = exported_env(tmp_path)
+    out = tmp_path / "now.lock"
+    assert run_envkit("export", "-p", str(prefix), "--format", "lock", "-o", str(out)).returncode == 0
+    lock = read_lock(out)
+    linux = lock.for_platform("linux-64")
+    assert linux is not None and sorted(r.name.normalized for r in linux.records) == ["pip", "python"]
+    assert [p.name for p in linux.pip] == ["threadpoolctl"]
+    assert rattler.LockFile.from_path(out).default_environment() is not None
+    recipe = tmp_path / "r" / "exp.yaml"
+    again = run_envkit("create", str(recipe), "-n", "again", "--lock", str(out), "--yes", "--no-probe", env=env)
+    assert again.returncode == 0, again.stderr
+    twin = tmp_path / "envs" / "again"
+    assert sorted(p.name for p in (twin / "conda-meta").glob("*.json")) == sorted(p.name for p in (prefix / "conda-meta").glob("*.json"))
+    assert (twin / "lib" / "python3.11" / "site-packages" / "threadpoolctl-3.8.0.dist-info").is_dir()
+
+
+def test_export_of_a_missing_env_and_a_bad_format(tmp_path: Path) -> None:
+    missing = run_envkit("export", "-n", "nope", "--format", "explicit")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr and missing.stderr.count("\n") == 1
+    bad = run_envkit("export", "-p", str(tmp_path), "--format", "toml")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_environment_yml_of_a_plain_env_keeps_conda_config_vars(tmp_path: Path) -> None:
+    """An env envkit did not make: packages from conda-meta, variables from conda-meta/state."""
+    channel = tiny_channel(tmp_path)
+    prefix = tmp_path / "plain"
+    from envkit import backend
+
+    records = backend.solve([channel.as_uri()], ["tool"], "linux-64", backend.virtual_packages("linux-64"))
+    backend.install(records, prefix, tmp_path / "pkgs", ["tool"], None)
+    (prefix / "conda-meta" / "state").write_text(json.dumps({"env_vars": {"MKL_THREADING_LAYER": "GNU"}}))
+    doc = yaml.safe_load(export(prefix, "environment-yml"))
+    assert doc["variables"] == {"MKL_THREADING_LAYER": "GNU"}
+    assert sorted(doc["dependencies"]) == ["helper=1.0=0", "tool=1.0=0"]

@@ -1,0 +1,76 @@
+"""`envkit list` and `envkit remove` over real envs: envkit's, and ones another tool made."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from envkit import backend, envs
+from tests.conftest import run_envkit
+from tests.support.terminal import converse
+from tests.support.tiny import tiny_channel, tiny_recipe
+
+
+def plain_env(tmp_path: Path, channel: Path) -> Path:
+    """An env made by plain rattler and registered as conda registers envs: no envkit record."""
+    prefix = tmp_path / "envs" / "plain"
+    records = backend.solve([channel.as_uri()], ["helper"], "linux-64", backend.virtual_packages("linux-64"))
+    backend.install(records, prefix, tmp_path / "pkgs", ["helper"], None)
+    envs.register(prefix)
+    return prefix
+
+
+def test_list_shows_recipe_health_and_drift(tmp_path: Path) -> None:
+    channel = tiny_channel(tmp_path)
+    recipe = tiny_recipe(tmp_path, channel)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe").returncode == 0
+    plain = plain_env(tmp_path, channel)
+    made = tmp_path / "envs" / "tiny"
+    # a package removed behind envkit's back
+    (made / "conda-meta" / "helper-1.0-0.json").unlink()
+    proc = run_envkit("list", "--json")
+    assert proc.returncode == 0, proc.stderr
+    listed = {e["prefix"]: e for e in json.loads(proc.stdout)["data"]}
+    assert listed[str(made)]["envkit"] is True and listed[str(made)]["recipe"] == "tiny"
+    assert listed[str(made)]["health"] == "not probed" and listed[str(made)]["created"]
+    assert listed[str(made)]["drift"] == ["- helper 1.0 0 (removed since)"]
+    assert listed[str(plain)]["envkit"] is False and listed[str(plain)]["recipe"] is None
+    human = run_envkit("list")
+    assert human.returncode == 0 and "tiny" in human.stdout and str(plain) in human.stdout
+
+
+def test_remove_an_envkit_env_and_a_plain_one(tmp_path: Path, isolated: Path) -> None:
+    channel = tiny_channel(tmp_path)
+    assert run_envkit("create", str(tiny_recipe(tmp_path, channel)), "--yes", "--no-probe").returncode == 0
+    plain = plain_env(tmp_path, channel)
+    made = tmp_path / "envs" / "tiny"
+    registry = isolated / ".conda" / "environments.txt"
+    assert registry.read_text().splitlines() == [str(made), str(plain)]
+
+    off_tty = run_envkit("remove", "-n", "tiny")
+    assert off_tty.returncode == 2 and "--yes" in off_tty.stderr and made.is_dir()
+    declined, screen = converse([sys.executable, "-m", "envkit", "remove", "-n", "tiny"], b"n", question=b"everything in it? [y/N]")
+    assert declined == 0 and "aborted: nothing was removed" in screen and made.is_dir()
+
+    gone = run_envkit("remove", "-n", "tiny", "--yes", "--json")
+    assert gone.returncode == 0, gone.stderr
+    assert json.loads(gone.stdout)["data"] == {"prefix": str(made), "envkit": True}
+    assert not made.exists() and registry.read_text().splitlines() == [str(plain)]
+    assert list(made.parent.iterdir()) == [plain]  # no renamed-aside copy left
+
+    other = run_envkit("remove", "-p", str(plain), "--yes")
+    assert other.returncode == 0, other.stderr
+    assert not plain.exists() and registry.read_text() == ""
+
+    missing = run_envkit("remove", "-n", "tiny", "--yes")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr and missing.stderr.count("\n") == 1
+
+
+def test_remove_refuses_the_active_env(tmp_path: Path) -> None:
+    channel = tiny_channel(tmp_path)
+    assert run_envkit("create", str(tiny_recipe(tmp_path, channel)), "--yes", "--no-probe").returncode == 0
+    made = tmp_path / "envs" / "tiny"
+    proc = run_envkit("remove", "-n", "tiny", "--yes", env={**os.environ, "CONDA_PREFIX": str(made)})
+    assert proc.returncode == 2 and "is the active env" in proc.stderr and made.is_dir()

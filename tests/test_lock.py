@@ -1,0 +1,211 @@
+"""`envkit lock` and locked creates as a team uses them: real solves over local channels, the lock
+read back by rattler, installs that never solve, pip locked to files with hashes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import rattler
+
+from envkit.lock import read_lock
+from envkit.recipe.compile import compile_recipe
+from envkit.recipe.digest import resolved_digest
+from envkit.recipe.loader import load_recipe
+from tests.conftest import run_envkit, write_recipe
+from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
+from tests.support.pipchannel import offline_pip_env, pip_channel
+from tests.support.replica import build_replica
+
+
+def two_platform_channel(root: Path) -> Path:
+    """tool -> helper on linux-64 and osx-arm64; a second tool build only on linux-64."""
+    ch = root / "team"
+    for subdir in ("linux-64", "osx-arm64"):
+        write_tar_bz2(ch, PkgMeta("tool", "1.0", "0", depends=["helper"], subdir=subdir), [PkgFile("share/tool/version.txt", b"1.0\n")])
+        write_tar_bz2(ch, PkgMeta("helper", "1.0", "0", subdir=subdir), [PkgFile("share/helper/data.txt", b"helper\n")])
+    write_tar_bz2(ch, PkgMeta("osxonly", "1.0", "0", depends=["__osx >=11.0"], subdir="osx-arm64"), [PkgFile("share/o.txt", b"o\n")])
+    index_channel(ch)
+    return ch
+
+
+def add_tool_2(ch: Path) -> None:
+    write_tar_bz2(ch, PkgMeta("tool", "2.0", "0", depends=["helper"]), [PkgFile("share/tool/version.txt", b"2.0\n")])
+    index_channel(ch)
+
+
+def team_recipe(folder: Path, channel: Path, platforms: str = "[linux-64, osx-arm64]") -> Path:
+    write_recipe(folder, "team-base", f"envkit: 1\nname: team-base\nchannels: [{channel.as_uri()}]\nthreading: {{omp_num_threads: 1}}\n")
+    return write_recipe(folder, "team", f"envkit: 1\nname: team\nextends: [team-base]\nplatforms: {platforms}\npackages: [tool]\n")
+
+
+def test_lock_is_byte_identical_and_rattler_reads_it(tmp_path: Path) -> None:
+    recipe = team_recipe(tmp_path / "recipes", two_platform_channel(tmp_path))
+    first = run_envkit("lock", str(recipe))
+    assert first.returncode == 0, first.stderr
+    lock_path = recipe.parent / "team.lock"
+    one = lock_path.read_bytes()
+    second = run_envkit("lock", str(recipe), "--json")
+    assert second.returncode == 0, second.stderr
+    assert lock_path.read_bytes() == one
+    doc = json.loads(second.stdout)["data"]
+    assert doc["path"] == str(lock_path) and [p["platform"] for p in doc["platforms"]] == ["linux-64", "osx-arm64"]
+
+    lockfile = rattler.LockFile.from_path(lock_path)
+    assert sorted(p.name for p in lockfile.platforms()) == ["linux-64", "osx-arm64"]
+    env = lockfile.default_environment()
+    assert env is not None
+    names = {str(p): sorted(r.name.normalized for r in recs) for p, recs in env.conda_repodata_records().items()}
+    assert names == {"linux-64": ["helper", "tool"], "osx-arm64": ["helper", "tool"]}
+
+    lock = read_lock(lock_path)
+    compiled = compile_recipe(load_recipe(str(recipe)))
+    assert lock.recipe == "team" and lock.recipe_digest == resolved_digest(compiled)
+    osx = lock.for_platform("osx-arm64")
+    assert osx is not None and "__osx=11.0" in osx.virtual_packages  # the platform's floor, not this machine
+    assert [(op["name"], op["value"]) for op in lock.activation] == [("OMP_NUM_THREADS", "1")]
+
+
+def test_each_platform_is_solved_with_its_own_virtual_packages(tmp_path: Path) -> None:
+    ch = two_platform_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r", "osx", f"envkit: 1\nname: osx\nchannels: [{ch.as_uri()}]\nplatforms: [osx-arm64]\npackages: [osxonly]\n"
+    )
+    proc = run_envkit("lock", str(recipe))
+    assert proc.returncode == 0, proc.stderr
+    both = write_recipe(
+        tmp_path / "r", "both", f"envkit: 1\nname: both\nchannels: [{ch.as_uri()}]\nplatforms: [linux-64, osx-arm64]\npackages: [osxonly]\n"
+    )
+    failed = run_envkit("lock", str(both))
+    assert failed.returncode == 3 and "linux-64" in failed.stderr and "Traceback" not in failed.stderr
+    assert not (both.parent / "both.lock").exists()
+
+
+def test_locked_create_installs_the_lock_without_solving(tmp_path: Path) -> None:
+    ch = two_platform_channel(tmp_path)
+    recipe = team_recipe(tmp_path / "recipes", ch)
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    add_tool_2(ch)  # the channel moved on since the lock
+    fresh = run_envkit("create", str(recipe), "-n", "fresh", "--yes", "--no-probe")
+    assert fresh.returncode == 0, fresh.stderr
+    assert (tmp_path / "envs" / "fresh" / "share" / "tool" / "version.txt").read_text() == "2.0\n"
+    locked = run_envkit("create", str(recipe), "-n", "locked", "--locked", "--yes", "--no-probe")
+    assert locked.returncode == 0, locked.stderr
+    prefix = tmp_path / "envs" / "locked"
+    assert (prefix / "share" / "tool" / "version.txt").read_text() == "1.0\n"
+    record = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())
+    assert record["lock"]["path"] == str(recipe.parent / "team.lock") and record["lock"]["frozen"] is False
+    assert "OMP_NUM_THREADS" in (prefix / "etc" / "conda" / "activate.d" / "envkit-team.sh").read_text()
+    # no repodata at all: a locked create reads nothing but the lock and the package files
+    for repodata in ch.glob("*/repodata*.json*"):
+        repodata.unlink()
+    again = run_envkit("create", str(recipe), "-n", "again", "--locked", "--yes", "--no-probe")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "envs" / "again" / "share" / "tool" / "version.txt").read_text() == "1.0\n"
+
+
+def test_lock_without_this_platform_is_refused(tmp_path: Path) -> None:
+    recipe = team_recipe(tmp_path / "recipes", two_platform_channel(tmp_path))
+    assert run_envkit("lock", str(recipe), "--platform", "osx-arm64").returncode == 0
+    proc = run_envkit("create", str(recipe), "--locked", "--yes", "--no-probe")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "has no linux-64 packages (it locks osx-arm64)" in proc.stderr
+    assert f"envkit lock {recipe} --platform linux-64" in proc.stderr
+    assert not (tmp_path / "envs" / "team").exists()
+
+
+def test_editing_a_parent_makes_the_lock_stale_and_frozen_installs_it_anyway(tmp_path: Path) -> None:
+    recipe = team_recipe(tmp_path / "recipes", two_platform_channel(tmp_path))
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    parent = recipe.parent / "team-base.yaml"
+    parent.write_text(parent.read_text().replace("omp_num_threads: 1", "omp_num_threads: 2"))
+    stale = run_envkit("create", str(recipe), "--locked", "--yes", "--no-probe")
+    assert stale.returncode == 2 and "is stale" in stale.stderr and "--frozen" in stale.stderr
+    assert not (tmp_path / "envs" / "team").exists()
+    frozen = run_envkit("create", str(recipe), "--locked", "--frozen", "--yes", "--no-probe")
+    assert frozen.returncode == 0, frozen.stderr
+    prefix = tmp_path / "envs" / "team"
+    # the lock as it is: its activation settings, not the edited recipe's
+    assert "OMP_NUM_THREADS='1'" in (prefix / "etc" / "conda" / "activate.d" / "envkit-team.sh").read_text()
+    assert json.loads((prefix / "etc" / "envkit" / "record.json").read_text())["lock"]["frozen"] is True
+
+
+def test_lock_for_another_recipe_and_missing_or_damaged_locks(tmp_path: Path) -> None:
+    ch = two_platform_channel(tmp_path)
+    recipe = team_recipe(tmp_path / "recipes", ch)
+    missing = run_envkit("create", str(recipe), "--locked", "--yes")
+    assert missing.returncode == 2 and "no lock file at" in missing.stderr and f"envkit lock {recipe}" in missing.stderr
+    garbage = tmp_path / "garbage.lock"
+    garbage.write_text("version: 7\nenvkit: {not json\n")
+    bad = run_envkit("create", str(recipe), "--lock", str(garbage), "--yes")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
+    other = write_recipe(tmp_path / "other", "other", f"envkit: 1\nname: other\nchannels: [{ch.as_uri()}]\npackages: [tool]\n")
+    assert run_envkit("lock", str(other)).returncode == 0
+    wrong = run_envkit("create", str(recipe), "--lock", str(other.parent / "other.lock"), "--frozen", "--yes")
+    assert wrong.returncode == 2 and "locks recipe 'other', not 'team'" in wrong.stderr
+
+
+def test_where_locks_go(tmp_path: Path) -> None:
+    ch = two_platform_channel(tmp_path)
+    on_path = tmp_path / "recipe-path"
+    write_recipe(on_path, "pathrecipe", f"envkit: 1\nname: pathrecipe\nchannels: [{ch.as_uri()}]\npackages: [tool]\n")
+    env = {**os.environ, "ENVKIT_RECIPE_PATH": str(on_path)}
+    assert run_envkit("lock", "pathrecipe", env=env, cwd=tmp_path).returncode == 0
+    assert (on_path / "pathrecipe.lock").is_file()
+    out = tmp_path / "elsewhere" / "x.lock"
+    assert run_envkit("lock", "pathrecipe", "-o", str(out), env=env).returncode == 0
+    assert out.is_file()
+    bad = run_envkit("lock", "pathrecipe", "--platform", "amiga-68k", env=env)
+    assert bad.returncode == 2 and "not a platform conda knows" in bad.stderr
+
+
+def test_builtin_recipe_locks_into_the_working_dir(tmp_path: Path) -> None:
+    replica = build_replica(tmp_path / "replica")
+    mirrors = [f"--mirror={n}={p.as_uri()}" for n, p in replica.items()]
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_envkit("lock", "pytorch-cpu-openblas", *mirrors, cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    lock = read_lock(work / "pytorch-cpu-openblas.lock")
+    linux = lock.for_platform("linux-64")
+    assert linux is not None and {"pytorch", "libopenblas", "libblas"} <= {r.name.normalized for r in linux.records}
+    assert lock.channels == tuple(p.as_uri() for p in replica.values() if p.name == "conda-forge")
+
+
+def test_pip_is_locked_to_files_with_hashes_and_installed_exactly(tmp_path: Path) -> None:
+    channel, links = pip_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "withpip",
+        f'envkit: 1\nname: withpip\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl, mpmath]\n',
+    )
+    env = offline_pip_env(dict(os.environ), links)
+    proc = run_envkit("lock", str(recipe), env=env)
+    assert proc.returncode == 0, proc.stderr
+    lock = read_lock(recipe.parent / "withpip.lock")
+    linux = lock.for_platform("linux-64")
+    assert linux is not None
+    assert [(p.name, p.version) for p in linux.pip] == [("mpmath", "1.3.0"), ("threadpoolctl", "3.8.0")]
+    assert all(p.url.startswith(links.as_uri()) and p.sha256 and len(p.sha256) == 64 for p in linux.pip)
+    pypi = rattler.LockFile.from_path(recipe.parent / "withpip.lock").default_environment()
+    assert pypi is not None
+    assert {str(k): sorted(p.name for p in v) for k, v in pypi.pypi_packages().items()} == {"linux-64": ["mpmath", "threadpoolctl"]}
+
+    # pip is pointed at an empty wheelhouse: it installs the locked files by URL, no index, no resolving
+    (tmp_path / "empty").mkdir()
+    created = run_envkit(
+        "create", str(recipe), "--locked", "--yes", "--no-probe", env=offline_pip_env(dict(os.environ), tmp_path / "empty")
+    )
+    assert created.returncode == 0, created.stderr
+    site = tmp_path / "envs" / "withpip" / "lib" / "python3.11" / "site-packages"
+    assert (site / "threadpoolctl-3.8.0.dist-info").is_dir() and (site / "mpmath-1.3.0.dist-info").is_dir()
+    record = json.loads((tmp_path / "envs" / "withpip" / "etc" / "envkit" / "record.json").read_text())
+    assert [p["name"] for p in record["pip_installed"]] == ["mpmath", "threadpoolctl"]
+
+    # a wheel whose bytes changed since the lock is refused by its hash, and nothing is left
+    wheel = links / "mpmath-1.3.0-py3-none-any.whl"
+    wheel.write_bytes(wheel.read_bytes() + b"\0")
+    tampered = run_envkit("create", str(recipe), "-n", "tampered", "--locked", "--yes", "--no-probe", env=env)
+    assert tampered.returncode == 4 and "pip install failed" in tampered.stderr and "Traceback" not in tampered.stderr
+    assert not (tmp_path / "envs" / "tampered").exists()

@@ -1,0 +1,215 @@
+"""`envkit sync` on real envs: the difference shown first, applied in place over the installed
+packages, rolled back on failure, Ctrl-C or (by the next run) kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from envkit.record import read_record
+from envkit.sync import in_sync, journal_dir
+from tests.conftest import payload_recipe, run_envkit
+from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda, write_tar_bz2
+from tests.support.terminal import converse
+from tests.support.tiny import tiny_channel, tiny_recipe
+
+
+def snapshot(prefix: Path) -> dict[str, bytes]:
+    """Every file of the env with its bytes (symlinks by target): what 'as it was' means."""
+    out: dict[str, bytes] = {}
+    for path in sorted(prefix.rglob("*")):
+        rel = str(path.relative_to(prefix))
+        if path.is_symlink():
+            out[rel] = b"-> " + os.readlink(path).encode()
+        elif path.is_file():
+            out[rel] = path.read_bytes()
+    return out
+
+
+def tiny_env(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(channel, recipe, prefix) of a created tiny env; the channel also has extra 1.0 and 2.0."""
+    channel = tiny_channel(tmp_path, extra=(PkgMeta("extra", "1.0", "0"), PkgMeta("extra", "2.0", "0")))
+    recipe = tiny_recipe(tmp_path, channel)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe").returncode == 0
+    return channel, recipe, tmp_path / "envs" / "tiny"
+
+
+def edit(recipe: Path, old: str, new: str) -> None:
+    text = recipe.read_text()
+    assert old in text
+    recipe.write_text(text.replace(old, new))
+
+
+def test_nothing_to_do_answers_at_once(tmp_path: Path) -> None:
+    _, _, prefix = tiny_env(tmp_path)
+    assert in_sync(prefix)
+    before = snapshot(prefix)
+    proc = run_envkit("sync", "-n", "tiny", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)["data"]
+    assert data["noop"] is True and data["packages"] == [] and data["variables"] == []
+    assert snapshot(prefix) == before
+
+
+def test_add_change_remove_and_variables(tmp_path: Path) -> None:
+    _, recipe, prefix = tiny_env(tmp_path)
+    edit(recipe, "packages: [tool]", "packages: [tool, extra 1.0]")
+    edit(recipe, "omp_num_threads: 2", "omp_num_threads: 1")
+    before = snapshot(prefix)
+    dry = run_envkit("sync", "-n", "tiny", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    data = json.loads(dry.stdout)["data"]
+    assert data["packages"] == [{"name": "extra", "kind": "added", "old": None, "new": "1.0 0"}]
+    assert data["variables"] == [{"name": "OMP_NUM_THREADS", "old": "= '2'", "new": "= '1'"}]
+    assert snapshot(prefix) == before, "a dry run changed the env"
+
+    declined, screen = converse([sys.executable, "-m", "envkit", "sync", "-n", "tiny"], b"n", question=b"Apply these changes? [y/N]")
+    assert declined == 0 and "+ extra 1.0 0" in screen and "aborted: nothing was changed" in screen
+    assert snapshot(prefix) == before
+
+    added = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
+    assert added.returncode == 0, added.stderr
+    assert "+ extra 1.0 0" in added.stdout and "OMP_NUM_THREADS" in added.stdout
+    assert (prefix / "conda-meta" / "extra-1.0-0.json").is_file()
+    assert "OMP_NUM_THREADS='1'" in (prefix / "etc" / "conda" / "activate.d" / "envkit-tiny.sh").read_text()
+    history = (prefix / "conda-meta" / "history").read_text()
+    assert "+file://" in history and "extra-1.0-0" in history and "# update specs: " in history
+    assert in_sync(prefix)
+
+    edit(recipe, "extra 1.0", "extra 2.0")
+    changed = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe", "--json")
+    assert changed.returncode == 0, changed.stderr
+    assert json.loads(changed.stdout)["data"]["packages"] == [{"name": "extra", "kind": "changed", "old": "1.0 0", "new": "2.0 0"}]
+    assert sorted(p.name for p in (prefix / "conda-meta").glob("extra-*.json")) == ["extra-2.0-0.json"]
+
+    edit(recipe, "packages: [tool, extra 2.0]", "packages: [tool]")
+    removed = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
+    assert removed.returncode == 0, removed.stderr
+    assert "- extra 2.0 0" in removed.stdout
+    assert not list((prefix / "conda-meta").glob("extra-*.json")) and not (prefix / "share" / "extra").exists()
+    record = read_record(prefix)
+    assert record is not None and sorted(p["name"] for p in record["packages"]) == ["helper", "tool"]
+
+
+def test_sync_to_the_lock(tmp_path: Path) -> None:
+    channel, recipe, prefix = tiny_env(tmp_path)
+    edit(recipe, "packages: [tool]", "packages: [tool, extra]")
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    write_tar_bz2(channel, PkgMeta("extra", "3.0", "0"), [PkgFile("share/extra/data.txt", b"3\n")])
+    index_channel(channel)
+    locked = run_envkit("sync", "-n", "tiny", "--locked", "--yes", "--no-probe")
+    assert locked.returncode == 0, locked.stderr
+    assert (prefix / "conda-meta" / "extra-2.0-0.json").is_file()  # the lock's, not the channel's newest
+    record = read_record(prefix)
+    assert record is not None and record["lock"]["path"] == str(recipe.parent / "tiny.lock")
+    again = run_envkit("sync", "-n", "tiny", "--locked")
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    # sync brings the env to its recipe; an unchanged recipe is not a request for newer builds
+    unlocked = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
+    assert unlocked.returncode == 0 and "nothing to do" in unlocked.stdout
+    assert (prefix / "conda-meta" / "extra-2.0-0.json").is_file()
+
+
+def unextractable(channel: Path, meta: PkgMeta) -> None:
+    """A .conda whose metadata is sound (it indexes, its hash matches the index) but whose payload is
+    not zstd: the install fails half-way, after other packages were linked."""
+    good = write_conda(channel, meta, [PkgFile(f"share/{meta.name}/data.txt", b"x\n")])
+    with zipfile.ZipFile(good) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    with zipfile.ZipFile(good, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, b"not zstd at all" * 64 if name.startswith("pkg-") else data)
+    index_channel(channel)
+
+
+def test_a_failed_sync_leaves_the_env_as_it_was(tmp_path: Path) -> None:
+    channel, recipe, prefix = tiny_env(tmp_path)
+    unextractable(channel, PkgMeta("broken", "1.0", "0"))
+    edit(recipe, "packages: [tool]", "packages: [tool, extra 1.0, broken]")
+    edit(recipe, "omp_num_threads: 2", "omp_num_threads: 1")
+    before = snapshot(prefix)
+    proc = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
+    assert proc.returncode == 4, proc.stderr
+    assert "Traceback" not in proc.stderr and "was rolled back to what it was" in proc.stderr
+    assert snapshot(prefix) == before
+    assert not journal_dir(prefix).exists() and in_sync(prefix) is False  # the recipe still differs
+
+
+def test_a_corrupt_download_is_caught_before_anything_changes(tmp_path: Path) -> None:
+    channel, recipe, prefix = tiny_env(tmp_path)
+    archive = channel / "linux-64" / "extra-1.0-0.tar.bz2"
+    archive.write_bytes(archive.read_bytes()[:-20] + b"\0" * 20)
+    edit(recipe, "packages: [tool]", "packages: [tool, extra 1.0]")
+    before = snapshot(prefix)
+    proc = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
+    assert proc.returncode == 4 and "does not match its channel index" in proc.stderr and "was not changed" in proc.stderr
+    assert snapshot(prefix) == before
+
+
+def test_sync_an_env_envkit_did_not_make_is_refused(tmp_path: Path) -> None:
+    prefix = tmp_path / "plain"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "history").write_text("")
+    proc = run_envkit("sync", "-p", str(prefix), "--yes")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def heavy_sync(tmp_path: Path, wheel_channel: Path) -> tuple[Path, Path, subprocess.Popen[str]]:
+    """A tiny env whose recipe now asks for torch: the sync that follows extracts a GB from a cold cache."""
+    _, recipe, prefix = tiny_env(tmp_path)
+    heavy = payload_recipe(tmp_path / "heavy", wheel_channel, name="tiny")
+    recipe.write_text(heavy.read_text())
+    env = dict(os.environ, ENVKIT_PKGS_DIR=str(tmp_path / "cold-cache"))
+    cmd = [sys.executable, "-m", "envkit", "sync", "-p", str(prefix), "--yes", "--no-probe"]
+    return recipe, prefix, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def wait_for_install(proc: subprocess.Popen[str], prefix: Path, cache: Path, delay: float = 1.0) -> None:
+    """Until the journal exists and rattler is extracting into the cache."""
+    deadline = time.monotonic() + 180
+    while not (journal_dir(prefix).is_dir() and any(cache.glob("pytorch-*"))):
+        assert proc.poll() is None, f"sync ended before it could be interrupted: {proc.stderr.read() if proc.stderr else ''}"
+        assert time.monotonic() < deadline, "sync never reached the install"
+        time.sleep(0.02)
+    time.sleep(delay)
+    assert proc.poll() is None, "sync finished before it could be interrupted"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_sync_rolls_back(wheel_channel: Path, tmp_path: Path, sig: signal.Signals) -> None:
+    _, prefix, proc = heavy_sync(tmp_path, wheel_channel)
+    before = snapshot(prefix)
+    wait_for_install(proc, prefix, tmp_path / "cold-cache")
+    proc.send_signal(sig)
+    code = proc.wait(timeout=300)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    assert code == 130, stderr  # SIGTERM ends envkit as Ctrl-C does (README: exit codes)
+    assert "Traceback" not in stderr and "rolled back" in stderr
+    assert snapshot(prefix) == before
+    assert not journal_dir(prefix).exists()
+
+
+@pytest.mark.parametrize("delay", [0.0, 1.0, 2.5])
+def test_killed_sync_is_rolled_back_by_the_next_run(wheel_channel: Path, tmp_path: Path, delay: float) -> None:
+    """kill -9 at several points of the install (the installer child dies with envkit); the next
+    envkit run that touches the env puts it back, half-linked files included."""
+    recipe, prefix, proc = heavy_sync(tmp_path, wheel_channel)
+    before = snapshot(prefix)
+    wait_for_install(proc, prefix, tmp_path / "cold-cache", delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert journal_dir(prefix).is_dir()
+    recipe.write_text(recipe.read_text().replace("pytorch 2.13.0, numpy, mkl-service, threadpoolctl", "numpy"))
+    dry = run_envkit("sync", "-p", str(prefix), "--dry-run", env=dict(os.environ, ENVKIT_PKGS_DIR=str(tmp_path / "cold-cache")))
+    assert dry.returncode == 0, dry.stderr
+    assert f"rolled {prefix} back to what it was before an interrupted sync" in dry.stdout
+    after = snapshot(prefix)
+    assert after == before
