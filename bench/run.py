@@ -90,6 +90,8 @@ specs = sys.argv[4:]
 vp = rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env())
 records = asyncio.run(rattler.solve([channel], specs, platforms=["linux-64", "noarch"], virtual_packages=vp))
 asyncio.run(rattler.install(records, prefix, cache_dir=cache, show_progress=False))
+import os
+os._exit(0)  # past rattler's runtime teardown, as envkit does (bench/stress_exit.py)
 """
 
 
@@ -278,7 +280,250 @@ def _audit_all(env: dict[str, str]) -> None:
         raise SystemExit(proc.stderr)
 
 
-BENCHES = ("version", "activation", "audit", "create", "probe")
+RAW_LOCKED_INSTALL = """
+import asyncio, sys, rattler
+lock, prefix, cache = sys.argv[1:4]
+env = rattler.LockFile.from_path(lock).default_environment()
+records = next(r for p, r in env.conda_repodata_records().items() if str(p) == str(rattler.Subdir.current()))
+asyncio.run(rattler.install(records, prefix, cache_dir=cache, show_progress=False))
+import os
+os._exit(0)  # past rattler's runtime teardown, as envkit does (bench/stress_exit.py)
+"""
+
+RAW_REINSTALL = """
+import asyncio, sys, pathlib, rattler
+channel, extra, prefix, cache = sys.argv[1:5]
+specs = sys.argv[5:]
+vp = rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env())
+records = asyncio.run(rattler.solve([channel, extra], specs, platforms=["linux-64", "noarch"], virtual_packages=vp))
+installed = [rattler.PrefixRecord.from_path(p) for p in pathlib.Path(prefix, "conda-meta").glob("*.json")]
+asyncio.run(rattler.install(records, prefix, cache_dir=cache, installed_packages=installed, show_progress=False))
+import os
+os._exit(0)  # past rattler's runtime teardown, as envkit does (bench/stress_exit.py)
+"""
+
+RAW_SOLVES = """
+import asyncio, sys, rattler
+channels, specs = sys.argv[1].split(","), sys.argv[2].split(",")
+floors = {"linux-64": ["__unix=0", "__linux=5.0", "__glibc=2.28"], "osx-arm64": ["__unix=0", "__osx=11.0"], "win-64": ["__win=0"]}
+for platform in sys.argv[3:]:
+    vp = [rattler.GenericVirtualPackage(rattler.PackageName(n), rattler.Version(v), rattler.BuildString("0"))
+          for n, v in (e.split("=") for e in floors[platform])]
+    asyncio.run(rattler.solve(channels, specs, platforms=[platform, "noarch"], virtual_packages=vp))
+import os
+os._exit(0)  # past rattler's runtime teardown, as envkit does (bench/stress_exit.py)
+"""
+
+
+def _payload_recipe(work: Path, extra: Path | None = None, pin: str = "") -> tuple[Path, Path]:
+    from tests.support.wheelchannel import build_wheel_channel
+
+    channel = build_wheel_channel()
+    recipe = work / "recipes" / "teams.yaml"
+    recipe.parent.mkdir(parents=True, exist_ok=True)
+    channels = f"[{channel.as_uri()}" + (f", {extra.as_uri()}]" if extra else "]")
+    packages = "[pytorch ==2.13.0, numpy, mkl-service, threadpoolctl" + (f", {pin}]" if pin else "]")
+    recipe.write_text(f"envkit: 1\nname: teams\nchannels: {channels}\npython: '3.11'\npackages: {packages}\n")
+    return recipe, channel
+
+
+def _versions_channel(work: Path) -> Path:
+    """A package in two versions, for the sync that changes one version in a torch env."""
+    from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
+
+    channel = work / "versions"
+    for version in ("1.0", "2.0"):
+        write_tar_bz2(
+            channel, PkgMeta("benchpkg", version, "0"), [PkgFile(f"share/benchpkg/{n}.txt", version.encode() * 100) for n in range(50)]
+        )
+    index_channel(channel)
+    return channel
+
+
+def bench_teams(work: Path) -> list[Measurement]:
+    env = _isolated_env(work)
+    out: list[Measurement] = []
+    # locked create vs raw rattler install of the lock's records (neither solves)
+    recipe, channel = _payload_recipe(work)
+    lock = recipe.with_suffix(".lock")
+    run([PY, "-m", "envkit", "lock", str(recipe)], env=env)
+    a, b = work / "locked-a", work / "locked-b"
+
+    def clean() -> None:
+        for p in (a, b):
+            shutil.rmtree(p, ignore_errors=True)
+
+    ours_cmd = [PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--locked", "--yes", "--no-probe"]
+    raw_cmd = [PY, "-c", RAW_LOCKED_INSTALL, str(lock), str(b), env["ENVKIT_PKGS_DIR"]]
+    run(ours_cmd, env=env)  # warm the package cache
+    ours, base = alternate(lambda: run(ours_cmd, env=env), lambda: run(raw_cmd, env=env), 5, setup=clean)
+    out.append(Measurement("create --locked --no-probe vs raw rattler install of the lock (warm cache)", ours, base, 1.05))
+
+    # sync when nothing changed: absolute, and against envkit --version
+    run(ours_cmd, env=env)
+    noop = [PY, "-m", "envkit", "sync", "-p", str(a)]
+    ours, base = alternate(lambda: run(noop, env=env), lambda: run([PY, "-m", "envkit", "--version"], env=env), 15)
+    out.append(Measurement("sync with nothing to do vs envkit --version", ours, base, 1.5, f"absolute {ours:.3f}s (target <= 0.3s)"))
+
+    # sync after one version changed vs raw rattler solve+install of the new set over the old prefix
+    versions = _versions_channel(work)
+    specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]
+    clean()
+    _payload_recipe(work, versions, "benchpkg 1.0")
+    run([PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--yes", "--no-probe"], env=env)
+    run([PY, "-c", RAW_REINSTALL, channel.as_uri(), versions.as_uri(), str(b), env["ENVKIT_PKGS_DIR"], *specs, "benchpkg ==1.0"], env=env)
+
+    def back_to_1() -> None:
+        _payload_recipe(work, versions, "benchpkg 1.0")
+        run([PY, "-m", "envkit", "sync", "-p", str(a), "--yes", "--no-probe"], env=env)
+        run(
+            [PY, "-c", RAW_REINSTALL, channel.as_uri(), versions.as_uri(), str(b), env["ENVKIT_PKGS_DIR"], *specs, "benchpkg ==1.0"],
+            env=env,
+        )
+        _payload_recipe(work, versions, "benchpkg 2.0")
+
+    sync_cmd = [PY, "-m", "envkit", "sync", "-p", str(a), "--yes", "--no-probe"]
+    raw_sync = [PY, "-c", RAW_REINSTALL, channel.as_uri(), versions.as_uri(), str(b), env["ENVKIT_PKGS_DIR"], *specs, "benchpkg ==2.0"]
+    ours_times, base_times = [], []
+    for _ in range(5):
+        back_to_1()
+        ours_times.append(timed(lambda: run(sync_cmd, env=env)))
+        base_times.append(timed(lambda: run(raw_sync, env=env)))
+    out.append(
+        Measurement(
+            "sync after one version change vs raw rattler solve+install over the old prefix",
+            statistics.median(ours_times),
+            statistics.median(base_times),
+            1.2,
+        )
+    )
+    clean()
+
+    # lock for three platforms vs three raw solves
+    from tests.support.replica import build_replica
+
+    replica = build_replica(work / "replica")
+    platforms = sorted(
+        p.name for p in replica["conda-forge"].iterdir() if p.name in ("linux-64", "osx-arm64", "win-64") and any(p.glob("*.tar.bz2"))
+    )
+    lock_recipe = work / "recipes" / "multi.yaml"
+    lock_specs = ["python 3.12.*", "pytorch", "numpy", "libblas * *openblas"]
+    lock_recipe.write_text(
+        f"envkit: 1\nname: multi\nchannels: [{replica['conda-forge'].as_uri()}]\nplatforms: [{', '.join(platforms)}]\n"
+        "python: '3.12'\npackages: [pytorch, numpy]\ntoolchain: {blas: openblas}\n"
+    )
+    ours_lock = [PY, "-m", "envkit", "lock", str(lock_recipe)]
+    raw_lock = [PY, "-c", RAW_SOLVES, replica["conda-forge"].as_uri(), ",".join(lock_specs), *platforms]
+    ours, base = alternate(lambda: run(ours_lock, env=env), lambda: run(raw_lock, env=env), 5)
+    out.append(Measurement(f"lock for {len(platforms)} platform(s) ({', '.join(platforms)}) vs raw solves", ours, base, 1.2))
+    return out
+
+
+def _conda() -> Path:
+    found = os.environ.get("ENVKIT_TEST_CONDA") or str(ROOT / ".conda-test" / "bin" / "conda")
+    if not Path(found).exists():
+        raise SystemExit("bench conda: needs the test conda with envkit installed (bash tools/test.sh makes .conda-test)")
+    return Path(found)
+
+
+HOOK_TIMING = """
+import contextlib, io, sys, time
+from conda.base.context import context, reset_context
+from conda.core.prefix_data import PrefixData
+reset_context()
+which, prefix = sys.argv[1:3]
+records = tuple(PrefixData(prefix).iter_records())
+t0 = time.perf_counter()
+if which == "doctor":
+    from envkit.conda_plugin import doctor_check
+    with contextlib.redirect_stdout(io.StringIO()):
+        doctor_check(prefix, False)
+else:
+    from envkit.conda_hooks import judge_transaction
+    judge_transaction(prefix, records[:1], records[:1])
+print(time.perf_counter() - t0)
+import os
+os._exit(0)
+"""
+
+
+def _hook_seconds(conda: Path, which: str, prefix: Path, env: dict[str, str]) -> float:
+    """envkit's own time inside a conda process that has not loaded envkit yet (imports included):
+    conda loaded, its records read, then the hook."""
+    times = []
+    for _ in range(7):
+        cmd = [str(conda.parent / "python"), "-c", HOOK_TIMING, which, str(prefix)]
+        times.append(float(subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout))
+    return statistics.median(times)
+
+
+def bench_conda(work: Path) -> list[Measurement]:
+    """The plugin's cost inside conda: conda --help with and without plugins, conda doctor and a
+    solve with and without envkit's part, on the seed env as conda makes it."""
+    from tests.support.wheelchannel import build_wheel_channel
+
+    conda = _conda()
+    env = {k: v for k, v in _isolated_env(work).items() if not k.startswith("ENVKIT_")}
+    env.update(CONDA_PKGS_DIRS=str(work / "conda-pkgs"), CONDA_ADD_PIP_AS_PYTHON_DEPENDENCY="false")
+    env.pop("REQUESTS_CA_BUNDLE", None)
+    out = []
+    ours, base = alternate(lambda: run([str(conda), "--help"], env=env), lambda: run([str(conda), "--no-plugins", "--help"], env=env), 15)
+    out.append(
+        Measurement(
+            "conda --help with envkit installed vs --no-plugins", ours, base, None, f"extra {1000 * (ours - base):.0f} ms (target <= 50 ms)"
+        )
+    )
+    channel = build_wheel_channel().as_uri()
+    prefix = work / "conda-seed"
+    shutil.rmtree(prefix, ignore_errors=True)
+    run(
+        [
+            str(conda),
+            "create",
+            "-y",
+            "-q",
+            "-p",
+            str(prefix),
+            "--override-channels",
+            "-c",
+            channel,
+            "python=3.11",
+            "pytorch=2.13.0",
+            "numpy",
+            "mkl-service",
+        ],
+        env=env,
+    )
+    doctor = [str(conda), "doctor", "-p", str(prefix)]
+    ours, base = alternate(lambda: run(doctor, env=env), lambda: run([str(conda), "--no-plugins", "doctor", "-p", str(prefix)], env=env), 7)
+    out.append(
+        Measurement(
+            "conda doctor with envkit's check vs without",
+            ours,
+            base,
+            None,
+            f"envkit's part {1000 * (ours - base):.0f} ms (target <= 300 ms)",
+        )
+    )
+    doctor_s = _hook_seconds(conda, "doctor", prefix, env)
+    out.append(Measurement("envkit's health check in a conda process, imports included (s vs the 0.3 s budget)", doctor_s, 0.3, 1.0))
+    guard_s = _hook_seconds(conda, "guard", prefix, env)
+    out.append(Measurement("envkit's guard on a transaction, imports included (s vs the 0.2 s budget)", guard_s, 0.2, 1.0))
+    solve = [str(conda), "install", "--dry-run", "-y", "-p", str(prefix), "--override-channels", "-c", channel, "threadpoolctl"]
+    ours, base = alternate(lambda: run(solve, env=env), lambda: run(solve, env={**env, "CONDA_PLUGINS_ENVKIT_GUARD": "off"}), 7)
+    out.append(
+        Measurement(
+            "conda install --dry-run with envkit_guard warn vs off",
+            ours,
+            base,
+            None,
+            f"the guard adds {1000 * (ours - base):.0f} ms (target <= 200 ms)",
+        )
+    )
+    return out
+
+
+BENCHES = ("version", "activation", "audit", "create", "probe", "teams", "conda")
 
 
 def run_bench(name: str, work: Path, args: argparse.Namespace) -> list[Measurement]:
@@ -290,6 +535,10 @@ def run_bench(name: str, work: Path, args: argparse.Namespace) -> list[Measureme
         return [bench_audit(work)]
     if name == "create":
         return bench_create(work)
+    if name == "teams":
+        return bench_teams(work)
+    if name == "conda":
+        return bench_conda(work)
     return [bench_probe(work, args.prefix, args.rounds)]
 
 

@@ -88,8 +88,9 @@ def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: lis
     )
 
 
-def solve_many(channel_urls: list[str], specs: list[str], targets: list[tuple[str, list[Any]]]) -> list[list[Any]]:
-    """Solve the same specs for several platforms at once, one gateway sharing the repodata."""
+def solve_many(channel_urls: list[str], jobs: list[tuple[str, list[Any], list[str]]]) -> list[list[Any]]:
+    """Solve for several platforms at once (platform, virtual packages, that platform's specs),
+    one gateway sharing the repodata."""
 
     def wrap(exc: BaseException) -> EnvkitError:
         text = str(exc).strip()
@@ -99,7 +100,7 @@ def solve_many(channel_urls: list[str], specs: list[str], targets: list[tuple[st
 
     async def everything() -> list[list[Any]]:
         gateway = rattler.Gateway()
-        jobs = [
+        solves = [
             rattler.solve(
                 channel_urls,
                 specs,
@@ -108,9 +109,9 @@ def solve_many(channel_urls: list[str], specs: list[str], targets: list[tuple[st
                 virtual_packages=virtual,
                 channel_priority=rattler.ChannelPriority.Strict,
             )
-            for platform, virtual in targets
+            for platform, virtual, specs in jobs
         ]
-        return list(await asyncio.gather(*jobs))
+        return list(await asyncio.gather(*solves))
 
     return _run(everything(), wrap)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,10 +10,10 @@ from urllib.parse import urlparse
 
 import yaml
 
-from envkit import paths
+from envkit import condaconfig, paths
 from envkit.errors import UsageError
 
-DEFAULT_ALIAS = "https://conda.anaconda.org"
+DEFAULT_ALIAS = condaconfig.DEFAULT_ALIAS
 
 
 @dataclass(frozen=True)
@@ -59,13 +58,6 @@ def _read_yaml(path: Path) -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-def condarc_files() -> list[Path]:
-    candidates = [Path("/etc/conda/.condarc"), Path.home() / ".condarc", Path.home() / ".config" / "conda" / ".condarc"]
-    if os.environ.get("CONDARC"):
-        candidates.append(Path(os.environ["CONDARC"]))
-    return [p for p in candidates if p.is_file()]
-
-
 def envkit_config() -> dict[str, object]:
     """~/.config/envkit/config.yaml, checked field by field: a misspelt key is an error, not ignored."""
     path = paths.config_dir() / "config.yaml"
@@ -93,19 +85,16 @@ def resolve_channels(names: list[str], flag_mirrors: dict[str, str]) -> list[Res
     """Precedence: --mirror, envkit config `mirrors:`, .condarc custom_channels, channel_alias."""
     config_mirrors = envkit_config().get("mirrors") or {}
     assert isinstance(config_mirrors, dict)
-    custom: dict[str, str] = {}
-    alias = DEFAULT_ALIAS
-    alias_from = "default"
-    for rc in condarc_files():
-        data = _read_yaml(rc)
-        cc = data.get("custom_channels")
-        if isinstance(cc, dict):
-            custom.update({str(k): str(v).rstrip("/") for k, v in cc.items()})
-        if isinstance(data.get("channel_alias"), str):
-            alias = str(data["channel_alias"]).rstrip("/")
-            alias_from = ".condarc channel_alias"
+    conda = condaconfig.current()
+    custom = conda.custom_channels
+    alias = conda.channel_alias
+    where = "conda's" if conda.via == "conda" else ".condarc"
+    alias_from = "default" if alias == DEFAULT_ALIAS else f"{where} channel_alias"
     out = []
     for name in names:
+        if name == "defaults" and name not in flag_mirrors and name not in config_mirrors:
+            out += [ResolvedChannel(name, url, f"{where} default_channels") for url in conda.default_channels]
+            continue
         if _is_url(name):
             out.append(ResolvedChannel(name, name, "url"))
         elif name.startswith("/"):
@@ -115,7 +104,7 @@ def resolve_channels(names: list[str], flag_mirrors: dict[str, str]) -> list[Res
         elif name in config_mirrors:
             out.append(ResolvedChannel(name, str(config_mirrors[name]).rstrip("/"), "envkit config"))
         elif name in custom:
-            out.append(ResolvedChannel(name, f"{custom[name]}/{name}", ".condarc custom_channels"))
+            out.append(ResolvedChannel(name, f"{custom[name]}/{name}", f"{where} custom_channels"))
         else:
             out.append(ResolvedChannel(name, f"{alias}/{name}", alias_from))
     return out

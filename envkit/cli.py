@@ -73,18 +73,14 @@ def _lock_args(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--frozen", action="store_true", help="use the lock even if the recipe changed since it was made")
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="envkit", description="Consistent numeric toolchains for conda envs, proven by a probe.", epilog=EPILOG)
-    parser.add_argument("--version", action="version", version=f"envkit {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
-
-    recipes = sub.add_parser("recipes", help="list, show, validate, check recipes; manage recipe repos")
+def _args_recipes(recipes: Parser) -> None:
     rsub = recipes.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=Parser)
     p = rsub.add_parser("list", help="every recipe and where it comes from")
     _json_flag(p)
     p = rsub.add_parser("show", help="a recipe, or with --resolved the specs and settings it compiles to")
     p.add_argument("recipe", help="recipe name or path to a .yaml file")
     p.add_argument("--resolved", action="store_true", help="show the compiled conda/pip specs and activation settings")
+    p.add_argument("--platform", metavar="P", help="compile for this platform (default: this machine's), its per_platform entry applied")
     _json_flag(p)
     p = rsub.add_parser("validate", help="check recipe files (schema, extends, consistency)")
     p.add_argument("paths", nargs="+", metavar="PATH", help="recipe files or names")
@@ -102,20 +98,25 @@ def build_parser() -> Parser:
     p.add_argument("--check", action="store_true", help="show what would change; move nothing")
     _json_flag(p)
 
-    p = sub.add_parser("create", help="solve a recipe (or install its lock) and create the env, activation scripts and probe")
+
+def _args_create(p: Parser) -> None:
     p.add_argument("recipe", help="recipe name or path to a .yaml file")
     group = p.add_mutually_exclusive_group()
     group.add_argument("-n", "--name", help="env name (default: the recipe's name)")
     group.add_argument("-p", "--prefix", help="env prefix path")
     _channel_args(p)
     _lock_args(p, "install")
+    p.add_argument(
+        "--platform", metavar="P", help="with --dry-run: solve and show the plan for another platform (linux-64, osx-arm64, win-64, ...)"
+    )
     p.add_argument("--dry-run", action="store_true", help="solve, audit and show the plan; write nothing")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--force", action="store_true", help="replace an existing env (kept if the new one fails)")
     p.add_argument("--no-probe", action="store_true", help="skip the post-install probe")
     _json_flag(p)
 
-    p = sub.add_parser("lock", help="solve a recipe for each of its platforms and write a lock file (rattler's format)")
+
+def _args_lock(p: Parser) -> None:
     p.add_argument("recipe", help="recipe name or path to a .yaml file")
     p.add_argument(
         "--platform", action="append", default=[], metavar="P", help="lock this platform (repeatable; default: the recipe's platforms)"
@@ -126,7 +127,8 @@ def build_parser() -> Parser:
     _channel_args(p)
     _json_flag(p)
 
-    p = sub.add_parser("sync", help="bring an existing env to its recipe (or lock) in place, all or nothing")
+
+def _args_sync(p: Parser) -> None:
     _env_args(p)
     _lock_args(p, "sync to")
     p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
@@ -134,27 +136,32 @@ def build_parser() -> Parser:
     p.add_argument("--no-probe", action="store_true", help="skip the probe after the change")
     _json_flag(p)
 
-    p = sub.add_parser("export", help="write an env for other tools: environment.yml, @EXPLICIT, Dockerfile, lock")
+
+def _args_export(p: Parser) -> None:
     _env_args(p)
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="environment-yml | explicit | dockerfile | lock")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     _json_flag(p)
 
-    p = sub.add_parser("list", help="envs conda knows, with their recipe, source commit, created date, health and drift")
+
+def _args_list(p: Parser) -> None:
     _json_flag(p)
 
-    p = sub.add_parser("remove", help="remove an env and its registry line (like conda env remove)")
+
+def _args_remove(p: Parser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("-n", "--name", help="env name")
     group.add_argument("-p", "--prefix", help="env prefix path")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation (required off a terminal)")
     _json_flag(p)
 
-    p = sub.add_parser("probe", help="run the toolchain probe inside an env and record its health")
+
+def _args_probe(p: Parser) -> None:
     _env_args(p)
     _json_flag(p)
 
-    p = sub.add_parser("audit", help="find toolchain and threading hazards in existing envs")
+
+def _args_audit(p: Parser) -> None:
     p.add_argument("targets", nargs="*", metavar="NAME|PREFIX", help="envs to audit (default: -n/-p, else the active env)")
     _env_args(p)
     p.add_argument("--all", action="store_true", help="every env conda knows about, its base included")
@@ -171,17 +178,58 @@ def build_parser() -> Parser:
     )
     _json_flag(p)
 
-    act = sub.add_parser("activation", help="what an env's activation does")
+
+def _args_activation(act: Parser) -> None:
     asub = act.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=Parser)
     p = asub.add_parser("show", help="print the settings and the script for one shell")
     _env_args(p)
     p.add_argument("--shell", default="bash", choices=SHELLS, metavar="SHELL", help=f"one of {', '.join(SHELLS)} (default: bash)")
     _json_flag(p)
 
-    p = sub.add_parser("run", help="run a command under an env's activation (like conda run); exits with its code")
+
+def _args_run(p: Parser) -> None:
     _env_args(p)
     _json_flag(p)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
+
+
+# name, one line of help, what adds the command's arguments
+COMMANDS: tuple[tuple[str, str, Callable[[Parser], None]], ...] = (
+    ("recipes", "list, show, validate, check recipes; manage recipe repos", _args_recipes),
+    ("create", "solve a recipe (or install its lock) and create the env, activation scripts and probe", _args_create),
+    ("lock", "solve a recipe for each of its platforms and write a lock file (rattler's format)", _args_lock),
+    ("sync", "bring an existing env to its recipe (or lock) in place, all or nothing", _args_sync),
+    ("export", "write an env for other tools: environment.yml, @EXPLICIT, Dockerfile, lock", _args_export),
+    ("list", "envs conda knows, with their recipe, source commit, created date, health and drift", _args_list),
+    ("remove", "remove an env and its registry line (like conda env remove)", _args_remove),
+    ("probe", "run the toolchain probe inside an env and record its health", _args_probe),
+    ("audit", "find toolchain and threading hazards in existing envs", _args_audit),
+    ("activation", "what an env's activation does", _args_activation),
+    ("run", "run a command under an env's activation (like conda run); exits with its code", _args_run),
+)
+
+
+def command_in(argv: Sequence[str]) -> str | None:
+    """The command argv names, when it names one before any help flag: only that command's
+    arguments need building (argparse's per-argument cost is most of a quick command's start)."""
+    names = {name for name, _, _ in COMMANDS}
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in names else None
+    return None
+
+
+def build_parser(only: str | None = None) -> Parser:
+    """Every command is listed; with `only`, just that command gets its arguments."""
+    parser = Parser(prog="envkit", description="Consistent numeric toolchains for conda envs, proven by a probe.", epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"envkit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    for name, text, add_arguments in COMMANDS:
+        command = sub.add_parser(name, help=text)
+        if only is None or only == name:
+            add_arguments(command)
     return parser
 
 
@@ -216,7 +264,7 @@ def _recipes(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     if args.action == "list":
         return recipes.list_recipes(), False
     if args.action == "show":
-        return recipes.show_recipe(args.recipe, args.resolved), False
+        return recipes.show_recipe(args.recipe, args.resolved, args.platform), False
     if args.action == "validate":
         return recipes.validate(args.paths), False
     if args.action == "check":
@@ -244,6 +292,7 @@ def _create(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
         locked=args.locked,
         lock=args.lock,
         frozen=args.frozen,
+        platform=args.platform,
     )
     reporter = None
     if ui.interactive:
@@ -418,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     terminate_as_interrupt()
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(command_in(argv)).parse_args(argv)
     except SystemExit as exc:  # --help and --version print and exit 0
         return int(exc.code or 0)
     except EnvkitError as exc:
@@ -479,15 +528,23 @@ def hard_exit(code: int) -> NoReturn:
     os._exit(code)
 
 
-def entry() -> NoReturn:
-    """The `envkit` console script and `python -m envkit`."""
+def run(argv: Sequence[str] | None = None) -> NoReturn:
+    """Run one command and end the process (the console script, `python -m envkit`, `conda envkit`)."""
     try:
-        code = main()
+        code = main(argv)
+    except ImportError as exc:  # a broken install, not a bug in envkit: one line, no traceback
+        sys.stderr.write(f"envkit: error: {exc} (reinstall envkit with its dependencies)\n")
+        code = int(ExitCode.INTERNAL)
     except BaseException:  # a bug: say so, with the traceback, under its own exit code
         sys.stderr.write("envkit: internal error (please report it with this traceback):\n")
         traceback.print_exc()
         code = int(ExitCode.INTERNAL)
     hard_exit(code)
+
+
+def entry() -> NoReturn:
+    """The `envkit` console script and `python -m envkit`."""
+    run()
 
 
 if __name__ == "__main__":

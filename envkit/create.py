@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from packaging.utils import canonicalize_name
-
 from envkit import __version__, backend, envs, pkgcache
 from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, write_files
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
@@ -121,6 +119,8 @@ def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | No
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             raise InstallError(f"pip install failed: {tail[0]}")
+        from packaging.utils import canonicalize_name
+
         installed = []
         for item in json.loads(report.read_text()).get("install", []):
             info = item.get("download_info", {})

@@ -6,34 +6,37 @@ import os
 from pathlib import Path
 
 from envkit import paths
+from envkit.condaconfig import current, first_writable, root_prefix
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, exclusive_lock
-from envkit.recipe.model import NAME_RE
+from envkit.names import NAME_RE
 from envkit.transaction import is_leftover, recover_unlocked
 
 
 def envs_dir() -> Path:
-    """ENVKIT_ENVS_DIR, CONDA_ENVS_PATH/CONDA_ENVS_DIRS (first entry), the conda of CONDA_EXE, ~/.conda/envs."""
+    """Where a new env named NAME goes: ENVKIT_ENVS_DIR, else the first writable of conda's envs
+    dirs (envs_dirs in .condarc, CONDA_ENVS_DIRS, the root's envs, ~/.conda/envs: envkit.condaconfig)."""
     if os.environ.get("ENVKIT_ENVS_DIR"):
         return Path(os.environ["ENVKIT_ENVS_DIR"]).expanduser()
-    for var in ("CONDA_ENVS_PATH", "CONDA_ENVS_DIRS"):
-        first = next((p for p in os.environ.get(var, "").replace(",", os.pathsep).split(os.pathsep) if p), None)
-        if first:
-            return Path(first).expanduser()
-    if os.environ.get("CONDA_EXE"):
-        root = Path(os.environ["CONDA_EXE"]).resolve().parent.parent
-        if (root / "envs").is_dir():
-            return root / "envs"
-    return Path.home() / ".conda" / "envs"
+    return next(first_writable(current().envs_dirs), Path.home() / ".conda" / "envs")
+
+
+def envs_dirs() -> tuple[Path, ...]:
+    """Every dir conda looks in for envs by name, ENVKIT_ENVS_DIR first."""
+    own = (Path(os.environ["ENVKIT_ENVS_DIR"]).expanduser(),) if os.environ.get("ENVKIT_ENVS_DIR") else ()
+    return tuple(dict.fromkeys((*own, *current().envs_dirs)))
 
 
 def pkgs_dir() -> Path:
-    """ENVKIT_PKGS_DIR, CONDA_PKGS_DIRS (first entry), else rattler's own default location."""
+    """ENVKIT_PKGS_DIR, else the first writable package cache configured for conda (pkgs_dirs in
+    .condarc, CONDA_PKGS_DIRS), else rattler's own cache. conda's unconfigured default (ROOT/pkgs)
+    is not shared: conda skips extracted packages that have no tarball beside them, and rattler
+    keeps none, so sharing it would save nothing and mix two caches' bookkeeping."""
     if os.environ.get("ENVKIT_PKGS_DIR"):
         return Path(os.environ["ENVKIT_PKGS_DIR"]).expanduser()
-    first = next((p for p in os.environ.get("CONDA_PKGS_DIRS", "").replace(",", os.pathsep).split(os.pathsep) if p), None)
-    if first:
-        return Path(first).expanduser()
+    configured = next(first_writable(current().pkgs_dirs), None)
+    if configured is not None:
+        return configured
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rattler" / "cache" / "pkgs"
 
 
@@ -48,14 +51,7 @@ def target_prefix(name: str | None, prefix: str | None) -> Path:
 
 def conda_root() -> Path | None:
     """The base env of the conda in use (CONDA_EXE, else CONDA_ROOT), if it is a conda env."""
-    for var in ("CONDA_EXE", "CONDA_ROOT"):
-        value = os.environ.get(var)
-        if value:
-            path = Path(value).expanduser()
-            root = path.resolve().parent.parent if var == "CONDA_EXE" else path
-            if (root / "conda-meta").is_dir():
-                return root
-    return None
+    return root_prefix()
 
 
 def find_env(name_or_path: str) -> Path:
@@ -70,16 +66,16 @@ def find_env_by_name(name: str) -> Path:
     root = conda_root()
     if name == "base" and root is not None:
         return root
-    prefix = envs_dir() / name
-    recover_unlocked(prefix)
-    if not (prefix / "conda-meta").is_dir():
-        for registered in registered_envs():
-            if registered.name == name and (registered / "conda-meta").is_dir():
-                return registered
-        raise UsageError(
-            f"no env named '{name}' (looked in {envs_dir()} and {environments_txt()})", hint="see 'conda env list', or give -p PREFIX"
-        )
-    return prefix
+    for folder in envs_dirs():  # conda's order: the first envs dir that has it
+        prefix = folder / name
+        recover_unlocked(prefix)
+        if (prefix / "conda-meta").is_dir():
+            return prefix
+    for registered in registered_envs():
+        if registered.name == name and (registered / "conda-meta").is_dir():
+            return registered
+    looked = ", ".join(str(p) for p in envs_dirs())
+    raise UsageError(f"no env named '{name}' (looked in {looked} and {environments_txt()})", hint="see 'conda env list', or give -p PREFIX")
 
 
 def _must_be_env(prefix: Path) -> Path:
@@ -134,7 +130,7 @@ def unregister(prefix: Path) -> None:
 
 
 def all_envs() -> list[Path]:
-    """Every env conda would list: its base, the registry, the envs dir; existing ones only, once each."""
+    """Every env conda would list: its base, the registry, the envs dirs; existing ones only, once each."""
     seen: list[Path] = []
     root = conda_root()
     if root is not None:
@@ -142,9 +138,9 @@ def all_envs() -> list[Path]:
     for prefix in registered_envs():
         if (prefix / "conda-meta").is_dir() and prefix not in seen:
             seen.append(prefix)
-    folder = envs_dir()
-    if folder.is_dir():
-        for prefix in sorted(folder.iterdir()):
-            if (prefix / "conda-meta").is_dir() and prefix not in seen and not is_leftover(prefix):
-                seen.append(prefix)
+    for folder in envs_dirs():
+        if folder.is_dir():
+            for prefix in sorted(folder.iterdir()):
+                if (prefix / "conda-meta").is_dir() and prefix not in seen and not is_leftover(prefix):
+                    seen.append(prefix)
     return seen

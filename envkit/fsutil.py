@@ -6,7 +6,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,8 @@ from envkit.errors import EnvkitError
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
     """Write via a temp file in the same directory and rename over the target."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # tempfile pulls in random and hashlib: loaded by writers only
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:

@@ -40,7 +40,7 @@ def _write_records(records: list[Any], path: Path) -> None:
     import rattler
     from rattler.lock import LockPlatform
 
-    platform = LockPlatform(str(rattler.Platform.current()))
+    platform = LockPlatform(str(rattler.Subdir.current()))
     lock = rattler.LockFile([platform])
     for record in records:
         lock.add_conda_package(ENVIRONMENT, platform, record)

@@ -9,7 +9,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlparse
 
 TorchBuild = Literal["cpu", "cuda"]
 
@@ -43,7 +42,11 @@ def channel_name(channel: str) -> str:
     https://conda.anaconda.org/pytorch/linux-64, file:///srv/mirror/pytorch/ or pytorch;
     'pkgs/main' for defaults' URLs."""
     text = channel.strip().rstrip("/")
-    path = urlparse(text).path if "://" in text else text
+    if "://" in text:
+        from urllib.parse import urlparse
+
+        text = urlparse(text).path
+    path = text
     parts = [p for p in path.split("/") if p]
     if parts and parts[-1] in SUBDIRS:
         parts.pop()

@@ -24,7 +24,7 @@ from rattler.lock import LockChannel, LockPlatform
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text
 
-ENVKIT_LOCK_VERSION = 1
+ENVKIT_LOCK_VERSION = 2  # 2: activation per platform (MKL's GNU layer is Linux-only)
 ENVIRONMENT = "default"
 
 
@@ -52,6 +52,7 @@ class LockedPlatform:
     virtual_packages: tuple[str, ...]
     records: tuple[Any, ...]  # rattler RepoDataRecords, in name order
     pip: tuple[LockedPip, ...]
+    activation: tuple[dict[str, Any], ...] = ()  # the record's ops format, "computed" included
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,6 @@ class Lock:
     recipe: str
     recipe_digest: str
     channels: tuple[str, ...]
-    activation: tuple[dict[str, Any], ...]  # the record's ops format
     platforms: tuple[LockedPlatform, ...]
 
     def for_platform(self, platform: str) -> LockedPlatform | None:
@@ -91,7 +91,7 @@ def write_lock(path: Path, lock: Lock) -> None:
             "lock_version": ENVKIT_LOCK_VERSION,
             "recipe": lock.recipe,
             "recipe_digest": lock.recipe_digest,
-            "activation": list(lock.activation),
+            "activation": {p.platform: list(p.activation) for p in lock.platforms},
             "pip": {
                 p.platform: [{"name": q.name, "version": q.version, "url": q.url} for q in sorted(p.pip, key=lambda q: q.name)]
                 for p in lock.platforms
@@ -147,9 +147,10 @@ def read_lock(path: Path) -> Lock:
         else:
             pip = tuple(LockedPip(p.name, p.version, str(p.location)) for p in pypi.get(name, []))
         records = tuple(sorted(conda.get(name, []), key=lambda r: r.name.normalized))
-        platforms.append(LockedPlatform(name, tuple(platform.virtual_packages), records, pip))
+        activation = tuple((meta.get("activation") or {}).get(name) or ())
+        platforms.append(LockedPlatform(name, tuple(platform.virtual_packages), records, pip, activation))
     channels = tuple(str(getattr(c, "url", c)) for c in env.channels())
-    return Lock(str(meta["recipe"]), str(meta["recipe_digest"]), channels, tuple(meta.get("activation") or ()), tuple(platforms))
+    return Lock(str(meta["recipe"]), str(meta["recipe_digest"]), channels, tuple(platforms))
 
 
 def lock_digest(path: Path) -> str:

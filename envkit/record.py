@@ -37,6 +37,11 @@ def record_path(prefix: Path) -> Path:
     return prefix / RECORD_REL
 
 
+def sync_journal_path(prefix: Path) -> Path:
+    """Where a sync in progress keeps what the env was (envkit.sync); its presence means unfinished."""
+    return prefix / "etc" / "envkit" / "sync-journal"
+
+
 def legacy_record_path(prefix: Path) -> Path:
     return prefix / LEGACY_RECORD_REL
 

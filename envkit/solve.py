@@ -168,24 +168,28 @@ def solve_recipe(
     for channel in channels:
         check_local_channel(channel, platform)
     goal = target(compiled, platform)
-    records = solve_or_explain(compiled, channels, [(platform, list(goal.virtual))])[0]
+    records = solve_or_explain([(compiled, goal)], channels)[0]
     plan = plan_from_records(compiled, prefix, goal, channels, records, activation=resolve(compiled.activation), warnings=warnings)
     return SolveOutcome(plan, records)
 
 
-def solve_or_explain(compiled: CompiledRecipe, channels: list[ResolvedChannel], targets: list[tuple[str, list[Any]]]) -> list[list[Any]]:
-    """Solve for each target; failures become one envkit error naming the channel or the recipe lines."""
-    specs = [s.spec for s in compiled.conda_specs]
+def solve_or_explain(jobs: list[tuple[CompiledRecipe, Target]], channels: list[ResolvedChannel]) -> list[list[Any]]:
+    """Solve each (recipe compiled for a platform, that platform's target); failures become one
+    envkit error naming the channel or the recipe lines."""
+    urls = [c.url for c in channels]
     try:
-        if len(targets) == 1:
-            return [backend.solve([c.url for c in channels], specs, targets[0][0], targets[0][1])]
-        return backend.solve_many([c.url for c in channels], specs, targets)
+        if len(jobs) == 1:
+            compiled, goal = jobs[0]
+            return [backend.solve(urls, [s.spec for s in compiled.conda_specs], goal.platform, list(goal.virtual))]
+        return backend.solve_many(urls, [(goal.platform, list(goal.virtual), [s.spec for s in c.conda_specs]) for c, goal in jobs])
     except ChannelError as exc:
         raise SolveError(channel_failure(exc.message, channels), hint=CHANNEL_HINT) from None
     except SolveError as exc:
-        where = "" if len(targets) == 1 else f" for {', '.join(t[0] for t in targets)}"
+        first = jobs[0][0]
+        where = "" if len(jobs) == 1 else f" for {', '.join(goal.platform for _, goal in jobs)}"
+        specs = tuple(s for c, _ in jobs for s in c.conda_specs)
         raise SolveError(
-            f"the recipe '{compiled.recipe.name}' cannot be solved{where}:\n{exc.message}", hint=_hint(exc.message, compiled.conda_specs)
+            f"the recipe '{first.recipe.name}' cannot be solved{where}:\n{exc.message}", hint=_hint(exc.message, specs)
         ) from None
 
 

@@ -17,28 +17,19 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from envkit.activation.writer import recorded_activation
 from envkit.fsutil import read_exact
 from envkit.installed import pip_dists
 from envkit.recipe.digest import sources_digest
-from envkit.recipe.model import EnvOp
-from envkit.record import read_record, record_path
+from envkit.record import read_record, record_path, sync_journal_path
 
 if TYPE_CHECKING:
     from envkit.audit.engine import Finding
     from envkit.probe.model import ProbeReport
-
-JOURNAL = "etc/envkit/sync-journal"
-
-
-def journal_dir(prefix: Path) -> Path:
-    return prefix / JOURNAL
+    from envkit.recipe.model import EnvOp
 
 
 @dataclass(frozen=True)
@@ -97,13 +88,32 @@ def recorded_pip(record: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def scripts_match(prefix: Path, record: dict[str, Any]) -> bool:
+    """The activation files hold what envkit wrote: by the digests in the record when this envkit
+    wrote them (no rendering), else by rendering them again."""
+    from envkit import __version__
+
+    activation = record.get("activation") or {}
+    digests = activation.get("sha256") if isinstance(activation, dict) else None
+    if record.get("envkit_version") == __version__ and isinstance(digests, dict) and digests:
+        if sorted(digests) != sorted(activation.get("files") or []):
+            return False
+        return all(_sha256(prefix / rel) == digest for rel, digest in digests.items())
+    from envkit.activation.writer import recorded_activation
+
     return all(read_exact(f.path) == f.text for f in recorded_activation(prefix, record).files(prefix))
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
     """True only when certain: the record, the files and the env all still agree."""
     record = read_record(prefix)
-    if record is None or journal_dir(prefix).exists():
+    if record is None or sync_journal_path(prefix).exists():
         return False
     recipe = record.get("recipe") or {}
     if lock_path is not None:
@@ -136,14 +146,24 @@ def diff_variables(old: tuple[EnvOp, ...], new: tuple[EnvOp, ...]) -> tuple[Vari
 
 
 def _entries(prefix: Path) -> set[str]:
-    """Every path in the env (files, links, dirs), relative, the journal's own dirs left out."""
+    """Every path in the env (files, links, dirs), relative, the journal's own dirs left out. A
+    scandir walk: a torch env has some 20,000 entries, and this runs before every sync."""
+    journal = str(sync_journal_path(prefix).relative_to(prefix))
     out: set[str] = set()
-    skip = str(journal_dir(prefix))
-    for root, dirs, files in os.walk(prefix):
-        dirs[:] = [d for d in dirs if not os.path.join(root, d).startswith(skip)]
-        rel = os.path.relpath(root, prefix)
-        for name in (*dirs, *files):
-            out.add(name if rel == "." else f"{rel}/{name}")
+    stack = [("", str(prefix))]
+    while stack:
+        rel, full = stack.pop()
+        try:
+            entries = list(os.scandir(full))
+        except OSError:
+            continue
+        for entry in entries:
+            path = f"{rel}/{entry.name}" if rel else entry.name
+            if path.startswith(journal):  # the journal and its .tmp-PID while being written
+                continue
+            out.add(path)
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((path, entry.path))
     return out
 
 
@@ -151,7 +171,9 @@ def write_journal(prefix: Path) -> None:
     """Copy conda-meta's records and envkit's record aside, list every path the env has, then
     rename the copy into place: the journal exists whole or not at all. The list lets a rollback
     remove what a killed install half-linked (files no conda-meta record owns yet)."""
-    final = journal_dir(prefix)
+    import shutil
+
+    final = sync_journal_path(prefix)
     tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "conda-meta").mkdir(parents=True)
@@ -180,13 +202,15 @@ def rollback(prefix: Path, cache: Path) -> None:
     """Install the journal's packages back over whatever the env holds now, restore envkit's record
     and activation scripts, and drop the journal. The journal's conda-meta files are the originals:
     they are copied back as they were, so the env's records end byte for byte as before."""
+    import shutil
+
     import rattler
 
-    from envkit.activation.writer import remove_stale, write_files
+    from envkit.activation.writer import recorded_activation, remove_stale, write_files
     from envkit.inplace import change_env
     from envkit.record import write_record
 
-    journal = journal_dir(prefix)
+    journal = sync_journal_path(prefix)
     saved_meta = sorted((journal / "conda-meta").glob("*.json"))
     change_env([rattler.PrefixRecord.from_path(p) for p in saved_meta], prefix, cache, [])
     for path in [*saved_meta, journal / "conda-meta" / "history"]:
@@ -209,6 +233,8 @@ def rollback(prefix: Path, cache: Path) -> None:
 def _restore_pip(prefix: Path, record: dict[str, Any]) -> None:
     """pip wheels back to the recorded ones: drop what the sync added, reinstall what it removed
     or changed, by the exact URLs (and hashes) the record keeps."""
+    import subprocess
+
     wanted = {(str(p["name"]), str(p["version"])): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)}
     have = pip_state(prefix)
     python = str(prefix / "bin" / "python")

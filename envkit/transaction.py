@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from typing import Literal, cast
 from envkit import paths
 from envkit.fsutil import exclusive_lock
 from envkit.notices import notify
-from envkit.record import record_path
+from envkit.record import record_path, sync_journal_path
 
 Kind = Literal["staging", "old", "removing"]
 LEFTOVER_RE = re.compile(r"^\.(?P<name>.+)\.envkit-(?P<kind>staging|old|removing)-(?P<pid>\d+)$")
@@ -73,6 +72,8 @@ def glob_escape(text: str) -> str:
 def remove_tree(path: Path) -> None:
     # rattler's background extraction can outlive a failed install() and write again: sweep,
     # give it a moment, sweep again.
+    import shutil
+
     shutil.rmtree(path, ignore_errors=True)
     if path.exists():
         time.sleep(0.2)
@@ -99,14 +100,12 @@ def recover(prefix: Path) -> list[Recovered]:
     """Settle what runs that are gone left beside (or, for a sync, inside) `prefix`. Call it holding
     the env's lock."""
     done: list[Recovered] = []
-    from envkit.sync import journal_dir  # envkit.sync needs nothing from here: no cycle at import
-
-    if journal_dir(prefix).is_dir():
+    if sync_journal_path(prefix).is_dir():
         from envkit.envs import pkgs_dir
         from envkit.sync import rollback
 
         rollback(prefix, pkgs_dir())
-        done.append(Recovered(prefix, "rolled back", journal_dir(prefix)))
+        done.append(Recovered(prefix, "rolled back", sync_journal_path(prefix)))
     found = leftovers(prefix)
     stagings = {pid: path for kind, pid, path in found if kind == "staging"}
     for kind, pid, path in found:
@@ -136,9 +135,7 @@ def recover(prefix: Path) -> list[Recovered]:
 def recover_unlocked(prefix: Path) -> None:
     """For commands that only read an env: settle leftovers when nobody holds the env's lock (an
     env being created right now is left to its creator)."""
-    from envkit.sync import journal_dir
-
-    if not leftovers(prefix) and not journal_dir(prefix).is_dir():
+    if not leftovers(prefix) and not sync_journal_path(prefix).is_dir():
         return
     try:
         with env_lock(prefix):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,18 +11,20 @@ from envkit import envs
 
 
 def test_envs_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path) -> None:
+    """conda's order (tests/conda/test_condarc_agreement.py checks it against conda itself)."""
     monkeypatch.delenv("ENVKIT_ENVS_DIR")
     assert envs.envs_dir() == isolated / ".conda" / "envs"
     conda_root = tmp_path / "miniforge"
-    (conda_root / "envs").mkdir(parents=True)
+    (conda_root / "conda-meta").mkdir(parents=True)
     (conda_root / "bin").mkdir()
     (conda_root / "bin" / "conda").write_text("")
     monkeypatch.setenv("CONDA_EXE", str(conda_root / "bin" / "conda"))
-    assert envs.envs_dir() == conda_root / "envs"
-    monkeypatch.setenv("CONDA_ENVS_DIRS", f"{tmp_path / 'dirs1'},{tmp_path / 'dirs2'}")
-    assert envs.envs_dir() == tmp_path / "dirs1"
-    monkeypatch.setenv("CONDA_ENVS_PATH", str(tmp_path / "path1"))
-    assert envs.envs_dir() == tmp_path / "path1"
+    assert envs.envs_dir() == conda_root / "envs"  # a writable root keeps its envs first
+    (isolated / ".condarc").write_text(f"envs_dirs: [{tmp_path / 'rc'}]\n")
+    assert envs.envs_dir() == tmp_path / "rc"
+    monkeypatch.setenv("CONDA_ENVS_DIRS", f"{tmp_path / 'dirs1'}{os.pathsep}{tmp_path / 'dirs2'}")
+    assert envs.envs_dir() == tmp_path / "dirs1"  # the variable beats the file
+    assert envs.envs_dirs()[:3] == (tmp_path / "dirs1", tmp_path / "dirs2", tmp_path / "rc")
     monkeypatch.setenv("ENVKIT_ENVS_DIR", str(tmp_path / "mine"))
     assert envs.envs_dir() == tmp_path / "mine"
 
@@ -29,7 +32,9 @@ def test_envs_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, is
 def test_pkgs_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path) -> None:
     monkeypatch.delenv("ENVKIT_PKGS_DIR")
     assert envs.pkgs_dir() == isolated / ".cache" / "rattler" / "cache" / "pkgs"
-    monkeypatch.setenv("CONDA_PKGS_DIRS", str(tmp_path / "conda-pkgs"))
+    (isolated / ".condarc").write_text(f"pkgs_dirs: [{tmp_path / 'rc-pkgs'}]\n")
+    assert envs.pkgs_dir() == tmp_path / "rc-pkgs"
+    monkeypatch.setenv("CONDA_PKGS_DIRS", f"{tmp_path / 'conda-pkgs'},{tmp_path / 'second'}")
     assert envs.pkgs_dir() == tmp_path / "conda-pkgs"
     monkeypatch.setenv("ENVKIT_PKGS_DIR", str(tmp_path / "mine"))
     assert envs.pkgs_dir() == tmp_path / "mine"

@@ -54,14 +54,24 @@ def mirrored(isolated: Path, replica: dict[str, Path]) -> None:
         ["recipes", "list"],
         ["recipes", "show", "yolov8", "--resolved"],
         ["create", "yolov8-cpu", "--dry-run"],
+        ["create", "yolov8", "--dry-run"],
+        ["lock", "yolov8"],
+        ["list"],
+        ["recipes", "check"],
         ["audit", "--all"],
         ["audit", "--explain", "EK001"],
         ["audit", "--explain", "RC003"],
     ],
     ids=" ".join,
 )
-def test_readme_commands_run(mirrored: None, argv: list[str]) -> None:
+def test_readme_commands_run(mirrored: None, argv: list[str], tmp_path: Path) -> None:
+    """Run in an empty working dir: `lock` of a built-in recipe writes ./NAME.lock there, and
+    `recipes check` checks the recipes there (none)."""
     assert argv in COMMANDS or argv[:2] == ["audit", "--explain"] or argv[0] == "create"
-    proc = run_envkit(*argv, "--json")
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_envkit(*argv, "--json", cwd=work)
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["ok"] is True, proc.stdout + proc.stderr
+    if argv[0] == "lock":
+        assert (work / f"{argv[1]}.lock").is_file()

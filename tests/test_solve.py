@@ -36,15 +36,49 @@ def test_openblas_recipe_has_no_mkl_and_openmp_openblas(replica_mirrors: dict[st
     assert "mkl" not in pkgs and pkgs["libopenblas"][1].startswith("openmp_") and pkgs["pytorch"][1].startswith("cpu_generic_")
 
 
-def test_cuda_recipes_need_a_driver(replica_mirrors: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cuda_recipe_assumes_its_declared_cuda_without_a_driver(
+    replica_mirrors: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A login node or CI: no driver (CONDA_OVERRIDE_CUDA empty means none). The recipe's
+    toolchain.pytorch.cuda stands in for __cuda, and the plan says so."""
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
+    outcome = solve_recipe(
+        compile_recipe(load_recipe("yolov8")), tmp_path / "env", extra_channels=[], override_channels=False, mirrors=replica_mirrors
+    )
+    pkgs = {p.name: p.build for p in outcome.plan.packages}
+    assert pkgs["pytorch"].startswith("cuda129_mkl_") and pkgs["torchvision"].startswith("cuda129_")
+    assert len(outcome.plan.assumed) == 1
+    assert outcome.plan.assumed[0].startswith("assumed __cuda=12.9, declared by the recipe (toolchain.pytorch.cuda, ")
+    assert outcome.plan.assumed[0].endswith("; no NVIDIA driver on this machine")
+    assert "__cuda=12.9" in outcome.plan.virtual_packages
+
+
+def test_a_detected_driver_wins_and_an_old_one_fails(
+    replica_mirrors: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "13.0")
+    outcome = solve_recipe(
+        compile_recipe(load_recipe("yolov8")), tmp_path / "env", extra_channels=[], override_channels=False, mirrors=replica_mirrors
+    )
+    assert outcome.plan.assumed == () and "__cuda=13.0" in outcome.plan.virtual_packages
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "11.8")
     with pytest.raises(SolveError) as info:
         solved("yolov8", replica_mirrors, tmp_path)
-    assert "__cuda" in info.value.message and "recipe specs in the conflict" in (info.value.hint or "")
-    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.9")
-    pkgs = solved("yolov8", replica_mirrors, tmp_path)
-    assert pkgs["pytorch"][1].startswith("cuda129_mkl_") and pkgs["torchvision"][1].startswith("cuda129_")
-    assert pkgs["ultralytics"][0] == "8.4.126"
+    assert "__cuda" in info.value.message
+
+
+def test_an_undeclared_cuda_says_what_to_do(replica_mirrors: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
+    monkeypatch.setenv("ENVKIT_RECIPE_PATH", str(tmp_path / "r"))
+    write_recipe(
+        tmp_path / "r",
+        "gpu",
+        "envkit: 1\nname: gpu\nchannels: [conda-forge]\npython: '3.12'\ntoolchain: {blas: mkl, openmp: llvm, pytorch: {variant: cuda}}\n",
+    )
+    with pytest.raises(SolveError) as info:
+        solved("gpu", replica_mirrors, tmp_path)
+    hint = info.value.hint or ""
+    assert "__cuda" in info.value.message and "CONDA_OVERRIDE_CUDA=" in hint and "toolchain.pytorch.cuda" in hint
 
 
 def test_legacy_channel_gets_mkl_before_2024_1(replica_mirrors: dict[str, str], tmp_path: Path) -> None:

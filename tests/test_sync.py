@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit.record import read_record
-from envkit.sync import in_sync, journal_dir
+from envkit.record import read_record, sync_journal_path
+from envkit.sync import in_sync
 from tests.conftest import payload_recipe, run_envkit
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda, write_tar_bz2
 from tests.support.terminal import converse
@@ -140,7 +140,7 @@ def test_a_failed_sync_leaves_the_env_as_it_was(tmp_path: Path) -> None:
     assert proc.returncode == 4, proc.stderr
     assert "Traceback" not in proc.stderr and "was rolled back to what it was" in proc.stderr
     assert snapshot(prefix) == before
-    assert not journal_dir(prefix).exists() and in_sync(prefix) is False  # the recipe still differs
+    assert not sync_journal_path(prefix).exists() and in_sync(prefix) is False  # the recipe still differs
 
 
 def test_a_corrupt_download_is_caught_before_anything_changes(tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ def heavy_sync(tmp_path: Path, wheel_channel: Path) -> tuple[Path, Path, subproc
 def wait_for_install(proc: subprocess.Popen[str], prefix: Path, cache: Path, delay: float = 1.0) -> None:
     """Until the journal exists and rattler is extracting into the cache."""
     deadline = time.monotonic() + 180
-    while not (journal_dir(prefix).is_dir() and any(cache.glob("pytorch-*"))):
+    while not (sync_journal_path(prefix).is_dir() and any(cache.glob("pytorch-*"))):
         assert proc.poll() is None, f"sync ended before it could be interrupted: {proc.stderr.read() if proc.stderr else ''}"
         assert time.monotonic() < deadline, "sync never reached the install"
         time.sleep(0.02)
@@ -194,7 +194,7 @@ def test_interrupted_sync_rolls_back(wheel_channel: Path, tmp_path: Path, sig: s
     assert code == 130, stderr  # SIGTERM ends envkit as Ctrl-C does (README: exit codes)
     assert "Traceback" not in stderr and "rolled back" in stderr
     assert snapshot(prefix) == before
-    assert not journal_dir(prefix).exists()
+    assert not sync_journal_path(prefix).exists()
 
 
 @pytest.mark.parametrize("delay", [0.0, 1.0, 2.5])
@@ -206,7 +206,7 @@ def test_killed_sync_is_rolled_back_by_the_next_run(wheel_channel: Path, tmp_pat
     wait_for_install(proc, prefix, tmp_path / "cold-cache", delay)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
-    assert journal_dir(prefix).is_dir()
+    assert sync_journal_path(prefix).is_dir()
     recipe.write_text(recipe.read_text().replace("pytorch 2.13.0, numpy, mkl-service, threadpoolctl", "numpy"))
     dry = run_envkit("sync", "-p", str(prefix), "--dry-run", env=dict(os.environ, ENVKIT_PKGS_DIR=str(tmp_path / "cold-cache")))
     assert dry.returncode == 0, dry.stderr

@@ -26,6 +26,8 @@ PY="${PYTHON:-python3}"
 # neither, those tests report themselves skipped and say why.
 if [ -z "${ENVKIT_TEST_CONDA:-}" ] && [ -f ../shared/conda/install.sh ]; then
     bash ../shared/conda/install.sh "$PWD/.conda-test" >/dev/null
+    # envkit in that conda's base, as a user installs it: conda finds the plugin by its entry point
+    .conda-test/bin/python -m pip install --quiet --disable-pip-version-check -e .
     export ENVKIT_TEST_CONDA="$PWD/.conda-test/bin/conda"
 fi
 echo "conda for the tests: ${ENVKIT_TEST_CONDA:-${CONDA_EXE:-none (those tests will be skipped)}}"

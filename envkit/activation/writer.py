@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envkit.activation import FILE_PREFIX
 from envkit.activation.shells import GENERATORS, ScriptContext
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, read_exact
 from envkit.recipe.model import EnvOp
 
-FILE_PREFIX = "envkit-"
 MARK = "envkit-settings-sha256:"
 
 
@@ -147,6 +147,17 @@ def recorded_activation(prefix: Path, record: dict[str, Any]) -> RecordedActivat
     return RecordedActivation(name, ops, tag)
 
 
+def text_sha256(text: str) -> str:
+    """The digest of a file written by atomic_write_text (UTF-8, line endings as given)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
 def activation_json(activation: RecordedActivation, prefix: Path, files: list[ActivationFile]) -> dict[str, object]:
     """The record's `activation` section."""
-    return {"ops": ops_to_json(activation.ops), "tag": activation.tag, "files": [str(f.path.relative_to(prefix)) for f in files]}
+    return {
+        "ops": ops_to_json(activation.ops),
+        "tag": activation.tag,
+        "files": [str(f.path.relative_to(prefix)) for f in files],
+        # what the files held when written: a no-op sync compares these without rendering anything
+        "sha256": {str(f.path.relative_to(prefix)): text_sha256(f.text) for f in files},
+    }

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from typing import TYPE_CHECKING
 
 from envkit.audit.inventory import Inventory, cuda_driver_version, plan_inventory, read_inventory
 from envkit.audit.rules import RULES, SEVERITY_ORDER, Rule, Severity
 from envkit.errors import EnvkitError
 from envkit.installed import CondaPackage
-from envkit.probe.model import ProbeReport
-from envkit.probe.runner import run_probe
-from envkit.solve import Plan
+
+if TYPE_CHECKING:
+    from envkit.probe.model import ProbeReport
+    from envkit.solve import Plan
 
 
 @dataclass(frozen=True)
@@ -55,12 +52,26 @@ def findings_for(inv: Inventory, rules: tuple[Rule, ...] = RULES) -> list[Findin
     return out
 
 
+def _pip_names(specs: tuple[str, ...]) -> list[str]:
+    if not specs:
+        return []
+    from packaging.requirements import Requirement  # costs ~50 ms: loaded for pip lists only
+    from packaging.utils import canonicalize_name
+
+    return [str(canonicalize_name(Requirement(spec).name)) for spec in specs]
+
+
 def audit_plan(plan: Plan, force: tuple[str, ...] = ()) -> list[Finding]:
     """The audit's static rules over a solved plan, before anything is installed: one catalog, two
     moments. An error the recipe names under `force:` becomes a warning, marked forced."""
     packages = [CondaPackage(p.name, p.version, p.build, p.channel, p.depends) for p in plan.packages]
-    pip_names = [str(canonicalize_name(Requirement(spec).name)) for spec in plan.pip_specs]
-    inv = plan_inventory(plan.prefix, packages, pip_names, plan.activation, cuda_driver=cuda_driver_version())
+    pip_names = _pip_names(plan.pip_specs)
+    from envkit import backend
+
+    here = plan.platform == backend.native_platform()  # for another platform, this machine's CPU and driver say nothing
+    inv = plan_inventory(
+        plan.prefix, packages, pip_names, plan.activation, cuda_driver=cuda_driver_version() if here else None, machine=here
+    )
     return [replace(f, severity="warning", forced=True) if f.severity == "error" and f.rule_id in force else f for f in findings_for(inv)]
 
 
@@ -79,6 +90,8 @@ def audit_env(prefix: Path, *, probe: bool = False, cuda_driver: str | None = No
     findings = findings_for(inv)
     if probe:
         try:
+            from envkit.probe.runner import run_probe
+
             findings += probe_findings(run_probe(prefix))
         except EnvkitError as exc:
             findings.append(Finding("PROBE:run", "probe-run", "error", "probe could not run", exc.message, exc.hint or "", False))
@@ -98,6 +111,9 @@ def audit_many(prefixes: list[Path], *, probe: bool = False, cuda_driver: str | 
     workers = min(len(prefixes), os.cpu_count() or 1)
     if workers <= 1 or len(prefixes) < 4:
         return [_audit_one(p, probe, cuda_driver) for p in prefixes]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
     if probe:
         with ThreadPoolExecutor(max_workers=workers) as threads:
             return list(threads.map(lambda p: _audit_one(p, probe, cuda_driver), prefixes))

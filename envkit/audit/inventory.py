@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envkit import backend
-from envkit.activation.writer import FILE_PREFIX, recorded_activation
+from envkit.activation import FILE_PREFIX
 from envkit.fsutil import read_exact
 from envkit.installed import CondaPackage, PipDist, UnreadableRecord, pip_dists, read_conda_meta, site_packages
 from envkit.recipe.model import EnvOp
@@ -67,6 +66,7 @@ class Inventory:
     legacy_record: bool = False
     unreadable: tuple[UnreadableRecord, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    on_this_machine: bool = True  # False for a plan made for another platform: no CPU, no driver to judge
 
     def setting(self, name: str) -> str | None:
         var = self.activation.get(name)
@@ -153,6 +153,8 @@ def _read_activation(prefix: Path, record: dict[str, Any] | None) -> tuple[dict[
                     value = next((g for g in m.groups()[1:] if g is not None), "")
                     out[m.group(1)] = ActivationVar(value, rel)
     if record is not None:
+        from envkit.activation.writer import recorded_activation
+
         for op in recorded_activation(prefix, record).ops:
             if op.action == "set":
                 out[op.name] = ActivationVar(op.value, "envkit")
@@ -183,6 +185,8 @@ def cuda_driver_version() -> str | None:
     """The driver's maximum CUDA as conda sees it (__cuda); CONDA_OVERRIDE_CUDA wins."""
     if "CONDA_OVERRIDE_CUDA" in os.environ:
         return os.environ["CONDA_OVERRIDE_CUDA"] or None
+    from envkit import backend  # rattler: only when the driver is actually asked for
+
     try:
         detected = backend.virtual_packages(backend.native_platform())
     except Exception:  # detection must never break an audit
@@ -197,6 +201,8 @@ def cuda_driver_version() -> str | None:
 def _envkit_scripts(prefix: Path, record: dict[str, Any] | None) -> tuple[ScriptState, ...]:
     if record is None:
         return ()
+    from envkit.activation.writer import recorded_activation  # renders scripts: envkit's envs only
+
     out = []
     for f in recorded_activation(prefix, record).files(prefix):
         out.append(ScriptState(str(f.path.relative_to(prefix)), f.text, read_exact(f.path)))
@@ -210,6 +216,7 @@ def plan_inventory(
     activation: tuple[EnvOp, ...],
     *,
     cuda_driver: str | None = None,
+    machine: bool = True,
 ) -> Inventory:
     """What an env will be, before anything is installed: the solved packages, the pip names the
     recipe asks for, and the activation envkit will write. Files are not known yet, so rules that
@@ -231,8 +238,9 @@ def plan_inventory(
         activation_files=(),
         numpy_imports_mkl=False,
         record=None,
-        cpu_vendor=_cpu_vendor(),
+        cpu_vendor=_cpu_vendor() if machine else None,
         cuda_driver=cuda_driver,
+        on_this_machine=machine,
     )
 
 

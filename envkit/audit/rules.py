@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
-
-import rattler
+from typing import TYPE_CHECKING, Literal
 
 from envkit.audit.inventory import Inventory
 from envkit.installed import dependents, wheel_torch_build
 from envkit.sync import drift
+
+if TYPE_CHECKING:
+    import rattler
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
@@ -39,6 +40,8 @@ class Rule:
 
 
 def _ver(text: str) -> rattler.Version | None:
+    import rattler  # loaded when a rule compares versions, not by every audit (conda's hooks)
+
     try:
         return rattler.Version(text.split("+", 1)[0])
     except Exception:
@@ -260,7 +263,9 @@ def unreadable_records(inv: Inventory) -> list[str]:
 
 
 def env_drift(inv: Inventory) -> list[str]:
-    if inv.record is None:
+    # only envs whose packages envkit installed (create, sync) have a package list to drift from;
+    # `audit --fix` on an env conda made writes a record of activation settings alone
+    if inv.record is None or not isinstance(inv.record.get("packages"), list):
         return []
     installed = {name: f"{p.version} {p.build}" for name, p in inv.packages.items()}
     return drift(inv.record, installed, {(d.name, d.version) for d in inv.pip.values() if d.installer == "pip"})
@@ -274,7 +279,7 @@ def legacy_record(inv: Inventory) -> list[str]:
 
 def cuda_without_driver(inv: Inventory) -> list[str]:
     build = _cuda_build(inv)
-    if build is None or inv.cuda_driver:
+    if build is None or inv.cuda_driver or not inv.on_this_machine:
         return []
     return [f"{build[0]} {build[1]}: no NVIDIA driver on this machine (no __cuda), so the GPU part cannot be proven here"]
 

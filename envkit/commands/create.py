@@ -15,14 +15,14 @@ from envkit.commands import Result
 from envkit.create import CreatedEnv, create_env, ensure_creatable, update_record_probe
 from envkit.envs import target_prefix
 from envkit.errors import ExitCode, UsageError
-from envkit.lock import Lock, lock_digest, read_lock
+from envkit.lock import LockedPlatform, lock_digest, read_lock
 from envkit.probe.model import ProbeReport
-from envkit.probe.runner import run_probe, spec_for
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.digest import resolved_digest, sources_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import EnvOp, Recipe
+from envkit.recipe.platforms import known_platform
 from envkit.solve import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
 
 
@@ -40,6 +40,7 @@ class CreateRequest:
     locked: bool = False  # install the lock beside the recipe, no solve
     lock: str | None = None  # ... or this lock file
     frozen: bool = False  # use the lock even when the recipe changed since
+    platform: str | None = None  # with dry_run: plan for another platform
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,16 @@ def create(
 ) -> Result:
     if request.name and request.prefix:
         raise UsageError("give either -n NAME or -p PREFIX, not both")
+    if request.platform is not None:
+        known_platform(request.platform, "--platform")
+        if not request.dry_run and request.platform != backend.native_platform():
+            raise UsageError(
+                f"--platform {request.platform}: an env for another platform cannot be created here",
+                hint="add --dry-run to see its plan, or 'envkit lock --platform' to lock it",
+            )
     recipe = load_recipe(request.recipe)
     recipe_findings = require_consistent(recipe)
-    compiled = compile_recipe(recipe)
+    compiled = compile_recipe(recipe, request.platform)
     prefix = target_prefix(request.name or (None if request.prefix else recipe.name), request.prefix)
     if not request.dry_run:
         ensure_creatable(prefix, force=request.force)  # before the solve: say it now, not after a plan
@@ -79,6 +87,7 @@ def create(
             extra_channels=list(request.channels),
             override_channels=request.override_channels,
             mirrors=dict(request.mirrors),
+            platform=compiled.platform,
             warnings=warnings,
         )
     plan = outcome.plan
@@ -103,6 +112,8 @@ def create(
     created = create_env(plan, outcome.records, recipe.origin, force=request.force, reporter=reporter, provenance=provenance)
     if not request.probe:
         return Result("create", CreateOutcome(plan, False, created, None, findings=findings))
+    from envkit.probe.runner import run_probe, spec_for  # the probe's machinery only when it runs
+
     report = run_probe(prefix, spec_for(prefix, recipe))
     update_record_probe(prefix, report.summary(), report.healthy)
     messages: tuple[str, ...] = ()
@@ -125,7 +136,7 @@ def recipe_provenance(recipe: Recipe, compiled: CompiledRecipe) -> dict[str, Any
         "commit": recipe.origin.commit,
         "chain": list(recipe.chain),
         "sources_digest": sources_digest(recipe.chain),
-        "resolved_digest": resolved_digest(compiled),
+        "resolved_digest": resolved_digest(recipe),
     }
 
 
@@ -135,7 +146,7 @@ def lock_file_for(request_lock: str | None, recipe: Recipe) -> Path:
     return Path(request_lock).expanduser().absolute() if request_lock else default_lock_path(recipe)
 
 
-def lock_settings(lock: Lock) -> ActivationSettings:
+def lock_settings(locked: LockedPlatform) -> ActivationSettings:
     return ActivationSettings(
         tuple(
             Setting(
@@ -143,7 +154,7 @@ def lock_settings(lock: Lock) -> ActivationSettings:
                 "locked",
                 s.get("computed"),
             )
-            for s in lock.activation
+            for s in locked.activation
         )
     )
 
@@ -162,7 +173,7 @@ def plan_from_lock(
     if locked is None:
         have = ", ".join(p.platform for p in lock.platforms) or "none"
         raise UsageError(f"{path} has no {platform} packages (it locks {have})", hint=f"add it: {relock} --platform {platform}")
-    if not request.frozen and lock.recipe_digest != resolved_digest(compiled):
+    if not request.frozen and lock.recipe_digest != resolved_digest(recipe):
         raise UsageError(
             f"{path} is stale: recipe '{recipe.name}' (or one it extends) changed since it was locked",
             hint=f"re-lock with '{relock}', or pass --frozen to install the lock as it is",
@@ -178,7 +189,7 @@ def plan_from_lock(
         goal,
         channels,
         list(locked.records),
-        activation=resolve(lock_settings(lock)),
+        activation=resolve(lock_settings(locked)),
         warnings=warnings,
         pip_specs=tuple(p.requirement for p in locked.pip),
         pip_locked=True,

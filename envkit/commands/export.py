@@ -109,13 +109,13 @@ def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
         str(recipe.get("name") or env.name),
         str(recipe.get("resolved_digest") or ""),
         env.channels,
-        activation,
         (
             LockedPlatform(
                 env.platform,
                 tuple(backend.describe_virtual(v) for v in backend.virtual_packages(env.platform, detect=False)),
                 tuple(records),
                 pip,
+                activation,
             ),
         ),
     )

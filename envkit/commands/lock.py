@@ -17,12 +17,12 @@ from envkit.channels import ResolvedChannel, check_local_channel, resolve_channe
 from envkit.commands import Result
 from envkit.errors import ExitCode, UsageError
 from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
-from envkit.piplock import resolve as resolve_pip
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.digest import resolved_digest
 from envkit.recipe.loader import load_recipe
-from envkit.recipe.model import KNOWN_PLATFORMS, Recipe
+from envkit.recipe.model import Recipe
+from envkit.recipe.platforms import known_platform
 from envkit.solve import choose_channels, plan_from_records, solve_or_explain, target
 
 
@@ -53,21 +53,41 @@ def default_lock_path(recipe: Recipe) -> Path:
     return Path(recipe.origin.path).parent / f"{recipe.name}.lock"
 
 
-def lock_platforms(compiled: CompiledRecipe, requested: tuple[str, ...]) -> tuple[str, ...]:
+def settings_json(compiled: CompiledRecipe) -> tuple[dict[str, Any], ...]:
+    """One platform's activation settings as the lock keeps them ("computed" ones are worked out
+    on the machine that installs the lock)."""
+    return tuple(
+        {
+            "name": s.op.name,
+            "action": s.op.action,
+            "value": s.op.value,
+            "entries": list(s.op.entries),
+            "separator": s.op.separator,
+            "computed": s.computed,
+        }
+        for s in compiled.activation.settings
+    )
+
+
+def lock_platforms(recipe: Recipe, requested: tuple[str, ...]) -> tuple[str, ...]:
     for platform in requested:
-        if platform not in KNOWN_PLATFORMS or platform == "noarch":
-            raise UsageError(f"--platform {platform!r}: not a platform conda knows", hint="e.g. linux-64, osx-arm64, win-64")
-    return requested or compiled.platforms or (backend.native_platform(),)
+        known_platform(platform, "--platform")
+    return requested or recipe.platforms or (backend.native_platform(),)
 
 
-def solve_for_lock(compiled: CompiledRecipe, platforms: tuple[str, ...], channels: list[ResolvedChannel]) -> list[tuple[Any, list[Any]]]:
-    """(target, records) per platform, solved at once."""
+def solve_for_lock(
+    recipe: Recipe, platforms: tuple[str, ...], channels: list[ResolvedChannel]
+) -> list[tuple[CompiledRecipe, Any, list[Any]]]:
+    """(the recipe compiled for the platform, its target, records) per platform, solved at once."""
     for platform in platforms:
         for channel in channels:
             check_local_channel(channel, platform)
-    targets = [target(compiled, platform, detect=False) for platform in platforms]
-    solved = solve_or_explain(compiled, channels, [(t.platform, list(t.virtual)) for t in targets])
-    return list(zip(targets, solved, strict=True))
+    jobs = []
+    for platform in platforms:
+        compiled = compile_recipe(recipe, platform)
+        jobs.append((compiled, target(compiled, platform, detect=False)))
+    solved = solve_or_explain(jobs, channels)
+    return [(compiled, goal, records) for (compiled, goal), records in zip(jobs, solved, strict=True)]
 
 
 def lock(
@@ -81,14 +101,13 @@ def lock(
 ) -> Result:
     recipe = load_recipe(recipe_ref)
     require_consistent(recipe)
-    compiled = compile_recipe(recipe)
-    wanted = lock_platforms(compiled, platforms)
-    channels = resolve_channels(choose_channels(compiled, list(extra_channels), override_channels), dict(mirrors))
+    wanted = lock_platforms(recipe, platforms)
+    channels = resolve_channels(choose_channels(compile_recipe(recipe, wanted[0]), list(extra_channels), override_channels), dict(mirrors))
     path = Path(output).expanduser().absolute() if output else default_lock_path(recipe)
     locked: list[LockedPlatform] = []
     summaries: list[PlatformSummary] = []
     blocking: list[str] = []
-    for goal, records in solve_for_lock(compiled, wanted, channels):
+    for compiled, goal, records in solve_for_lock(recipe, wanted, channels):
         plan = plan_from_records(compiled, path.parent / recipe.name, goal, channels, records, activation=resolve(compiled.activation))
         findings = tuple(audit_plan(plan, recipe.force))
         blocking += [f"{goal.platform}: {f.rule_id} {f.title}: {f.evidence}" for f in findings if f.severity == "error"]
@@ -98,24 +117,15 @@ def lock(
             if python is None:
                 raise UsageError(f"the recipe has a pip list but no python for {goal.platform}", hint="add python to the recipe")
             virtual = dict(v.partition("=")[::2] for v in goal.described)
+            from envkit.piplock import resolve as resolve_pip  # packaging: loaded for pip lists only
+
             pip = resolve_pip(compiled.pip_specs, goal.platform, python, {r.name.normalized for r in records}, virtual)
-        locked.append(LockedPlatform(goal.platform, goal.described, tuple(records), pip))
+        locked.append(LockedPlatform(goal.platform, goal.described, tuple(records), pip, settings_json(compiled)))
         summaries.append(PlatformSummary(goal.platform, len(records), len(pip), goal.described, goal.assumed, findings))
-    digest = resolved_digest(compiled)
+    digest = resolved_digest(recipe)
     if blocking:
         outcome = LockOutcome(str(path), recipe.name, digest, tuple(summaries), refused=True)
         why = ("a locked plan fails the audit: no lock was written", "fix the recipe, or add the rule's id to its force: list")
         return Result("lock", outcome, int(ExitCode.FINDINGS), why, tuple(blocking))
-    activation = tuple(
-        {
-            "name": s.op.name,
-            "action": s.op.action,
-            "value": s.op.value,
-            "entries": list(s.op.entries),
-            "separator": s.op.separator,
-            "computed": s.computed,
-        }
-        for s in compiled.activation.settings
-    )
-    write_lock(path, Lock(recipe.name, digest, tuple(c.url for c in channels), activation, tuple(locked)))
+    write_lock(path, Lock(recipe.name, digest, tuple(c.url for c in channels), tuple(locked)))
     return Result("lock", LockOutcome(str(path), recipe.name, digest, tuple(summaries)))

@@ -16,6 +16,7 @@ from envkit.recipe.digest import resolved_digest
 from envkit.recipe.gitsource import add_source, update_sources
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
+from envkit.recipe.platforms import known_platform
 from envkit.recipe.sources import all_sources, list_names, recipe_file, unusable_files
 
 
@@ -55,10 +56,12 @@ class ShownRecipe:
     findings: tuple[ConsistencyFinding, ...]
 
 
-def show_recipe(name: str, resolved: bool) -> Result:
+def show_recipe(name: str, resolved: bool, platform: str | None = None) -> Result:
+    if platform is not None:
+        known_platform(platform, "--platform")
     recipe = load_recipe(name)
     findings = tuple(check_recipe(recipe))
-    return Result("recipes show", ShownRecipe(recipe, compile_recipe(recipe) if resolved else None, findings))
+    return Result("recipes show", ShownRecipe(recipe, compile_recipe(recipe, platform) if resolved else None, findings))
 
 
 @dataclass(frozen=True)
@@ -118,10 +121,9 @@ def check_one(path: Path) -> CheckedRecipe:
     try:
         recipe = load_recipe(where)
         require_consistent(recipe)
-        compiled = compile_recipe(recipe)
     except EnvkitError as exc:
         return CheckedRecipe(where, None, None, (), tuple(exc.lines()))
-    platforms = lock_platforms(compiled, ())
+    platforms = lock_platforms(recipe, ())
     lock_path = path.parent / f"{recipe.name}.lock"
     problems: list[str] = []
     if not lock_path.is_file():
@@ -132,13 +134,13 @@ def check_one(path: Path) -> CheckedRecipe:
         except EnvkitError as exc:
             problems.append(f"{lock_path}: {exc.message}")
         else:
-            if lock.recipe_digest != resolved_digest(compiled):
+            if lock.recipe_digest != resolved_digest(recipe):
                 problems.append(f"{lock_path}: stale, the recipe (or one it extends) changed since; re-lock with 'envkit lock {where}'")
             missing = sorted(set(platforms) - {p.platform for p in lock.platforms})
             if missing:
                 problems.append(f"{lock_path}: lacks {', '.join(missing)}, which the recipe declares; re-lock with 'envkit lock {where}'")
     try:
-        solve_for_lock(compiled, platforms, resolve_channels(list(compiled.channels), {}))
+        solve_for_lock(recipe, platforms, resolve_channels(list(recipe.channels), {}))
     except EnvkitError as exc:
         first = exc.message.splitlines()[0]
         problems.append(f"{where}: does not solve today for {', '.join(platforms)}: {first}")

@@ -22,13 +22,12 @@ from envkit.errors import EnvkitError, ExitCode, InstallError, Interrupted, Usag
 from envkit.history import Linked, append_block, block
 from envkit.inplace import change_env
 from envkit.installed import read_conda_meta
-from envkit.probe.runner import run_probe, spec_for
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.loader import load_recipe
-from envkit.record import read_record, write_record
+from envkit.record import read_record, sync_journal_path, write_record
 from envkit.solve import Plan, solve_recipe
-from envkit.sync import SyncOutcome, diff_packages, diff_variables, journal_dir, rollback, write_journal
+from envkit.sync import SyncOutcome, diff_packages, diff_variables, rollback, write_journal
 from envkit.transaction import env_lock, recover
 
 
@@ -123,6 +122,8 @@ def sync(
     result = replace(changes, applied=True)
     if not probe:
         return Result("sync", result)
+    from envkit.probe.runner import run_probe, spec_for  # the probe's machinery only when it runs
+
     report = run_probe(prefix, spec_for(prefix, recipe))
     update_record_probe(prefix, report.summary(), report.healthy)
     code = ExitCode.OK if report.healthy else ExitCode.FINDINGS
@@ -178,7 +179,7 @@ def apply(prefix: Path, plan: Plan, records: list[Any], record: dict[str, Any], 
                     "healthy": None,
                 },
             )
-            shutil.rmtree(journal_dir(prefix), ignore_errors=True)
+            shutil.rmtree(sync_journal_path(prefix), ignore_errors=True)
         except BaseException as exc:
             rollback(prefix, cache)
             if isinstance(exc, KeyboardInterrupt):

@@ -16,6 +16,7 @@ import rattler
 from envkit.activation.model import PHYSICAL_CORES, ActivationSettings, Setting
 from envkit.errors import Location
 from envkit.recipe.model import EnvOp, Recipe
+from envkit.recipe.platforms import has_mutex, torch_flavour
 from envkit.recipe.schema import VERSIONISH_RE, python_spec, spec_name
 
 
@@ -32,13 +33,14 @@ class CompiledSpec:
 
 @dataclass(frozen=True)
 class CompiledRecipe:
-    recipe: Recipe
+    recipe: Recipe  # as it is on `platform` (its per_platform entry applied)
     channels: tuple[str, ...]
     platforms: tuple[str, ...]
     conda_specs: tuple[CompiledSpec, ...]
     pip_specs: tuple[str, ...]
     activation: ActivationSettings
     threading_layer: str | None
+    platform: str = ""  # what the specs were compiled for
 
 
 def _strict(spec: str) -> str:
@@ -51,7 +53,9 @@ def _version_part(version: str | None) -> str:
     return f"{version}.*" if VERSIONISH_RE.match(version) and "*" not in version and version.count(".") < 2 else version
 
 
-def toolchain_specs(recipe: Recipe) -> list[CompiledSpec]:
+def toolchain_specs(recipe: Recipe, platform: str) -> list[CompiledSpec]:
+    """The specs that select the toolchain on `platform`, as conda-forge builds it there
+    (envkit.recipe.platforms)."""
     tc = recipe.toolchain
     torch = tc.pytorch
     source = torch.source if torch else "conda-forge"
@@ -86,11 +90,12 @@ def toolchain_specs(recipe: Recipe) -> list[CompiledSpec]:
         if tc.mkl:
             add(f"mkl {tc.mkl}", "toolchain.mkl pin", "toolchain.mkl")
         if tc.openmp == "llvm":
-            add(
-                "_openmp_mutex=*=*_llvm",
-                "conda-forge switches the OpenMP runtime with the _openmp_mutex build (openmp-feedstock)",
-                "toolchain.openmp",
-            )
+            if has_mutex(platform):
+                add(
+                    "_openmp_mutex=*=*_llvm",
+                    "conda-forge switches the OpenMP runtime with the _openmp_mutex build (openmp-feedstock)",
+                    "toolchain.openmp",
+                )
             add("llvm-openmp", "the LLVM OpenMP runtime", "toolchain.openmp")
         elif tc.openmp == "gnu":
             add(
@@ -100,16 +105,16 @@ def toolchain_specs(recipe: Recipe) -> list[CompiledSpec]:
             )
         elif tc.openmp == "intel":
             add("intel-openmp", "the Intel OpenMP runtime (libiomp5)", "toolchain.openmp")
-        if torch is not None and tc.blas == "openblas":
+        if torch is not None and tc.blas == "openblas" and not platform.startswith("win"):
             add("libopenblas=*=*openmp*", "a pthreads OpenBLAS inside OpenMP regions hangs (pytorch/pytorch#52047)", "toolchain.blas")
     if torch is not None:
         version = _version_part(torch.version)
         if source == "conda-forge":
-            flavour = "mkl" if tc.blas in (None, "mkl") else "generic"
+            flavour, picked = torch_flavour(tc.blas, platform)
             build = "cpu_" + flavour + "*" if torch.variant == "cpu" else f"cuda*_{flavour}*"
             add(
                 f"pytorch {version} {build}",
-                f"conda-forge pytorch, {torch.variant} build with {flavour} BLAS",
+                picked or f"conda-forge pytorch, {torch.variant} build with {flavour} BLAS",
                 "toolchain.pytorch.variant",
                 "toolchain.pytorch.version",
             )
@@ -137,7 +142,7 @@ def pip_torch(recipe: Recipe) -> list[str]:
     return [f"torch=={torch.version}" if VERSIONISH_RE.match(torch.version) else f"torch{torch.version}"]
 
 
-def effective_threading_layer(recipe: Recipe) -> str | None:
+def effective_threading_layer(recipe: Recipe, platform: str = "linux-64") -> str | None:
     """MKL_THREADING_LAYER for the env, or None when MKL is not in play.
 
     auto: any libgomp in the process (GNU OpenMP, pip torch, pytorch-channel torch) needs GNU.
@@ -157,7 +162,10 @@ def effective_threading_layer(recipe: Recipe) -> str | None:
         return None
     if tc.openmp == "intel" and not (torch is not None and torch.loads_libgomp):
         return "INTEL"
-    return "GNU"
+    # MKL's GNU layer (libmkl_gnu_thread) exists on Linux only. On Windows conda-forge's llvm-openmp
+    # serves libiomp5md.dll itself, so MKL's default INTEL layer already runs on the one runtime,
+    # and mkl-service's libgomp check is Linux-only: leave MKL's default there.
+    return "GNU" if platform.startswith("linux") else None
 
 
 def activation_settings(recipe: Recipe, layer: str | None) -> ActivationSettings:
@@ -190,19 +198,22 @@ def activation_settings(recipe: Recipe, layer: str | None) -> ActivationSettings
     return ActivationSettings(tuple(out))
 
 
-def compile_recipe(recipe: Recipe) -> CompiledRecipe:
-    """Pure: recipe in, specs and settings out. Consistency is checked separately."""
+def compile_recipe(recipe: Recipe, platform: str | None = None) -> CompiledRecipe:
+    """Pure: recipe in, specs and settings out, for `platform` (default: this machine's), with the
+    recipe's per_platform entry for it applied. Consistency is checked separately."""
+    platform = platform or str(rattler.Subdir.current())
+    recipe = recipe.for_platform(platform)
     specs: list[CompiledSpec] = []
     if recipe.python:
         specs.append(CompiledSpec(python_spec(recipe.python), "python", recipe.located("python")))
     # A spec the user wrote for a toolchain package replaces envkit's default for that name.
     user_names = {s.name for s in recipe.packages}
-    specs += [spec for spec in toolchain_specs(recipe) if spec.name not in user_names]
+    specs += [spec for spec in toolchain_specs(recipe, platform) if spec.name not in user_names]
     specs += [CompiledSpec(pkg.normalized, "recipe package", pkg.origin) for pkg in recipe.packages]
     pip = [*pip_torch(recipe), *(p.normalized for p in recipe.pip)]
     if pip and "pip" not in {s.name for s in specs}:
         specs.append(CompiledSpec("pip", "installs the recipe's pip list", next((p.origin for p in recipe.pip), None)))
-    layer = effective_threading_layer(recipe)
+    layer = effective_threading_layer(recipe, platform)
     return CompiledRecipe(
         recipe=recipe,
         channels=recipe.channels,
@@ -211,4 +222,5 @@ def compile_recipe(recipe: Recipe) -> CompiledRecipe:
         pip_specs=tuple(pip),
         activation=activation_settings(recipe, layer),
         threading_layer=layer,
+        platform=platform,
     )

@@ -8,7 +8,7 @@ which turns it into a warning.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import rattler
@@ -16,6 +16,7 @@ import rattler
 from envkit.audit.rules import RULES_BY_ID as AUDIT_RULES  # force: may also accept an audit rule's risk (plan audit)
 from envkit.errors import Location, Problem, RecipeError
 from envkit.recipe.model import Recipe
+from envkit.recipe.platforms import platform_problems
 
 Severity = Literal["error", "warning"]
 
@@ -385,12 +386,24 @@ RULES_BY_ID = {rule.id: rule for rule in RULES}
 assert len(RULES_BY_ID) == len(RULES), "duplicate consistency rule id"
 
 
+def platform_views(recipe: Recipe) -> list[Recipe]:
+    """The recipe as each declared platform sees it (per_platform entries applied), platforms that
+    see the same recipe grouped, each view declaring just its own platforms."""
+    groups: dict[int, tuple[Recipe, list[str]]] = {}
+    for platform in _platforms(recipe):
+        view = recipe.for_platform(platform)
+        groups.setdefault(id(view), (view, []))[1].append(platform)
+    return [replace(view, platforms=tuple(platforms)) for view, platforms in groups.values()]
+
+
 def check_recipe(recipe: Recipe) -> list[ConsistencyFinding]:
-    findings = []
-    for rule in RULES:
-        message = rule.check(recipe)
-        if message:
-            findings.append(ConsistencyFinding(rule, message, forced=rule.id in recipe.force))
+    """Every rule on each platform's view of the recipe (per_platform entries applied)."""
+    findings: list[ConsistencyFinding] = []
+    for view in platform_views(recipe):
+        for rule in RULES:
+            message = rule.check(view)
+            if message and all((f.rule.id, f.message) != (rule.id, message) for f in findings):
+                findings.append(ConsistencyFinding(rule, message, forced=rule.id in recipe.force))
     return findings
 
 
@@ -402,6 +415,9 @@ def require_consistent(recipe: Recipe) -> list[ConsistencyFinding]:
         raise RecipeError(
             [Problem(loc, "force", f"unknown rule id '{rid}' (recipe rules are RC001..., audit rules EK001...)") for rid in unknown]
         )
+    unbuilt = platform_problems(recipe)
+    if unbuilt:  # a toolchain that does not exist there: not a risk to accept with force:
+        raise RecipeError(unbuilt)
     findings = check_recipe(recipe)
     errors = [f for f in findings if f.severity == "error"]
     if errors:

@@ -16,29 +16,34 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from envkit.recipe.compile import CompiledRecipe
+    from envkit.recipe.model import Recipe
 
 
-def resolved_digest(compiled: CompiledRecipe) -> str:
-    settings = [
-        {
-            "name": s.op.name,
-            "action": s.op.action,
-            "value": s.op.value,
-            "entries": list(s.op.entries),
-            "separator": s.op.separator,
-            "computed": s.computed,
+def resolved_digest(recipe: Recipe) -> str:
+    """The recipe as it resolves on every platform it declares (this machine's when it declares
+    none): extends merged, per_platform entries applied, compiled. Any change a lock would see
+    changes it; the machine that computes it does not."""
+    from envkit.recipe.compile import compile_recipe  # not on the quick no-op sync path
+
+    compiled = {}
+    for platform in recipe.platforms or (None,):
+        c = compile_recipe(recipe, platform)
+        compiled[c.platform if platform else "native"] = {
+            "conda": [s.spec for s in c.conda_specs],
+            "pip": list(c.pip_specs),
+            "activation": [
+                {
+                    "name": s.op.name,
+                    "action": s.op.action,
+                    "value": s.op.value,
+                    "entries": list(s.op.entries),
+                    "separator": s.op.separator,
+                    "computed": s.computed,
+                }
+                for s in c.activation.settings
+            ],
         }
-        for s in compiled.activation.settings
-    ]
-    canonical = {
-        "name": compiled.recipe.name,
-        "channels": list(compiled.channels),
-        "platforms": list(compiled.platforms),
-        "conda": [s.spec for s in compiled.conda_specs],
-        "pip": list(compiled.pip_specs),
-        "activation": settings,
-    }
+    canonical = {"name": recipe.name, "channels": list(recipe.channels), "platforms": list(recipe.platforms), "compiled": compiled}
     return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
 
 

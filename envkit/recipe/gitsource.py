@@ -15,7 +15,7 @@ from typing import Literal
 
 from envkit.errors import SourceError
 from envkit.fsutil import atomic_write_text, exclusive_lock
-from envkit.recipe.model import NAME_RE
+from envkit.names import NAME_RE
 from envkit.recipe.sources import (
     SOURCES_FILE_VERSION,
     GitSourceEntry,

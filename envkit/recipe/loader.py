@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,19 @@ def load_recipe(name_or_path: str) -> Recipe:
 
 
 def build_recipe(layer: Layer, origin: RecipeOrigin, chain: tuple[str, ...]) -> Recipe:
-    """Turn a merged layer into the typed recipe, applying defaults."""
+    """Turn a merged layer into the typed recipe, applying defaults; each per_platform entry
+    becomes the whole recipe as it is on that platform."""
+    base = {k: v for k, v in layer.items() if k != "per_platform"}
+    recipe = _typed(base, origin, chain)
+    variants = {}
+    for platform, entry in layer.get("per_platform", {}).items():
+        merged = merge_layers(base, entry)
+        merged["name"] = layer["name"]
+        variants[platform] = _typed(merged, origin, chain)
+    return replace(recipe, per_platform=variants) if variants else recipe
+
+
+def _typed(layer: Layer, origin: RecipeOrigin, chain: tuple[str, ...]) -> Recipe:
     if not layer.get("channels"):
         raise RecipeError([Problem(Location(origin.path, 1, 1), "channels", "no channels given (in this recipe or any it extends)")])
     tc: dict[str, Any] = layer.get("toolchain", {})

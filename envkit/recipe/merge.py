@@ -11,6 +11,7 @@
 | threading.env                | keyed by variable name: child's operation wins    |
 | probe.imports, import_orders, force | union, first occurrence kept             |
 | origins (where each field was set)  | child's over the parent's, name never inherited |
+| per_platform                 | per platform, the child's entry merged over the parent's by these same rules |
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ def merge_layers(parent: Layer, child: Layer) -> Layer:
         out["probe"] = probe
     if "force" in child or "force" in parent:
         out["force"] = _union(parent.get("force", []), child.get("force", []))
+    if "per_platform" in child or "per_platform" in parent:
+        platforms: dict[str, Layer] = dict(parent.get("per_platform", {}))
+        for platform, entry in child.get("per_platform", {}).items():
+            platforms[platform] = merge_layers(platforms[platform], entry) if platform in platforms else entry
+        out["per_platform"] = platforms
     origins = {k: v for k, v in parent.get("origins", {}).items() if k != "name"}
     out["origins"] = {**origins, **child.get("origins", {})}
     return out

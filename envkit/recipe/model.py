@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -10,7 +9,6 @@ from envkit.errors import Location
 
 SCHEMA_VERSION = 1
 # Recipe, env and source names: safe as file names and in shell variable tags.
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 Blas = Literal["mkl", "openblas", "blis", "accelerate"]
 OpenMP = Literal["gnu", "llvm", "intel"]
@@ -127,7 +125,12 @@ class Recipe:
     force: tuple[str, ...] = field(default=())
     # where each scalar field was set, by dotted path ("python", "toolchain.mkl"), after extends
     origins: dict[str, Location] = field(default_factory=dict, compare=False)
+    # the whole recipe as it is on a platform with a per_platform entry (that entry merged over it)
+    per_platform: dict[str, Recipe] = field(default_factory=dict, compare=False)
 
     def located(self, *paths: str) -> Location | None:
         """The first of these fields that the recipe (or a parent) sets."""
         return next((self.origins[p] for p in paths if p in self.origins), None)
+
+    def for_platform(self, platform: str | None) -> Recipe:
+        return self.per_platform.get(platform, self) if platform else self

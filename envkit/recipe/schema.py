@@ -12,16 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 import rattler
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from envkit.activation.reserved import why_reserved
 from envkit.errors import Location, Problem
+from envkit.names import NAME_RE
 from envkit.recipe.model import (
     BLAS_CHOICES,
     KNOWN_PLATFORMS,
     LAYER_CHOICES,
-    NAME_RE,
     OPENMP_CHOICES,
     SCHEMA_VERSION,
     TORCH_SOURCES,
@@ -58,12 +56,21 @@ def _found(value: object) -> str:
 
 
 class _Checker:
-    def __init__(self, doc: YamlDocument) -> None:
+    def __init__(self, doc: YamlDocument, label: PathKey = (), problems: list[Problem] | None = None) -> None:
         self.doc = doc
-        self.problems: list[Problem] = []
+        self.label = label  # where `doc` sits in the file (per_platform.osx-arm64), for messages
+        self.problems: list[Problem] = problems if problems is not None else []
+
+    def within(self, path: PathKey, value: object) -> _Checker:
+        """A checker for one sub-mapping (a per_platform entry): paths relative to it, problems
+        shared, positions and messages those of the whole file."""
+        n = len(path)
+        positions = {p[n:]: loc for p, loc in self.doc.positions.items() if p[:n] == path}
+        positions.setdefault((), self.doc.where(path))
+        return _Checker(YamlDocument(self.doc.file, value, positions), (*self.label, *path), self.problems)
 
     def fail(self, path: PathKey, message: str) -> None:
-        self.problems.append(Problem(self.doc.where(path), dotted(path), message))
+        self.problems.append(Problem(self.doc.where(path), dotted((*self.label, *path)), message))
 
     def expect(self, path: PathKey, expected: str, value: object) -> None:
         self.fail(path, f"expected {expected}, found {_found(value)}")
@@ -154,6 +161,10 @@ def conda_spec(text: str) -> Spec:
 
 
 def pip_spec(text: str) -> Spec:
+    """Raises packaging's InvalidRequirement (a ValueError) for a bad one."""
+    from packaging.requirements import Requirement  # costs ~50 ms: loaded for recipes with pip lists only
+    from packaging.utils import canonicalize_name
+
     req = Requirement(text)
     return Spec(text=text, name=canonicalize_name(req.name), normalized=str(req))
 
@@ -172,7 +183,10 @@ TOP_KEYS = (
     "threading",
     "probe",
     "force",
+    "per_platform",
 )
+# what a per_platform entry may change for its platform
+PLATFORM_KEYS = ("python", "packages", "pip", "toolchain", "threading")
 
 
 def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
@@ -226,6 +240,29 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
         platforms = c.str_list(("platforms",), root["platforms"], lambda p, v: c.choice(p, v, KNOWN_PLATFORMS))
         if platforms is not None:
             layer["platforms"] = platforms
+    _platform_fields(c, root, layer)
+    if "probe" in root:
+        layer["probe"] = _probe(c, root["probe"])
+    if "per_platform" in root:
+        layer["per_platform"] = _per_platform(c, root["per_platform"])
+    if "force" in root:
+
+        def _rule(path: PathKey, value: object) -> str | None:
+            if not isinstance(value, str) or not re.match(r"^[A-Z]{2,4}\d{3}$", value):
+                c.expect(path, "a consistency rule id such as RC004", value)
+                return None
+            return value
+
+        forced = c.str_list(("force",), root["force"], _rule)
+        if forced is not None:
+            layer["force"] = forced
+    layer["origins"] = _origins(doc, layer)
+    return layer, c.problems
+
+
+def _platform_fields(c: _Checker, root: dict[str, Any], layer: Layer) -> None:
+    """The fields a per_platform entry may also set: python, packages, pip, toolchain, threading."""
+    doc = c.doc
     if "python" in root:
         py = c.string(("python",), root["python"])
         if py is not None:
@@ -259,7 +296,7 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
                 return None
             try:
                 spec = pip_spec(text)
-            except InvalidRequirement as exc:
+            except ValueError as exc:  # packaging's InvalidRequirement
                 c.fail(path, f"invalid PEP 508 requirement {text!r}: {_first_line(exc)}")
                 return None
             return Spec(spec.text, spec.name, spec.normalized, doc.where(path))
@@ -272,21 +309,23 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
         layer["toolchain"] = _toolchain(c, root["toolchain"])
     if "threading" in root:
         layer["threading"] = _threading(c, doc, root["threading"])
-    if "probe" in root:
-        layer["probe"] = _probe(c, root["probe"])
-    if "force" in root:
 
-        def _rule(path: PathKey, value: object) -> str | None:
-            if not isinstance(value, str) or not re.match(r"^[A-Z]{2,4}\d{3}$", value):
-                c.expect(path, "a consistency rule id such as RC004", value)
-                return None
-            return value
 
-        forced = c.str_list(("force",), root["force"], _rule)
-        if forced is not None:
-            layer["force"] = forced
-    layer["origins"] = _origins(doc, layer)
-    return layer, c.problems
+def _per_platform(c: _Checker, value: object) -> dict[str, Layer]:
+    out: dict[str, Layer] = {}
+    entries = c.mapping(("per_platform",), value, tuple(p for p in KNOWN_PLATFORMS if p != "noarch"))
+    for platform, entry in (entries or {}).items():
+        if platform not in KNOWN_PLATFORMS or platform == "noarch":
+            continue
+        sub = c.within(("per_platform", platform), entry)
+        fields = sub.mapping((), entry, PLATFORM_KEYS)
+        if fields is None:
+            continue
+        layer: Layer = {}
+        _platform_fields(sub, fields, layer)
+        layer["origins"] = _origins(sub.doc, layer)
+        out[platform] = layer
+    return out
 
 
 # Fields whose value becomes a spec or a setting: errors and solver hints point at their line.

@@ -17,7 +17,7 @@ from typing import Literal
 
 from envkit import paths
 from envkit.errors import SourceError
-from envkit.recipe.model import NAME_RE
+from envkit.names import NAME_RE
 
 
 @dataclass(frozen=True)

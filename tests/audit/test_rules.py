@@ -217,7 +217,8 @@ def test_cuda_build_vs_driver(replica: dict[str, Path], tmp_path: Path, monkeypa
     prefix = installer(tmp_path / "cuda", [replica["conda-forge"]], ["python 3.12.*", "pytorch * cuda*", "cuda-version 12.9.*"], None)
     assert "EK013" in ids(prefix, cuda_driver="12.4")
     assert "EK013" not in ids(prefix, cuda_driver="12.9")
-    assert "EK013" in ids(prefix)  # no driver at all: flagged
+    # no driver at all (a login node, CI): not an error here; EK023 says the GPU part is unproven
+    assert "EK013" not in ids(prefix) and "EK023" in ids(prefix)
 
 
 def test_clean_envs_have_no_errors_or_warnings(layouts: dict[str, Path], seed_env: Path) -> None:

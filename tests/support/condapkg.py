@@ -53,7 +53,8 @@ class PkgMeta:
             "license": "test-only",
         }
         if self.subdir != "noarch":
-            out["platform"], out["arch"] = self.subdir.split("-", 1)[0], "x86_64"
+            arch = {"64": "x86_64", "arm64": "arm64", "aarch64": "aarch64", "ppc64le": "ppc64le"}[self.subdir.split("-", 1)[1]]
+            out["platform"], out["arch"] = {"osx": "osx", "win": "win", "linux": "linux"}[self.subdir.split("-", 1)[0]], arch
         if self.track_features:
             out["track_features"] = self.track_features
         if self.noarch:

@@ -1,6 +1,11 @@
 """A metadata-only replica of the parts of conda-forge and the legacy pytorch channel that decide
 BLAS, OpenMP and pytorch flavours. Names, builds, depends, constrains and track_features follow the
-feedstocks (see shared research conda-forge-facts.md); the archives carry no payload."""
+feedstocks (see shared research conda-forge-facts.md); the archives carry no payload.
+
+linux-64 is the fullest; osx-arm64 and win-64 follow the same feedstocks as they build there
+(envkit.recipe.platforms): no _openmp_mutex, libgomp or MKL on osx-arm64, where pytorch is the
+generic build and libblas also comes as accelerate; MKL-only pytorch on win-64, with llvm-openmp
+as the runtime and conda-forge's intel-openmp excluding it."""
 
 from __future__ import annotations
 
@@ -166,6 +171,156 @@ def conda_forge_records() -> list[PkgMeta]:
     return r
 
 
+def _blas_family(subdir: str, flavours: dict[str, list[str]], mkl_cap: bool) -> list[PkgMeta]:
+    """libblas, libcblas and liblapack of each flavour (blas-feedstock: build 5, `5_h<hash>_FLAVOUR`)."""
+    out = []
+    for flavour, depends in flavours.items():
+        tf = {"mkl": "blas_mkl blas_mkl_2", "blis": "blas_blis", "accelerate": "blas_accelerate blas_accelerate_2"}.get(flavour)
+        blas_build = f"5_h4a7cf45_{flavour}"
+        constrains = [f"libcblas 3.11.0 5*_{flavour}", f"liblapack 3.11.0 5*_{flavour}", f"blas 2.305 {flavour}"]
+        if mkl_cap and flavour != "mkl":
+            constrains.append("mkl <2027")
+        out.append(PkgMeta("libblas", "3.11.0", blas_build, 5, depends=depends, constrains=constrains, track_features=tf, subdir=subdir))
+        for name, build_hash, sibling in (("libcblas", "h0358290", "liblapack"), ("liblapack", "h47877c9", "libcblas")):
+            out.append(
+                PkgMeta(
+                    name,
+                    "3.11.0",
+                    f"5_{build_hash}_{flavour}",
+                    5,
+                    depends=[f"libblas 3.11.0 {blas_build}"],
+                    constrains=[f"{sibling} 3.11.0 5*_{flavour}"],
+                    subdir=subdir,
+                )
+            )
+    return out
+
+
+def osx_arm64_records() -> list[PkgMeta]:
+    """conda-forge on Apple silicon: MACOSX_DEPLOYMENT_TARGET 11.0 (__osx >=11.0), llvm-openmp as the
+    only OpenMP runtime (no _openmp_mutex), pytorch `cpu_generic_*` only (blas_impl generic)."""
+    sub, osx = "osx-arm64", "__osx >=11.0"
+    r = [
+        PkgMeta("python", "3.12.11", "h0_0_cpython", depends=[osx, "libcxx >=19"], constrains=["python_abi 3.12.* *_cp312"], subdir=sub),
+        PkgMeta("libcxx", "21.1.0", "hf598326_1", 1, depends=[osx], subdir=sub),
+        PkgMeta(
+            "llvm-openmp", "22.1.1", "h4a9ee5d_0", depends=[osx], constrains=["openmp 22.1.1|22.1.1.*", "intel-openmp <0.0a0"], subdir=sub
+        ),
+        PkgMeta("libopenblas", "0.3.30", "openmp_h60d53f8_4", 4, depends=[osx, "llvm-openmp >=19", "libgfortran5 >=14"], subdir=sub),
+        PkgMeta("libgfortran5", "15.2.0", "h742603c_1", 1, depends=[osx, "llvm-openmp >=8.0.0"], subdir=sub),
+        PkgMeta(
+            "numpy",
+            "2.2.6",
+            "py312h0_0",
+            depends=["libblas >=3.9.0,<4.0a0", "libcblas >=3.9.0,<4.0a0", "liblapack >=3.9.0,<4.0a0", "libcxx >=19", *PY, osx],
+            subdir=sub,
+        ),
+        PkgMeta(
+            "libtorch",
+            "2.10.0",
+            "cpu_generic_h0a1b2c3_3",
+            3,
+            depends=["llvm-openmp >=19", "libblas >=3.9.0,<4.0a0", "libcblas >=3.9.0,<4.0a0", "liblapack >=3.9.0,<4.0a0", "nomkl", osx],
+            constrains=["pytorch-cpu 2.10.0", "pytorch-gpu <0.0a0", "pytorch 2.10.0 cpu_generic_*_3", "libopenblas * openmp_*"],
+            subdir=sub,
+        ),
+        PkgMeta(
+            "pytorch",
+            "2.10.0",
+            "cpu_generic_py312_h0a1b2c3_3",
+            3,
+            depends=["libtorch 2.10.0 cpu_generic_h0a1b2c3_3", "llvm-openmp >=19", "numpy >=1.23,<3", "nomkl", *PY, osx],
+            constrains=["pytorch-cpu 2.10.0", "pytorch-gpu <0.0a0"],
+            subdir=sub,
+        ),
+        PkgMeta("pytorch-cpu", "2.10.0", "cpu_generic_h0a1b2c3_3", 3, depends=["pytorch 2.10.0 cpu_generic*3"], subdir=sub),
+        PkgMeta("torchvision", "0.25.0", "cpu_py312_h0a1b2c3_0", depends=["pytorch * cpu*", "pytorch >=2.10.0,<2.11.0a0", *PY], subdir=sub),
+    ]
+    r += _blas_family(
+        sub,
+        {
+            "openblas": ["libopenblas >=0.3.30,<0.3.31.0a0"],
+            "accelerate": [osx],
+            "newaccelerate": ["__osx >=15.5"],
+        },
+        mkl_cap=False,
+    )
+    return r
+
+
+def win_64_records() -> list[PkgMeta]:
+    """conda-forge on Windows: pytorch `cpu_mkl_*` / `cuda128_mkl_*` only (blas_impl mkl), MKL and
+    pytorch with llvm-openmp (whose run_exports add no _openmp_mutex there); conda-forge's
+    intel-openmp exists only here and excludes llvm-openmp."""
+    sub, rt = "win-64", ["ucrt >=10.0.20348.0", "vc >=14.3", "vc14_runtime >=14.44.35208"]
+    r = [
+        PkgMeta("python", "3.12.11", "h0_0_cpython", depends=rt, constrains=["python_abi 3.12.* *_cp312"], subdir=sub),
+        PkgMeta("ucrt", "10.0.22621.0", "h57928b3_1", 1, depends=["__win"], subdir=sub),
+        PkgMeta("vc", "14.3", "h2b53caa_32", 32, depends=["vc14_runtime >=14.42.34433"], subdir=sub),
+        PkgMeta("vc14_runtime", "14.44.35208", "h818238b_32", 32, depends=["ucrt >=10.0.20348.0"], subdir=sub),
+        PkgMeta(
+            "llvm-openmp", "22.1.1", "h4fa8253_0", depends=rt, constrains=["openmp 22.1.1|22.1.1.*", "intel-openmp <0.0a0"], subdir=sub
+        ),
+        PkgMeta("intel-openmp", "2026.0.0", "h57928b3_951", 951, constrains=["llvm-openmp <0a0"], subdir=sub),
+        PkgMeta("tbb", "2023.0.0", "h18a62a1_0", depends=rt, subdir=sub),
+        PkgMeta("onemkl-license", "2026.0.0", "h57928b3_908", 908, subdir=sub),
+        PkgMeta(
+            "mkl",
+            "2026.0.0",
+            "h57928b3_908",
+            908,
+            depends=["llvm-openmp >=22.1.1", "tbb >=2023.0.0", "onemkl-license 2026.0.0 h57928b3_908", *rt],
+            subdir=sub,
+        ),
+        PkgMeta("mkl-service", "2.8.0", "py312h0_0", depends=[*PY, "mkl >=2026.0,<2027.0a0", *rt], subdir=sub),
+        PkgMeta("libopenblas", "0.3.30", "pthreads_h877e47f_4", 4, depends=rt, subdir=sub),
+        PkgMeta("libuv", "1.51.0", "hfd05255_1", 1, depends=rt, subdir=sub),
+        PkgMeta(
+            "numpy",
+            "2.2.6",
+            "py312h0_0",
+            depends=["libblas >=3.9.0,<4.0a0", "libcblas >=3.9.0,<4.0a0", "liblapack >=3.9.0,<4.0a0", *PY, *rt],
+            subdir=sub,
+        ),
+    ]
+    for kind, number, extra, sel in (
+        ("cpu_mkl", 103, [], ("pytorch-cpu 2.10.0", "pytorch-gpu <0.0a0")),
+        ("cuda128_mkl", 303, ["cuda-version >=12.8,<13", "__cuda"], ("pytorch-gpu 2.10.0", "pytorch-cpu <0.0a0")),
+    ):
+        lt_build = f"{kind}_h0a1b2c3_{number}"
+        mkl = ["llvm-openmp >=22", "libblas * *mkl", "libcblas >=3.9.0,<4.0a0", "mkl >=2026.0,<2027.0a0", "libuv >=1.51.0,<2.0a0"]
+        r.append(
+            PkgMeta(
+                "libtorch",
+                "2.10.0",
+                lt_build,
+                number,
+                depends=[*mkl, *extra, *rt],
+                constrains=[*sel, f"pytorch 2.10.0 {kind}_*_{number}"],
+                subdir=sub,
+            )
+        )
+        r.append(
+            PkgMeta(
+                "pytorch",
+                "2.10.0",
+                f"{kind}_py312_h0a1b2c3_{number}",
+                number,
+                depends=[f"libtorch 2.10.0 {lt_build}", "llvm-openmp >=22", "libblas * *mkl", "numpy >=1.23,<3", *PY, *rt, *extra[1:]],
+                constrains=list(sel),
+                subdir=sub,
+            )
+        )
+    r.append(PkgMeta("pytorch-cpu", "2.10.0", "cpu_mkl_h0a1b2c3_103", 103, depends=["pytorch 2.10.0 cpu_mkl*103"], subdir=sub))
+    r.append(
+        PkgMeta(
+            "torchvision", "0.25.0", "cpu_py312_h0a1b2c3_0", depends=["pytorch * cpu*", "pytorch >=2.10.0,<2.11.0a0", *PY, *rt], subdir=sub
+        )
+    )
+    r += _blas_family(sub, {"mkl": ["mkl >=2026.0,<2027.0a0"], "openblas": ["libopenblas >=0.3.30,<0.3.31.0a0"]}, mkl_cap=True)
+    return r
+
+
 def pytorch_channel_records() -> list[PkgMeta]:
     """The legacy pytorch channel plus the defaults-style packages it resolved against."""
     legacy = ["blas * mkl", "mkl >=2018", "llvm-openmp <16", "python >=3.12,<3.13.0a0", "numpy >=1.21"]
@@ -203,7 +358,8 @@ def pytorch_channel_records() -> list[PkgMeta]:
 def build_replica(root: Path) -> dict[str, Path]:
     """Write and index both channels under root; returns {channel name: path}."""
     out = {}
-    for name, records in (("conda-forge", conda_forge_records()), ("pytorch", pytorch_channel_records())):
+    cf = [*conda_forge_records(), *osx_arm64_records(), *win_64_records()]
+    for name, records in (("conda-forge", cf), ("pytorch", pytorch_channel_records())):
         channel = root / name
         for meta in records:
             write_tar_bz2(channel, meta)

@@ -1,0 +1,117 @@
+"""What the conda plugin's hooks do (envkit.conda_plugin only wires them into conda): plain
+functions over a prefix and conda's package records, loaded only when a hook runs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envkit.audit.engine import Finding, findings_for
+from envkit.audit.inventory import Inventory, read_inventory
+from envkit.installed import CondaPackage
+
+if TYPE_CHECKING:
+    from envkit.audit.fix import FixPlan
+
+SHOWN = ("error", "warning")
+
+
+def _line(f: Finding) -> str:
+    return f"{f.rule_id} {f.severity}: {f.title}: {f.evidence} (fix: {f.fix})"
+
+
+def doctor_report(prefix: str) -> list[str]:
+    """The audit's static rules on the env, errors and warnings, one line each."""
+    findings = findings_for(read_inventory(Path(prefix)))
+    return [_line(f) for f in sorted(findings, key=lambda f: (f.severity != "error", f.rule_id)) if f.severity in SHOWN]
+
+
+def doctor_fix_plan(prefix: str) -> FixPlan | None:
+    from envkit.audit.fix import plan_fix
+
+    findings = [f for f in findings_for(read_inventory(Path(prefix))) if f.fixable]
+    plan = plan_fix(Path(prefix), findings)
+    return plan if plan.changes else None
+
+
+def _as_package(rec: Any) -> CondaPackage:
+    channel = getattr(rec, "channel", None)
+    name = str(getattr(channel, "canonical_name", None) or getattr(channel, "name", None) or channel or "")
+    return CondaPackage(str(rec.name), str(rec.version), str(rec.build), name, tuple(str(d) for d in getattr(rec, "depends", ()) or ()))
+
+
+def after_transaction(inv: Inventory, unlink: tuple[Any, ...], link: tuple[Any, ...]) -> Inventory:
+    """The env as conda's transaction would leave it: its packages changed, libraries of the
+    packages it removes gone, everything else (activation, pip, envkit's record) as it is."""
+    packages = dict(inv.packages)
+    for rec in unlink:
+        packages.pop(str(rec.name), None)
+    for rec in link:
+        pkg = _as_package(rec)
+        packages[pkg.name] = pkg
+    gone = {str(rec.name) for rec in unlink} - {str(rec.name) for rec in link}
+    libs = tuple(lib for lib in inv.libs if lib.owner not in gone)
+    return replace(inv, packages=packages, libs=libs)
+
+
+def judge_transaction(prefix: str, unlink: tuple[Any, ...], link: tuple[Any, ...]) -> list[str]:
+    """Error findings the transaction would introduce (ones the env already has are not news)."""
+    path = Path(prefix)
+    if not (path / "conda-meta").is_dir():
+        before_inv = Inventory(path, {}, {}, (), {}, (), False, None, None, None)
+    else:
+        before_inv = read_inventory(path)
+    before = {(f.rule_id, f.evidence) for f in findings_for(before_inv) if f.severity == "error"}
+    after = [f for f in findings_for(after_transaction(before_inv, unlink, link)) if f.severity == "error"]
+    return [_line(f) for f in after if (f.rule_id, f.evidence) not in before]
+
+
+def recipe_for_environment(environment: Any) -> str:
+    """`conda env export --format envkit-recipe`: conda's Environment model to recipe text."""
+    from envkit.recipe.fromenv import EnvPackage, recipe_text
+
+    packages = [EnvPackage(p.name, str(p.version), str(p.build), _channel_text(p)) for p in environment.explicit_packages]
+    if not packages and environment.prefix:
+        from envkit.installed import read_conda_meta
+
+        found, _ = read_conda_meta(Path(environment.prefix))
+        packages = [EnvPackage(p.name, p.version, p.build, p.channel) for p in found.values()]
+    channels = [str(c) for c in (environment.config.channels or ())]
+    if not channels:
+        channels = list(dict.fromkeys(p.channel for p in packages if p.channel))
+    # what the user asked for (conda-meta/history), else what conda hands over (every package)
+    requested = _history_requests(environment.prefix) if environment.prefix else []
+    requested = requested or [str(spec.name) for spec in environment.requested_packages]
+    name = str(environment.name or environment.prefix or "")
+    return recipe_text(
+        Path(name).name if "/" in name else name or None,
+        channels,
+        packages,
+        requested,
+        dict(environment.variables or {}),
+        source=str(environment.prefix or environment.name or "a conda env"),
+    )
+
+
+def _history_requests(prefix: str) -> list[str]:
+    """What the user asked conda for (conda-meta/history), so the recipe lists those and not every
+    dependency; empty when there is no history to read."""
+    try:
+        from conda.history import History
+
+        return sorted(History(prefix).get_requested_specs_map())
+    except Exception:
+        return []
+
+
+def _channel_text(rec: Any) -> str:
+    """conda-forge for a named channel, the URL for a local or custom one."""
+    channel = getattr(rec, "channel", None)
+    if channel is None:
+        return ""
+    name = getattr(channel, "canonical_name", None)
+    if name and "://" not in str(name) and str(name) != "<unknown>":
+        return str(name)
+    base = getattr(channel, "base_url", None)
+    return str(base or name or channel)
