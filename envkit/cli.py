@@ -179,6 +179,11 @@ def _args_audit(p: Parser) -> None:
     _json_flag(p)
 
 
+def _args_toolchain(p: Parser) -> None:
+    _env_args(p)
+    _json_flag(p)
+
+
 def _args_activation(act: Parser) -> None:
     asub = act.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=Parser)
     p = asub.add_parser("show", help="print the settings and the script for one shell")
@@ -204,6 +209,7 @@ COMMANDS: tuple[tuple[str, str, Callable[[Parser], None]], ...] = (
     ("remove", "remove an env and its registry line (like conda env remove)", _args_remove),
     ("probe", "run the toolchain probe inside an env and record its health", _args_probe),
     ("audit", "find toolchain and threading hazards in existing envs", _args_audit),
+    ("toolchain", "which package or wheel provides each BLAS, OpenMP and torch library, who brought it, what conflicts", _args_toolchain),
     ("activation", "what an env's activation does", _args_activation),
     ("run", "run a command under an env's activation (like conda run); exits with its code", _args_run),
 )
@@ -366,6 +372,13 @@ def _list(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     return list_envs(), False
 
 
+def _toolchain(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.commands.toolchain import toolchain
+    from envkit.envs import select_env
+
+    return toolchain(select_env(args.name, args.prefix)), False
+
+
 def _remove(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     from envkit.commands.envs import remove
     from envkit.envs import select_env
@@ -443,6 +456,7 @@ HANDLERS: dict[str, Handler] = {
     "lock": _lock,
     "sync": _sync,
     "export": _export,
+    "toolchain": _toolchain,
     "list": _list,
     "remove": _remove,
     "probe": _probe,

@@ -137,6 +137,8 @@ def _create(c: Console, out: Any) -> None:
         return
     if out.dry_run:
         _plan(c, out.plan, out.findings)
+        if out.toolchain is not None:
+            _toolchain(c, out.toolchain)
         c.print("[dim]dry run: nothing was written[/dim]")
         return
     if out.aborted:
@@ -151,6 +153,46 @@ def _create(c: Console, out: Any) -> None:
         )
     if out.probe is not None:
         _probe(c, out.probe)
+
+
+def _toolchain(c: Console, tm: Any) -> None:
+    """The toolchain map as a tree: part -> provider -> its library files and who brought it."""
+    from rich.tree import Tree
+
+    from envkit.toolchain import PARTS
+
+    planned = " [dim](a plan: library files are known once installed)[/dim]" if tm.planned else ""
+    tree = Tree(f"[bold]toolchain[/bold] of {escape(tm.prefix)}{planned}")
+    for part in PARTS:
+        branch = tree.add(f"[bold]{part}[/bold]")
+        entries = [p for p in tm.providers if p.part == part]
+        if not entries:
+            branch.add("[dim]none[/dim]")
+        for p in entries:
+            build = f" {p.build}" if p.build else ""
+            node = branch.add(f"[cyan]{escape(p.name)}[/cyan] {escape(p.version)}{escape(build)} [dim]({escape(p.source)})[/dim]")
+            for path in p.files:
+                node.add(f"[dim]{escape(path)}[/dim]")
+            if any(len(chain) == 1 for chain in p.brought_by):
+                node.add("requested")
+            chains = [chain for chain in p.brought_by if len(chain) > 1]
+            for chain in chains[:3]:  # the shortest; --json has them all
+                node.add("brought by " + " → ".join(escape(n) for n in chain))
+            if len(chains) > 3:
+                node.add(f"[dim]and by {len(chains) - 3} more[/dim]")
+            if not p.brought_by and p.source != "pip":
+                node.add("[dim]no requested package depends on it[/dim]")
+    act = tree.add("[bold]activation[/bold]")
+    if not tm.activation:
+        act.add("[dim]nothing set[/dim]")
+    for name, value, source in tm.activation:
+        act.add(f"{escape(name)}={escape(repr(value)) if value is not None else '(unset)'} [dim]({escape(source)})[/dim]")
+    conflicts = tree.add("[bold]conflicts[/bold]")
+    if not tm.conflicts:
+        conflicts.add("[green]none[/green]")
+    for f in tm.conflicts:
+        conflicts.add(f"[{STATUS_STYLE.get(f.severity, '')}]{f.rule_id} {f.severity}[/] {escape(f.title)}: {escape(f.evidence)}")
+    c.print(tree)
 
 
 def _audit(c: Console, out: Any) -> None:
@@ -303,6 +345,7 @@ RENDERERS = {
     "export": _export,
     "list": _list,
     "create": _create,
+    "toolchain": _toolchain,
     "probe": _probe,
     "audit": _audit,
     "audit explain": _explain,

@@ -24,7 +24,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     home.mkdir()
     for var in list(os.environ):
-        if var.startswith(("CONDA_", "ENVKIT_", "_ENVKIT_", "MKL_", "OMP_", "KMP_")) and not var.startswith("ENVKIT_TEST_"):
+        if var.startswith(("CONDA_", "ENVKIT_", "_ENVKIT_", "MKL_", "OMP_", "KMP_", "NCCL_")) and not var.startswith("ENVKIT_TEST_"):
             monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))

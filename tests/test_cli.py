@@ -48,7 +48,7 @@ def test_show_resolved_json_has_specs_and_settings() -> None:
 def test_show_resolved_human() -> None:
     proc = run_envkit("recipes", "show", "pytorch-cpu-openblas", "--resolved")
     assert proc.returncode == 0
-    assert "libblas * *openblas" in proc.stdout and "OMP_NUM_THREADS set <physical cores, resolved when written>" in proc.stdout
+    assert "libblas * *openblas" in proc.stdout and "libopenblas * *openmp*" in proc.stdout and "nomkl" in proc.stdout
 
 
 def test_validate_reports_each_problem_and_exit_2(tmp_path: Path) -> None:

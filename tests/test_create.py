@@ -39,7 +39,7 @@ def test_dry_run_writes_nothing_and_json_plan(replica: dict[str, Path], tmp_path
 def test_human_plan_highlights_toolchain(replica: dict[str, Path]) -> None:
     proc = run_envkit("create", "pytorch-cpu-openblas", "--dry-run", *mirrors(replica))
     assert proc.returncode == 0
-    assert "libopenblas" in proc.stdout and "OMP_NUM_THREADS=" in proc.stdout and "dry run: nothing was written" in proc.stdout
+    assert "libopenblas" in proc.stdout and "openmp" in proc.stdout and "dry run: nothing was written" in proc.stdout
 
 
 def test_unsatisfiable_exit_3_nothing_on_disk(replica: dict[str, Path], tmp_path: Path) -> None:
@@ -169,3 +169,18 @@ def test_ctrl_c_mid_install_rolls_back(wheel_channel: Path, tmp_path: Path, isol
 def test_bad_mirror_flag(flag: str) -> None:
     proc = run_envkit("create", "pytorch-base", "--dry-run", flag)
     assert proc.returncode == 2 and "expected NAME=URL" in proc.stderr
+
+
+def test_the_legacy_recipe_passes_its_own_plan_audit(replica: dict[str, Path]) -> None:
+    """On pytorch + defaults, the channels its builds were made for: intel-openmp (defaults' MKL) and
+    llvm-openmp (<16, pytorch's pin) are both on disk, which the audit reports as a warning that the
+    probe settles (only what a process loads can be judged); nothing is an error."""
+    proc = run_envkit("create", "pytorch-legacy-channel", "--dry-run", "--json", *mirrors(replica))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)["data"]
+    severities = {f["rule_id"]: f["severity"] for f in data["findings"]}
+    assert severities["EK004"] == "warning" and "error" not in severities.values()
+    channels = {p["channel"].rstrip("/").rsplit("/", 1)[-1] for p in data["plan"]["packages"]}
+    assert channels == {"pytorch", "defaults"}
+    evidence = next(f["evidence"] for f in data["findings"] if f["rule_id"] == "EK004")
+    assert "on disk, not proven loaded" in evidence

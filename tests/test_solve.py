@@ -84,7 +84,9 @@ def test_an_undeclared_cuda_says_what_to_do(replica_mirrors: dict[str, str], tmp
 def test_legacy_channel_gets_mkl_before_2024_1(replica_mirrors: dict[str, str], tmp_path: Path) -> None:
     pkgs = solved("pytorch-legacy-channel", replica_mirrors, tmp_path)
     assert pkgs["pytorch"][:2] == ("2.5.1", "py3.12_cpu_0") and pkgs["pytorch"][2] == "pytorch"
-    assert pkgs["mkl"][0] == "2023.1.0" and pkgs["llvm-openmp"][0] == "15.0.7"
+    # on the channels the builds were made for: defaults' MKL with Intel OpenMP, defaults' llvm-openmp <16
+    assert pkgs["mkl"][0] == "2023.1.0" and pkgs["llvm-openmp"][0] == "14.0.6" and pkgs["intel-openmp"][0] == "2023.1.0"
+    assert {channel for _, _, channel in pkgs.values()} == {"pytorch", "defaults"}
 
 
 def test_legacy_without_pin_resolves_the_crashing_mkl(

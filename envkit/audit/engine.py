@@ -61,18 +61,27 @@ def _pip_names(specs: tuple[str, ...]) -> list[str]:
     return [str(canonicalize_name(Requirement(spec).name)) for spec in specs]
 
 
+def inventory_of_plan(plan: Plan) -> Inventory:
+    """The env a plan will make, as the audit's rules see an env (no files yet)."""
+    from envkit import backend
+
+    packages = [CondaPackage(p.name, p.version, p.build, p.channel, p.depends) for p in plan.packages]
+    here = plan.platform == backend.native_platform()  # for another platform, this machine's CPU and driver say nothing
+    return plan_inventory(
+        plan.prefix,
+        packages,
+        _pip_names(plan.pip_specs),
+        plan.activation,
+        cuda_driver=cuda_driver_version() if here else None,
+        machine=here,
+    )
+
+
 def audit_plan(plan: Plan, force: tuple[str, ...] = ()) -> list[Finding]:
     """The audit's static rules over a solved plan, before anything is installed: one catalog, two
     moments. An error the recipe names under `force:` becomes a warning, marked forced."""
-    packages = [CondaPackage(p.name, p.version, p.build, p.channel, p.depends) for p in plan.packages]
-    pip_names = _pip_names(plan.pip_specs)
-    from envkit import backend
-
-    here = plan.platform == backend.native_platform()  # for another platform, this machine's CPU and driver say nothing
-    inv = plan_inventory(
-        plan.prefix, packages, pip_names, plan.activation, cuda_driver=cuda_driver_version() if here else None, machine=here
-    )
-    return [replace(f, severity="warning", forced=True) if f.severity == "error" and f.rule_id in force else f for f in findings_for(inv)]
+    findings = findings_for(inventory_of_plan(plan))
+    return [replace(f, severity="warning", forced=True) if f.severity == "error" and f.rule_id in force else f for f in findings]
 
 
 def probe_findings(report: ProbeReport) -> list[Finding]:

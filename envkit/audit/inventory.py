@@ -67,6 +67,19 @@ class Inventory:
     unreadable: tuple[UnreadableRecord, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
     on_this_machine: bool = True  # False for a plan made for another platform: no CPU, no driver to judge
+    # the advice variables in the environment envkit itself runs in (a ~/.bashrc export, a Dockerfile
+    # ENV): they reach every process started from there, the env's included
+    shell: dict[str, str] = field(default_factory=dict)
+
+    def advice_setting(self, name: str) -> tuple[str, str] | None:
+        """(value, where it comes from) of a variable the env's processes will see: its activation
+        (envkit's, a script, conda's env vars) first, else the shell envkit runs in."""
+        var = self.activation.get(name)
+        if var is not None:
+            return None if var.value is None else (var.value, var.source)
+        if name in self.shell:
+            return self.shell[name], "the environment envkit runs in (a shell profile, a Dockerfile ENV, the job)"
+        return None
 
     def setting(self, name: str) -> str | None:
         var = self.activation.get(name)
@@ -244,6 +257,18 @@ def plan_inventory(
     )
 
 
+# Variables the write-ups users copy recommend: the audit knows what each really does (EK025-EK029).
+ADVICE_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_SERIAL",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_DEBUG_CPU_TYPE",
+    "NCCL_P2P_DISABLE",
+    "NCCL_IB_DISABLE",
+    "KMP_AFFINITY",
+)
+
+
 def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: str | None = None) -> Inventory:
     record = read_record(prefix)
     pip = pip_dists(prefix)
@@ -263,4 +288,5 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
         envkit_scripts=_envkit_scripts(prefix, record),
         legacy_record=legacy_record_path(prefix).is_file(),
         unreadable=unreadable,
+        shell={name: os.environ[name] for name in ADVICE_VARS if name in os.environ},
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 from envkit import backend
 from envkit.activation.model import ActivationSettings, Setting, resolve
-from envkit.audit.engine import Finding, audit_plan
+from envkit.audit.engine import Finding, audit_plan, inventory_of_plan
 from envkit.channels import ResolvedChannel
 from envkit.commands import Result
 from envkit.create import CreatedEnv, create_env, ensure_creatable, update_record_probe
@@ -24,6 +24,7 @@ from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import known_platform
 from envkit.solve import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
+from envkit.toolchain import ToolchainMap, plan_toolchain
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class CreateOutcome:
     aborted: bool = False
     findings: tuple[Finding, ...] = ()  # the audit's rules over the plan, before anything is installed
     refused: bool = False  # error findings the recipe does not force: nothing was written
+    toolchain: ToolchainMap | None = None  # a dry run shows the plan's toolchain map
 
 
 def create(
@@ -102,7 +104,8 @@ def create(
         )
         return Result("create", refused, int(ExitCode.FINDINGS), why, errors)
     if request.dry_run:
-        return Result("create", CreateOutcome(plan, True, None, None, findings=findings))
+        toolchain = plan_toolchain(inventory_of_plan(plan), [s.name for s in plan.specs], list(findings))
+        return Result("create", CreateOutcome(plan, True, None, None, findings=findings, toolchain=toolchain))
     if show_plan is not None:
         show_plan(plan, findings)
     if confirm is not None and not confirm(plan):

@@ -42,11 +42,16 @@ class ProbeReport:
         return self.status != "fail"
 
     def summary(self) -> dict[str, Any]:
+        """What the env's record keeps of the last probe. `gpu` says whether the GPU part was proven
+        on the machine that ran it: an env made on a login node says 'not proven' until a probe on
+        a GPU node passes."""
+        gpu = next((c for c in self.checks if c.id == "gpu"), None)
         return {
             "status": self.status,
             "seconds": self.seconds,
             "checks": {c.id: c.status for c in self.checks},
             "failed": [c.id for c in self.checks if c.status == "fail"],
+            "gpu": None if gpu is None else {"proven": gpu.status == "pass", "status": gpu.status, "evidence": gpu.evidence[:300]},
         }
 
 

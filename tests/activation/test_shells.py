@@ -98,6 +98,16 @@ def test_stacked_envs_restore_the_lower_one(shell: str, tmp_path: Path) -> None:
     assert clean(d[4]) == clean(d[0])
 
 
+def test_an_entry_holding_every_readable_csh_delimiter(shell: str, tmp_path: Path) -> None:
+    """Found by the property test below: tcsh's `:s` needs a delimiter the entry lacks; control characters are the fallback."""
+    entry = "=@/,+%#^|~"
+    prefix = make_env(tmp_path, "env", (EnvOp("ENVKIT_P", "prepend", entries=(entry, "/b")),))
+    env = base_env() | {"ENVKIT_P": f"/old:{entry}"}
+    before, active, after = run_steps(shell, tmp_path, [prefix], ["dump:0", "a:0", "dump:1", "d:0", "dump:2"], env)
+    assert active["ENVKIT_P"] == f"{entry}:/b:/old"
+    assert clean(after) == clean(before)
+
+
 def test_activation_spawns_no_process(tmp_path: Path) -> None:
     """strace would be the direct proof; here: the sourced script runs with an empty PATH."""
     prefix = make_env(tmp_path, "env", OPS)

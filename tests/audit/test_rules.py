@@ -19,6 +19,7 @@ from envkit import backend
 from envkit.audit.engine import findings_for
 from envkit.audit.inventory import read_inventory
 from envkit.audit.rules import RULES
+from tests.conftest import run_envkit
 from tests.support.conda import CONDA_FOR_TESTS, MISSING_REASON, Conda
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 from tests.support.wheelchannel import cache_root, download_wheels
@@ -91,15 +92,15 @@ def ids(prefix: Path, **kw: str) -> set[str]:
 @pytest.fixture(scope="module")
 def layouts(tmp_path_factory: pytest.TempPathFactory, replica: dict[str, Path], installer: Installer) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("layouts")
-    cf, pt = replica["conda-forge"], replica["pytorch"]
+    cf, pt, df = replica["conda-forge"], replica["pytorch"], replica["defaults"]
     envs: dict[str, Path] = {}
-    envs["legacy"] = installer(root / "legacy", [pt, cf], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "mkl <2024.1", "cpuonly"], None)
+    envs["legacy"] = installer(root / "legacy", [pt, df], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "mkl <2024.1", "cpuonly"], None)
     envs["legacy-mkl2024"] = installer(
-        root / "legacy-mkl2024", [pt, cf], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "mkl >=2024.1", "cpuonly"], None
+        root / "legacy-mkl2024", [pt, df], ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "mkl >=2024.1", "cpuonly"], None
     )
     envs["legacy-llvm22"] = installer(
         root / "legacy-llvm22",
-        [pt, cf],
+        [pt, df],
         ["python 3.12.*", "pytorch ==2.5.1 *cpu*", "cpuonly"],
         {"llvm-openmp": (cf, "llvm-openmp 22.*")},
     )
@@ -149,10 +150,10 @@ def test_ek001_seed_crash_risk(raw_payload_env: Path, seed_env: Path) -> None:
 
 def test_legacy_channel_rules(layouts: dict[str, Path]) -> None:
     legacy = ids(layouts["legacy"])
-    assert {"EK004", "EK010", "EK011"} <= legacy  # intel-openmp + llvm-openmp; conda-forge _openmp_mutex; deprecated channel
-    assert "EK002" not in legacy and "EK012" not in legacy
+    assert {"EK004", "EK011"} <= legacy  # intel-openmp + llvm-openmp on disk (a warning); the deprecated channel
+    assert not {"EK002", "EK010", "EK012"} & legacy  # on pytorch + defaults nothing mixes and the pins hold
     assert "EK002" in ids(layouts["legacy-mkl2024"])
-    assert "EK012" in ids(layouts["legacy-llvm22"])
+    assert {"EK010", "EK012"} <= ids(layouts["legacy-llvm22"])  # conda-forge's llvm-openmp 22 forced in
 
 
 def test_ek004_names_what_conda_remove_would_take(layouts: dict[str, Path]) -> None:
@@ -251,3 +252,60 @@ def test_mkl_service_takes_llvm_libomp_for_foreign_as_it_does_libgomp(seed_env: 
     assert proc.returncode == code, proc.stderr
     if code:
         assert "MKL_THREADING_LAYER=INTEL is incompatible with libomp.so.5 library" in proc.stderr
+
+
+ADVICE = [
+    # (variable, value, layout, rule, words the evidence must carry)
+    ("MKL_SERIAL", "yes", "cf-mkl-service", "EK025", "runs on one thread"),
+    ("MKL_ENABLE_INSTRUCTIONS", "AVX2_ONLY", "cf-mkl-service", "EK026", "MKL_ENABLE_INSTRUCTIONS=AVX2_ONLY"),
+    ("NCCL_P2P_DISABLE", "1", "legacy", "EK027", "NVLink/PCIe"),
+    ("NCCL_IB_DISABLE", "1", "legacy", "EK027", "InfiniBand"),
+    ("KMP_AFFINITY", "granularity=fine,compact,1,0", "legacy", "EK028", "GNU libgomp, which does not read it"),
+    ("OMP_NUM_THREADS", "1", "legacy", "EK029", "a single-process run included"),
+]
+
+
+@pytest.mark.parametrize(("var", "value", "layout", "rule", "words"), ADVICE, ids=lambda v: str(v)[:24])
+def test_advice_users_copy_from_activation_conda_vars_and_the_shell(
+    layouts: dict[str, Path], monkeypatch: pytest.MonkeyPatch, var: str, value: str, layout: str, rule: str, words: str
+) -> None:
+    """Each piece of copied advice is known wherever it is set: the env's conda vars, an activation
+    script, or the environment envkit runs in (a ~/.bashrc export, a Dockerfile ENV)."""
+    prefix = layouts[layout]
+    assert rule not in ids(prefix)
+    for where in ("state", "script", "shell"):
+        state = prefix / "conda-meta" / "state"
+        script = prefix / "etc" / "conda" / "activate.d" / "user.sh"
+        if where == "state":
+            state.write_text(json.dumps({"env_vars": {var: value}}))
+        elif where == "script":
+            script.parent.mkdir(parents=True, exist_ok=True)
+            script.write_text(f"export {var}={value}\n")
+        else:
+            monkeypatch.setenv(var, value)
+        try:
+            found = [f for f in findings_for(read_inventory(prefix)) if f.rule_id == rule]
+            assert len(found) == 1 and words in found[0].evidence, (where, found)
+            assert {"state": "conda-meta/state", "script": "user.sh", "shell": "the environment envkit runs in"}[where] in found[0].evidence
+        finally:
+            state.unlink(missing_ok=True)
+            script.unlink(missing_ok=True)
+            monkeypatch.delenv(var, raising=False)
+
+
+def test_advice_rules_know_the_runtime_they_talk_about(layouts: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # KMP_AFFINITY means something to LLVM's libomp (conda-forge's runtime): no finding there
+    monkeypatch.setenv("KMP_AFFINITY", "compact")
+    assert "EK028" not in ids(layouts["cf-mkl-service"]) and "EK028" in ids(layouts["legacy"])
+    # MKL_ENABLE_INSTRUCTIONS acts on Intel CPUs only
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    amd = [f.evidence for f in findings_for(read_inventory(layouts["cf-mkl-service"], cpu_vendor="AuthenticAMD")) if f.rule_id == "EK026"]
+    intel = [f.evidence for f in findings_for(read_inventory(layouts["cf-mkl-service"], cpu_vendor="GenuineIntel")) if f.rule_id == "EK026"]
+    assert "ignored on this AMD CPU" in amd[0] and "caps MKL at that instruction set" in intel[0]
+    # OMP_NUM_THREADS=1 matters only where torch runs; NCCL_*_DISABLE=0 is no advice at all
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "0")
+    assert "EK029" not in ids(layouts["clean-openblas"]) and "EK027" not in ids(layouts["legacy"])
+    for rule in ("EK025", "EK026", "EK027", "EK028", "EK029"):
+        proc = run_envkit("audit", "--explain", rule)
+        assert proc.returncode == 0 and "https://" in proc.stdout, rule

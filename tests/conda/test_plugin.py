@@ -91,7 +91,7 @@ def test_guard_warns_about_hazardous_installs(plugged: Conda, wheel_channel: Pat
 
     # mkl 2024.1 into an env of the legacy pytorch channel (undefined symbol iJIT_NotifyEvent)
     legacy = tmp_path / "legacy"
-    channels = ["--override-channels", "-c", replica["pytorch"].as_uri(), "-c", replica["conda-forge"].as_uri()]
+    channels = ["--override-channels", "-c", replica["pytorch"].as_uri(), "-c", replica["defaults"].as_uri()]
     plugged.ok("create", "-y", "-q", "-p", str(legacy), *channels, "python=3.12", "pytorch=2.5.1", "cpuonly", "mkl=2023.1")
     proc = plugged.run("install", "-y", "-p", str(legacy), *channels, "mkl=2024.1")
     assert proc.returncode == 0, proc.stderr

@@ -147,3 +147,22 @@ def test_the_recipe_variant_reaches_the_probe(tmp_path: Path) -> None:
     assert spec.torch_build == "cuda" and spec.imports == ("torch",)
     assert probe_config(spec, {})["torch_build"] == "cuda"
     assert spec_for(prefix, None).torch_build == "cpu"
+
+
+def test_the_record_says_whether_the_gpu_part_was_proven() -> None:
+    """An env made on a GPU-less login node: the probe's gpu check warns (no driver) and the record
+    keeps 'not proven' with the evidence; a probe on the H200 proves it."""
+    from envkit.probe.model import CheckResult, ProbeReport
+
+    nodriver = {k: v for k, v in recorded("hidden").items() if k not in ("driver_cuda", "cu_init")}
+    nodriver["driver_error"] = "libcuda.so.1: cannot open shared object file: No such file or directory"
+    for data, proven in ((nodriver, False), (recorded("visible"), True)):
+        status, evidence, remedy = classify_gpu(data, "cuda")
+        report = ProbeReport("/env", "/env/bin/python", 1.0, (CheckResult("gpu", "CUDA, devices, NCCL", status, evidence, remedy, data),))  # type: ignore[arg-type]
+        summary = report.summary()
+        assert summary["gpu"]["proven"] is proven and summary["gpu"]["status"] == status
+        assert report.healthy  # a warning: the env is usable, its GPU part unproven here
+    assert (
+        "no NVIDIA driver"
+        in ProbeReport("/e", "/p", 1.0, (CheckResult("gpu", "t", *classify_gpu(nodriver, "cuda"), nodriver),)).summary()["gpu"]["evidence"]
+    )  # type: ignore[arg-type]

@@ -100,7 +100,8 @@ def test_shipped_recipes_compile_to_specs_conda_forge_users_recognise() -> None:
     yolo = compile_recipe(load_recipe("yolov8"))
     specs = [s.spec for s in yolo.conda_specs]
     assert {"libblas * *mkl", "_openmp_mutex * *_llvm", "pytorch * cuda*_mkl*", "cuda-version 12.9.*", "torchvision"} <= set(specs)
-    assert {op.name: op.value for op in resolve(yolo.activation)} == {"MKL_THREADING_LAYER": "GNU", "OMP_NUM_THREADS": "1"}
+    # the threading policy (README): no thread count env-wide, the layer MKL needs next to torch's runtime
+    assert {op.name: op.value for op in resolve(yolo.activation)} == {"MKL_THREADING_LAYER": "GNU"}
     legacy = [s.spec for s in compile_recipe(load_recipe("pytorch-legacy-channel")).conda_specs]
     assert "mkl <2024.1" in legacy and "pytorch-mutex ==1.0 cpu" in legacy
     openblas = [s.spec for s in compile_recipe(load_recipe("pytorch-cpu-openblas")).conda_specs]

@@ -30,6 +30,7 @@ def conda_forge_records() -> list[PkgMeta]:
         PkgMeta(
             "llvm-openmp", "22.1.1", "h4922eb0_0", depends=["__glibc >=2.17"], constrains=["openmp 22.1.1|22.1.1.*", "intel-openmp <0.0a0"]
         ),
+        PkgMeta("llvm-openmp", "15.0.7", "h0cdce71_0", depends=["__glibc >=2.17"], constrains=["openmp 15.0.7|15.0.7.*"]),
         PkgMeta("tbb", "2022.3.0", "h8d10470_1", 1, depends=["libgcc >=14"]),
         PkgMeta("mkl", "2025.3.0", "h0b6a9bd_11", 11, depends=[*OMP_LLVM, "libgcc >=14", "tbb >=2022"]),
         PkgMeta("mkl-service", "2.8.0", "py312h0_0", depends=[*PY, "mkl >=2025.3,<2026.0a0", "libgcc >=14"]),
@@ -322,7 +323,8 @@ def win_64_records() -> list[PkgMeta]:
 
 
 def pytorch_channel_records() -> list[PkgMeta]:
-    """The legacy pytorch channel plus the defaults-style packages it resolved against."""
+    """The legacy pytorch channel (pytorch/builder): only pytorch and its selector packages; the
+    rest came from Anaconda's defaults (PyTorch's own install lines: `-c pytorch` on top of defaults)."""
     legacy = ["blas * mkl", "mkl >=2018", "llvm-openmp <16", "python >=3.12,<3.13.0a0", "numpy >=1.21"]
     return [
         PkgMeta("pytorch", "2.5.1", "py3.12_cpu_0", depends=[*legacy, "pytorch-mutex 1.0 cpu"], constrains=["cpuonly"]),
@@ -337,13 +339,21 @@ def pytorch_channel_records() -> list[PkgMeta]:
         PkgMeta("pytorch-mutex", "1.0", "cuda", 100, subdir="noarch", noarch="generic"),
         PkgMeta("cpuonly", "2.0", "0", depends=["pytorch-mutex 1.0 cpu"], track_features="cpuonly", subdir="noarch", noarch="generic"),
         PkgMeta("pytorch-cuda", "12.4", "hc786d27_7", 7, depends=["__cuda"]),
+    ]
+
+
+def defaults_records() -> list[PkgMeta]:
+    """The part of Anaconda's defaults (pkgs/main) that pytorch-channel envs resolved against:
+    MKL with Intel OpenMP, the blas mutex, an llvm-openmp older than 16, MKL numpy."""
+    return [
+        PkgMeta("python", "3.12.4", "h5148396_1", 1, depends=["__glibc >=2.17"]),
         PkgMeta("blas", "1.0", "mkl"),
         PkgMeta("mkl", "2023.1.0", "h213fc3f_46344", depends=["intel-openmp 2023.*", "tbb 2021.*"]),
         PkgMeta("mkl", "2024.1.0", "h8b9c8d0_0", depends=["intel-openmp 2024.*", "tbb 2021.*"]),
         PkgMeta("intel-openmp", "2023.1.0", "hdb19cb5_46306"),
         PkgMeta("intel-openmp", "2024.1.0", "h06a4308_0"),
         PkgMeta("tbb", "2021.8.0", "hdb19cb5_0"),
-        PkgMeta("llvm-openmp", "15.0.7", "h0cdce71_0", constrains=["openmp 15.0.7|15.0.7.*"]),
+        PkgMeta("llvm-openmp", "14.0.6", "h9e868ea_0"),
         # defaults' MKL numpy imports mkl-service at import time (AnacondaRecipes 0003-intel_init_mkl.patch)
         PkgMeta(
             "numpy",
@@ -356,10 +366,10 @@ def pytorch_channel_records() -> list[PkgMeta]:
 
 
 def build_replica(root: Path) -> dict[str, Path]:
-    """Write and index both channels under root; returns {channel name: path}."""
+    """Write and index the channels under root; returns {channel name: path}."""
     out = {}
     cf = [*conda_forge_records(), *osx_arm64_records(), *win_64_records()]
-    for name, records in (("conda-forge", cf), ("pytorch", pytorch_channel_records())):
+    for name, records in (("conda-forge", cf), ("pytorch", pytorch_channel_records()), ("defaults", defaults_records())):
         channel = root / name
         for meta in records:
             write_tar_bz2(channel, meta)
