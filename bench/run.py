@@ -102,7 +102,7 @@ def bench_create(work: Path) -> list[Measurement]:
     specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]
     recipe = work / "bench-create.yaml"
     recipe.write_text(
-        f"envkit: 1\nname: bench\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [pytorch ==2.13.0, numpy, mkl-service, threadpoolctl]\n"
+        f"envkit: 1\nname: bench-create\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [pytorch ==2.13.0, numpy, mkl-service, threadpoolctl]\n"
     )
     env = _isolated_env(work)
     a, b = work / "envkit-env", work / "raw-env"
@@ -181,7 +181,7 @@ def bench_probe(work: Path, prefix: Path | None = None, rounds: int = 5) -> Meas
         channel = build_wheel_channel()
         recipe = work / "bench-probe.yaml"
         recipe.write_text(
-            f"envkit: 1\nname: benchprobe\nchannels: [{channel.as_uri()}]\npython: '3.11'\n"
+            f"envkit: 1\nname: bench-probe\nchannels: [{channel.as_uri()}]\npython: '3.11'\n"
             "packages: [pytorch ==2.13.0, numpy, mkl-service, threadpoolctl]\n"
             "probe: {imports: [numpy, torch, mkl], import_orders: [[torch, numpy], [numpy, torch]], ddp: {enabled: true, nproc: 2}}\n"
         )
@@ -303,10 +303,10 @@ os._exit(0)  # past rattler's runtime teardown, as envkit does (bench/stress_exi
 """
 
 RAW_SOLVES = """
-import asyncio, sys, rattler
-channels, specs = sys.argv[1].split(","), sys.argv[2].split(",")
+import asyncio, json, sys, rattler
+channels, jobs = sys.argv[1].split(","), json.loads(sys.argv[2])
 floors = {"linux-64": ["__unix=0", "__linux=5.0", "__glibc=2.28"], "osx-arm64": ["__unix=0", "__osx=11.0"], "win-64": ["__win=0"]}
-for platform in sys.argv[3:]:
+for platform, specs in jobs.items():
     vp = [rattler.GenericVirtualPackage(rattler.PackageName(n), rattler.Version(v), rattler.BuildString("0"))
           for n, v in (e.split("=") for e in floors[platform])]
     asyncio.run(rattler.solve(channels, specs, platforms=[platform, "noarch"], virtual_packages=vp))
@@ -407,13 +407,17 @@ def bench_teams(work: Path) -> list[Measurement]:
         p.name for p in replica["conda-forge"].iterdir() if p.name in ("linux-64", "osx-arm64", "win-64") and any(p.glob("*.tar.bz2"))
     )
     lock_recipe = work / "recipes" / "multi.yaml"
-    lock_specs = ["python 3.12.*", "pytorch", "numpy", "libblas * *openblas"]
     lock_recipe.write_text(
         f"envkit: 1\nname: multi\nchannels: [{replica['conda-forge'].as_uri()}]\nplatforms: [{', '.join(platforms)}]\n"
-        "python: '3.12'\npackages: [pytorch, numpy]\ntoolchain: {blas: openblas}\n"
+        "python: '3.12'\npackages: [pytorch, numpy]\n"
     )
+    from envkit.recipe.compile import compile_recipe
+    from envkit.recipe.loader import load_recipe
+
+    recipe_loaded = load_recipe(str(lock_recipe))
+    jobs = {p: [s.spec for s in compile_recipe(recipe_loaded, p).conda_specs] for p in platforms}  # what envkit solves, per platform
     ours_lock = [PY, "-m", "envkit", "lock", str(lock_recipe)]
-    raw_lock = [PY, "-c", RAW_SOLVES, replica["conda-forge"].as_uri(), ",".join(lock_specs), *platforms]
+    raw_lock = [PY, "-c", RAW_SOLVES, replica["conda-forge"].as_uri(), json.dumps(jobs)]
     ours, base = alternate(lambda: run(ours_lock, env=env), lambda: run(raw_lock, env=env), 5)
     out.append(Measurement(f"lock for {len(platforms)} platform(s) ({', '.join(platforms)}) vs raw solves", ours, base, 1.2))
     return out

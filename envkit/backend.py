@@ -69,13 +69,22 @@ def describe_virtual(pkg: Any) -> str:
     return f"{generic.name.normalized}={generic.version}"
 
 
-def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: list[Any]) -> list[Any]:
-    def wrap(exc: BaseException) -> EnvkitError:
-        text = str(exc).strip()
-        if type(exc).__name__ == "SolverError":
-            return SolveError(text)
-        return ChannelError(text or type(exc).__name__)  # the whole 'Caused by:' chain: solve.py names the root cause
+def _solve_error(exc: BaseException) -> SolveError:
+    text = str(exc).strip()
+    if type(exc).__name__ == "SolverError":
+        return SolveError(text)
+    return ChannelError(text or type(exc).__name__)  # the whole 'Caused by:' chain: solve.py names the root cause
 
+
+def _install_error(doing: str) -> Callable[[BaseException], EnvkitError]:
+    def wrap(exc: BaseException) -> EnvkitError:
+        text = str(exc).strip().splitlines()
+        return InstallError(f"{doing} failed: {text[0] if text else type(exc).__name__}")
+
+    return wrap
+
+
+def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: list[Any]) -> list[Any]:
     return _run(
         rattler.solve(
             channel_urls,
@@ -84,19 +93,13 @@ def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: lis
             virtual_packages=virtual,
             channel_priority=rattler.ChannelPriority.Strict,
         ),
-        wrap,
+        _solve_error,
     )
 
 
 def solve_many(channel_urls: list[str], jobs: list[tuple[str, list[Any], list[str]]]) -> list[list[Any]]:
     """Solve for several platforms at once (platform, virtual packages, that platform's specs),
     one gateway sharing the repodata."""
-
-    def wrap(exc: BaseException) -> EnvkitError:
-        text = str(exc).strip()
-        if type(exc).__name__ == "SolverError":
-            return SolveError(text)
-        return ChannelError(text or type(exc).__name__)
 
     async def everything() -> list[list[Any]]:
         gateway = rattler.Gateway()
@@ -111,19 +114,22 @@ def solve_many(channel_urls: list[str], jobs: list[tuple[str, list[Any], list[st
             )
             for platform, virtual, specs in jobs
         ]
-        return list(await asyncio.gather(*solves))
+        results = await asyncio.gather(*solves, return_exceptions=True)
+        for (platform, _, _), result in zip(jobs, results, strict=True):
+            if isinstance(result, (KeyboardInterrupt, SystemExit)):
+                raise result
+            if isinstance(result, BaseException):
+                error = _solve_error(result)
+                error.platform = platform
+                raise error
+        return cast("list[list[Any]]", results)
 
-    return _run(everything(), wrap)
+    return _run(everything(), _solve_error)
 
 
 def reinstall(records: list[Any], prefix: Path, cache_dir: Path | None, *, installed: list[Any], specs: list[str] | None = None) -> None:
     """Change an env in place to exactly `records`: rattler unlinks what is no longer wanted, links
     what is new and leaves the rest untouched (installed_packages)."""
-
-    def wrap(exc: BaseException) -> EnvkitError:
-        text = str(exc).strip().splitlines()
-        return InstallError(f"changing {prefix} failed: {text[0] if text else type(exc).__name__}")
-
     _run(
         rattler.install(
             records,
@@ -133,7 +139,7 @@ def reinstall(records: list[Any], prefix: Path, cache_dir: Path | None, *, insta
             show_progress=False,
             requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs or []],
         ),
-        wrap,
+        _install_error(f"changing {prefix}"),
     )
 
 
@@ -148,11 +154,6 @@ def install(
 ) -> None:
     """Install into `prefix`; with `final_prefix`, files get that prefix patched in instead, so the
     env can be built in a staging directory and renamed into place."""
-
-    def wrap(exc: BaseException) -> EnvkitError:
-        text = str(exc).strip().splitlines()
-        return InstallError(f"installing into {final_prefix or prefix} failed: {text[0] if text else type(exc).__name__}")
-
     _run(
         rattler.install(
             records,
@@ -163,5 +164,5 @@ def install(
             requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs],
             alternative_target_prefix=final_prefix,
         ),
-        wrap,
+        _install_error(f"installing into {final_prefix or prefix}"),
     )

@@ -96,6 +96,10 @@ class SourceError(EnvkitError):
 class SolveError(EnvkitError):
     exit_code = ExitCode.SOLVE
 
+    def __init__(self, message: str, *, hint: str | None = None, platform: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.platform = platform  # the one that failed, when several platforms were solved together
+
 
 class ChannelError(SolveError):
     """The solver could not read a channel (unreachable, not a channel): distinct from unsatisfiable."""

@@ -123,7 +123,8 @@ def _hint(error_text: str, specs: tuple[CompiledSpec, ...]) -> str:
         name = spec.name
         if name and (f"{name} " in lowered or f"{name}\n" in lowered or lowered.endswith(name)):
             where = f"{spec.origin} ({spec.reason})" if spec.origin else f"envkit's default ({spec.reason})"
-            involved.append(f"'{spec.spec}' from {where}")
+            if (line := f"'{spec.spec}' from {where}") not in involved:
+                involved.append(line)
     cuda = ""
     if "__cuda" in lowered:
         cuda = (
@@ -186,8 +187,9 @@ def solve_or_explain(jobs: list[tuple[CompiledRecipe, Target]], channels: list[R
         raise SolveError(channel_failure(exc.message, channels), hint=CHANNEL_HINT) from None
     except SolveError as exc:
         first = jobs[0][0]
-        where = "" if len(jobs) == 1 else f" for {', '.join(goal.platform for _, goal in jobs)}"
-        specs = tuple(s for c, _ in jobs for s in c.conda_specs)
+        failed = [(c, goal) for c, goal in jobs if goal.platform == exc.platform] or jobs
+        where = "" if len(jobs) == 1 else f" for {', '.join(goal.platform for _, goal in failed)}"
+        specs = tuple(s for c, _ in failed for s in c.conda_specs)
         raise SolveError(
             f"the recipe '{first.recipe.name}' cannot be solved{where}:\n{exc.message}", hint=_hint(exc.message, specs)
         ) from None

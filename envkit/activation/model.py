@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from envkit.recipe.model import EnvOp
 
@@ -26,6 +27,21 @@ class ActivationSettings:
 
     def names(self) -> tuple[str, ...]:
         return tuple(s.op.name for s in self.settings)
+
+    def as_json(self) -> tuple[dict[str, Any], ...]:
+        """As locks and the recipe digest keep them: "computed" values stay unresolved, to be worked
+        out on the machine that installs."""
+        return tuple(
+            {
+                "name": s.op.name,
+                "action": s.op.action,
+                "value": s.op.value,
+                "entries": list(s.op.entries),
+                "separator": s.op.separator,
+                "computed": s.computed,
+            }
+            for s in self.settings
+        )
 
 
 def physical_cores(cpuinfo: Path = Path("/proc/cpuinfo")) -> int:

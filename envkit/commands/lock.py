@@ -53,22 +53,6 @@ def default_lock_path(recipe: Recipe) -> Path:
     return Path(recipe.origin.path).parent / f"{recipe.name}.lock"
 
 
-def settings_json(compiled: CompiledRecipe) -> tuple[dict[str, Any], ...]:
-    """One platform's activation settings as the lock keeps them ("computed" ones are worked out
-    on the machine that installs the lock)."""
-    return tuple(
-        {
-            "name": s.op.name,
-            "action": s.op.action,
-            "value": s.op.value,
-            "entries": list(s.op.entries),
-            "separator": s.op.separator,
-            "computed": s.computed,
-        }
-        for s in compiled.activation.settings
-    )
-
-
 def lock_platforms(recipe: Recipe, requested: tuple[str, ...]) -> tuple[str, ...]:
     for platform in requested:
         known_platform(platform, "--platform")
@@ -120,7 +104,7 @@ def lock(
             from envkit.piplock import resolve as resolve_pip  # packaging: loaded for pip lists only
 
             pip = resolve_pip(compiled.pip_specs, goal.platform, python, {r.name.normalized for r in records}, virtual)
-        locked.append(LockedPlatform(goal.platform, goal.described, tuple(records), pip, settings_json(compiled)))
+        locked.append(LockedPlatform(goal.platform, goal.described, tuple(records), pip, compiled.activation.as_json()))
         summaries.append(PlatformSummary(goal.platform, len(records), len(pip), goal.described, goal.assumed, findings))
     digest = resolved_digest(recipe)
     if blocking:

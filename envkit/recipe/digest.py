@@ -31,17 +31,7 @@ def resolved_digest(recipe: Recipe) -> str:
         compiled[c.platform if platform else "native"] = {
             "conda": [s.spec for s in c.conda_specs],
             "pip": list(c.pip_specs),
-            "activation": [
-                {
-                    "name": s.op.name,
-                    "action": s.op.action,
-                    "value": s.op.value,
-                    "entries": list(s.op.entries),
-                    "separator": s.op.separator,
-                    "computed": s.computed,
-                }
-                for s in c.activation.settings
-            ],
+            "activation": list(c.activation.as_json()),
         }
     canonical = {"name": recipe.name, "channels": list(recipe.channels), "platforms": list(recipe.platforms), "compiled": compiled}
     return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()

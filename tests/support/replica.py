@@ -66,42 +66,16 @@ def conda_forge_records() -> list[PkgMeta]:
             noarch="python",
         ),
     ]
-    for flavour, dep in (
-        ("openblas", "libopenblas >=0.3.30,<0.3.31.0a0"),
-        ("mkl", "mkl >=2025.3,<2026.0a0"),
-        ("blis", "blis >=0.9.0,<0.9.1.0a0"),
-    ):
-        tf = "blas_mkl blas_mkl_2" if flavour == "mkl" else ("blas_blis" if flavour == "blis" else None)
-        blas_build = f"5_h4a7cf45_{flavour}"
-        r.append(
-            PkgMeta(
-                "libblas",
-                "3.11.0",
-                blas_build,
-                5,
-                depends=[dep],
-                constrains=[
-                    f"libcblas 3.11.0 5*_{flavour}",
-                    f"liblapack 3.11.0 5*_{flavour}",
-                    f"blas 2.305 {flavour}",
-                    *([] if flavour == "mkl" else ["mkl <2026"]),
-                ],
-                track_features=tf,
-            )
-        )
-        # the CBLAS and LAPACK faces of the same flavour: each pins libblas and constrains the other
-        for name, build_hash, sibling in (("libcblas", "h0358290", "liblapack"), ("liblapack", "h47877c9", "libcblas")):
-            r.append(
-                PkgMeta(
-                    name,
-                    "3.11.0",
-                    f"5_{build_hash}_{flavour}",
-                    5,
-                    depends=[f"libblas 3.11.0 {blas_build}"],
-                    constrains=[f"{sibling} 3.11.0 5*_{flavour}"],
-                    track_features="blas_mkl" if flavour == "mkl" else None,
-                )
-            )
+    r += _blas_family(
+        "linux-64",
+        {
+            "openblas": ["libopenblas >=0.3.30,<0.3.31.0a0"],
+            "mkl": ["mkl >=2025.3,<2026.0a0"],
+            "blis": ["blis >=0.9.0,<0.9.1.0a0"],
+        },
+        mkl_cap="mkl <2026",
+        faces_track_mkl=True,
+    )
     for kind, number, extra, sel in (
         (
             "cpu_mkl",
@@ -172,16 +146,18 @@ def conda_forge_records() -> list[PkgMeta]:
     return r
 
 
-def _blas_family(subdir: str, flavours: dict[str, list[str]], mkl_cap: bool) -> list[PkgMeta]:
-    """libblas, libcblas and liblapack of each flavour (blas-feedstock: build 5, `5_h<hash>_FLAVOUR`)."""
+def _blas_family(subdir: str, flavours: dict[str, list[str]], mkl_cap: str | None, faces_track_mkl: bool = False) -> list[PkgMeta]:
+    """libblas, libcblas and liblapack of each flavour (blas-feedstock: build 5, `5_h<hash>_FLAVOUR`);
+    `mkl_cap` is the constraint the non-MKL flavours put on mkl."""
     out = []
     for flavour, depends in flavours.items():
         tf = {"mkl": "blas_mkl blas_mkl_2", "blis": "blas_blis", "accelerate": "blas_accelerate blas_accelerate_2"}.get(flavour)
         blas_build = f"5_h4a7cf45_{flavour}"
         constrains = [f"libcblas 3.11.0 5*_{flavour}", f"liblapack 3.11.0 5*_{flavour}", f"blas 2.305 {flavour}"]
         if mkl_cap and flavour != "mkl":
-            constrains.append("mkl <2027")
+            constrains.append(mkl_cap)
         out.append(PkgMeta("libblas", "3.11.0", blas_build, 5, depends=depends, constrains=constrains, track_features=tf, subdir=subdir))
+        # the CBLAS and LAPACK faces of the same flavour: each pins libblas and constrains the other
         for name, build_hash, sibling in (("libcblas", "h0358290", "liblapack"), ("liblapack", "h47877c9", "libcblas")):
             out.append(
                 PkgMeta(
@@ -191,6 +167,7 @@ def _blas_family(subdir: str, flavours: dict[str, list[str]], mkl_cap: bool) -> 
                     5,
                     depends=[f"libblas 3.11.0 {blas_build}"],
                     constrains=[f"{sibling} 3.11.0 5*_{flavour}"],
+                    track_features="blas_mkl" if faces_track_mkl and flavour == "mkl" else None,
                     subdir=subdir,
                 )
             )
@@ -244,7 +221,7 @@ def osx_arm64_records() -> list[PkgMeta]:
             "accelerate": [osx],
             "newaccelerate": ["__osx >=15.5"],
         },
-        mkl_cap=False,
+        mkl_cap=None,
     )
     return r
 
@@ -318,7 +295,7 @@ def win_64_records() -> list[PkgMeta]:
             "torchvision", "0.25.0", "cpu_py312_h0a1b2c3_0", depends=["pytorch * cpu*", "pytorch >=2.10.0,<2.11.0a0", *PY, *rt], subdir=sub
         )
     )
-    r += _blas_family(sub, {"mkl": ["mkl >=2026.0,<2027.0a0"], "openblas": ["libopenblas >=0.3.30,<0.3.31.0a0"]}, mkl_cap=True)
+    r += _blas_family(sub, {"mkl": ["mkl >=2026.0,<2027.0a0"], "openblas": ["libopenblas >=0.3.30,<0.3.31.0a0"]}, mkl_cap="mkl <2027")
     return r
 
 
