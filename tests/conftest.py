@@ -10,12 +10,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.support.conda import CONDA_FOR_TESTS, MISSING_REASON, Conda
 
 REAL_HOME = Path.home()
 os.environ.setdefault("ENVKIT_TEST_CACHE", str(REAL_HOME / ".cache" / "envkit-tests"))
 ROOT = Path(__file__).resolve().parent.parent
+
+# CI replays the same examples every run (a red build is the change's doing); elsewhere each run
+# draws new ones and keeps exploring. A failure found that way becomes a plain test.
+settings.register_profile("ci", derandomize=True, database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(autouse=True)
