@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-import yaml
-
 from envkit import condaconfig, paths
 from envkit.errors import UsageError
 
@@ -50,20 +48,12 @@ def parse_mirror_flags(values: list[str]) -> dict[str, str]:
     return out
 
 
-def _read_yaml(path: Path) -> dict[str, object]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {path}: {str(exc).splitlines()[0]}", hint="fix the file's YAML") from None
-    return data if isinstance(data, dict) else {}
-
-
 def envkit_config() -> dict[str, object]:
     """~/.config/envkit/config.yaml, checked field by field: a misspelt key is an error, not ignored."""
     path = paths.config_dir() / "config.yaml"
     if not path.is_file():
         return {}
-    data = _read_yaml(path)
+    data = condaconfig.read_mapping(path, hint="fix the file's YAML")
     for key in data:
         if key not in CONFIG_KEYS:
             close = difflib.get_close_matches(str(key), CONFIG_KEYS, n=1)

@@ -145,15 +145,16 @@ def condarc_files(root: Path | None = None) -> list[Path]:
     return out
 
 
-def _load(path: Path) -> dict[str, Any]:
-    import yaml  # only when there is a condarc to read
+def read_mapping(path: Path, hint: str = "fix the file's YAML (conda reads it too)") -> dict[str, Any]:
+    """A YAML config file as a mapping (anything else reads as empty); one-line error if unreadable."""
+    import yaml  # only when there is a file to read
 
     from envkit.errors import UsageError
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {path}: {str(exc).splitlines()[0]}", hint="fix the file's YAML (conda reads it too)") from None
+        raise UsageError(f"cannot read {path}: {str(exc).splitlines()[0]}", hint=hint) from None
     return data if isinstance(data, dict) else {}
 
 
@@ -187,7 +188,7 @@ def read_condarc() -> CondaConfig:
     envs: list[list[str]] = []
     pkgs: list[list[str]] = []
     for path in files:
-        data = _load(path)
+        data = read_mapping(path)
         if isinstance(data.get("channel_alias"), str):
             alias = _expand(data["channel_alias"], root)
         if isinstance(data.get("custom_channels"), dict):

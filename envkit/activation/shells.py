@@ -194,7 +194,7 @@ def csh_quote(value: str) -> str:
     return "'" + value.replace("'", "'\\''").replace("!", "\\!").replace("\n", "\\\n") + "'"
 
 
-# tcsh takes any character but letters, digits, `_` and space as the `:s` delimiter (measured on tcsh 6.24).
+# tcsh takes any ASCII character but letters, digits, `_` and space as the `:s` delimiter (measured on tcsh 6.24).
 # Readable ones first; control characters are the fallback for an entry that holds all of those.
 _CSH_DELIMS = "/|#,^~@%+=" + "".join(map(chr, (*range(0x01, 0x09), *range(0x0E, 0x20), 0x7F)))
 

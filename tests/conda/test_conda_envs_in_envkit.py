@@ -28,6 +28,16 @@ def test_the_seed_env_as_conda_made_it(conda: Conda, wheel_channel: Path, tmp_pa
     code, checks = probe(prefix)
     assert code == 1 and checks["ddp-seed"] == "fail" and checks["ddp-gloo"] == "fail"
 
+    # the toolchain map of an env envkit did not make: what was asked for comes from conda's history
+    mapped = run_envkit("toolchain", "-p", str(prefix), "--json")
+    assert mapped.returncode == 0, mapped.stderr
+    doc = json.loads(mapped.stdout)["data"]
+    assert set(doc["requested"]) == {"python", "pytorch", "numpy", "mkl-service"}
+    openmp = {p["name"]: p for p in doc["providers"] if p["part"] == "OpenMP runtime"}
+    assert ["mkl-service", "mkl", "intel-openmp"] in openmp["intel-openmp"]["brought_by"]
+    assert any(f.endswith("torch/lib/libgomp.so.1") for f in openmp["pytorch"]["files"])
+    assert "EK001" in [c["rule_id"] for c in doc["conflicts"]]
+
     fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     code, checks = probe(prefix)
