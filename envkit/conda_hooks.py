@@ -51,7 +51,7 @@ def after_transaction(inv: Inventory, unlink: tuple[Any, ...], link: tuple[Any, 
         pkg = _as_package(rec)
         packages[pkg.name] = pkg
     gone = {str(rec.name) for rec in unlink} - {str(rec.name) for rec in link}
-    libs = tuple(lib for lib in inv.libs if lib.owner not in gone)
+    libs = tuple(lib for lib in inv.libs if lib.owner.removeprefix("conda:") not in gone)
     return replace(inv, packages=packages, libs=libs)
 
 

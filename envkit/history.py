@@ -10,6 +10,7 @@ toolchain pins included, so conda keeps honouring `mkl <2024.1` or `libblas * *m
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
 from collections.abc import Iterable
@@ -65,3 +66,21 @@ def append_block(prefix: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(text)
+
+
+def requested_names(prefix: Path) -> list[str]:
+    """The package names the history's `# update specs:` / `# install specs:` lines asked for, in
+    order (conda writes them as Python list reprs); none when there is no readable history."""
+    try:
+        text = history_path(prefix).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    names: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(("# update specs:", "# install specs:")):
+            try:
+                specs = json.loads(line.split(":", 1)[1].strip().replace("'", '"'))
+            except ValueError:
+                continue
+            names += [str(s).split()[0].split("=")[0].split("[")[0] for s in specs if str(s).strip()]
+    return names

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -57,6 +57,9 @@ def channel_name(channel: str) -> str:
     return parts[-1] if parts else ""
 
 
+NATIVE_LIBRARY = re.compile(r"\.so(\.|$)|\.dylib$|\.dll$")
+
+
 @dataclass(frozen=True)
 class CondaPackage:
     name: str
@@ -64,6 +67,7 @@ class CondaPackage:
     build: str
     channel: str
     depends: tuple[str, ...]
+    libraries: tuple[str, ...] = field(default=(), compare=False)  # the native libraries its record lists
 
     @property
     def channel_name(self) -> str:
@@ -96,16 +100,18 @@ class UnreadableRecord:
 def _record(data: object) -> tuple[CondaPackage | None, str]:
     if not isinstance(data, dict):
         return None, f"a JSON {type(data).__name__}, not an object"
-    for field in ("name", "version", "build"):
-        if not isinstance(data.get(field), str) or not data[field]:
-            return None, f"'{field}' is missing or not a string"
+    for key in ("name", "version", "build"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            return None, f"'{key}' is missing or not a string"
     depends = data.get("depends", [])
     if not isinstance(depends, list) or not all(isinstance(d, str) for d in depends):
         return None, "'depends' is not a list of strings"
     channel = data.get("channel") or data.get("url") or ""
     if not isinstance(channel, str):
         return None, "'channel' is not a string"
-    return CondaPackage(data["name"], data["version"], data["build"], channel, tuple(depends)), ""
+    files = data.get("files")
+    libraries = tuple(f for f in files if isinstance(f, str) and NATIVE_LIBRARY.search(f)) if isinstance(files, list) else ()
+    return CondaPackage(data["name"], data["version"], data["build"], channel, tuple(depends), libraries), ""
 
 
 def read_conda_meta(prefix: Path) -> tuple[dict[str, CondaPackage], tuple[UnreadableRecord, ...]]:
@@ -141,6 +147,16 @@ def read_conda_meta(prefix: Path) -> tuple[dict[str, CondaPackage], tuple[Unread
         else:
             out[package.name] = package
     return out, tuple(bad)
+
+
+def conda_env_vars(prefix: Path) -> dict[str, str]:
+    """What `conda env config vars set` stored in conda-meta/state (`conda activate` applies it);
+    an unreadable or odd state file holds none."""
+    try:
+        data = json.loads((prefix / "conda-meta" / "state").read_text())
+        return {str(k): str(v) for k, v in (data.get("env_vars") or {}).items()}
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return {}
 
 
 def conda_packages(prefix: Path) -> dict[str, CondaPackage]:

@@ -26,3 +26,12 @@ def builtin_recipe_dir() -> Path:
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parent.parent / "recipes"
+
+
+def lock_beside(recipe_name: str, recipe_source: str, recipe_path: str) -> Path:
+    """Where `envkit lock` puts a recipe's lock: NAME.lock beside the recipe file (ENVKIT_RECIPE_PATH,
+    the user dir, a team repo's checkout); ./NAME.lock for a built-in recipe, whose directory
+    belongs to the installation."""
+    if recipe_source == "builtin":
+        return Path.cwd() / f"{recipe_name}.lock"
+    return Path(recipe_path).parent / f"{recipe_name}.lock"

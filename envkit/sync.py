@@ -28,6 +28,7 @@ from envkit.record import read_record, record_path, sync_journal_path
 
 if TYPE_CHECKING:
     from envkit.audit.engine import Finding
+    from envkit.installed import CondaPackage, PipDist
     from envkit.probe.model import ProbeReport
     from envkit.recipe.model import EnvOp
 
@@ -79,8 +80,13 @@ def recorded_names(record: dict[str, Any]) -> set[str]:
     return {f"{p['name']}-{p['version']}-{p['build']}.json" for p in record.get("packages", []) if isinstance(p, dict)}
 
 
+def pip_wheels(dists: dict[str, PipDist]) -> set[tuple[str, str]]:
+    """(name, version) of what pip installed (conda's own python packages left out)."""
+    return {(d.name, d.version) for d in dists.values() if d.installer == "pip"}
+
+
 def pip_state(prefix: Path) -> set[tuple[str, str]]:
-    return {(d.name, d.version) for d in pip_dists(prefix).values() if d.installer == "pip"}
+    return pip_wheels(pip_dists(prefix))
 
 
 def recorded_pip(record: dict[str, Any]) -> set[tuple[str, str]]:
@@ -118,9 +124,7 @@ def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
     recipe = record.get("recipe") or {}
     if lock_path is not None:
         lock = record.get("lock") or {}
-        if lock.get("path") != str(lock_path) or not lock_path.is_file():
-            return False
-        if hashlib.sha256(lock_path.read_bytes()).hexdigest() != lock.get("digest"):
+        if lock.get("path") != str(lock_path) or _sha256(lock_path) != lock.get("digest"):
             return False
     elif not recipe.get("sources_digest") or sources_digest(recipe.get("chain") or []) != recipe["sources_digest"]:
         return False
@@ -248,10 +252,12 @@ def _restore_pip(prefix: Path, record: dict[str, Any]) -> None:
         )
 
 
-def drift(record: dict[str, Any], installed: dict[str, str], pip_installed: set[tuple[str, str]]) -> list[str]:
+def drift(record: dict[str, Any], packages: dict[str, CondaPackage], pip: dict[str, PipDist]) -> list[str]:
     """What changed since envkit installed the env (conda install, pip install, a removal), one line
-    each. `installed` maps name -> "version build" as conda-meta says."""
+    each, from conda-meta's packages and the env's pip dists."""
     recorded = {str(p["name"]): f"{p['version']} {p['build']}" for p in record.get("packages", []) if isinstance(p, dict)}
+    installed = {name: f"{p.version} {p.build}" for name, p in packages.items()}
+    pip_installed = pip_wheels(pip)
     lines = []
     for change in diff_packages(recorded, installed):
         if change.kind == "added":

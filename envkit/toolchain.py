@@ -5,7 +5,6 @@ users' `conda list | grep mkl`: why is MKL here, and who brought the second Open
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Literal
 
 from envkit.audit.engine import Finding, findings_for
 from envkit.audit.inventory import Inventory, read_inventory
+from envkit.history import requested_names
 from envkit.installed import CondaPackage
 
 Part = Literal["BLAS / LAPACK", "OpenMP runtime", "torch"]
@@ -73,18 +73,7 @@ def _requested(prefix: Path, inv: Inventory) -> list[str]:
     if inv.record is not None:
         names = [str(s).split()[0] for s in inv.record.get("specs", []) if isinstance(s, str) and s.split()]
     if not names:
-        history = prefix / "conda-meta" / "history"
-        try:
-            text = history.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = ""
-        for line in text.splitlines():
-            if line.startswith(("# update specs:", "# install specs:")):
-                try:
-                    specs = json.loads(line.split(":", 1)[1].strip().replace("'", '"'))
-                except ValueError:
-                    continue
-                names += [str(s).split()[0].split("=")[0].split("[")[0] for s in specs if str(s).strip()]
+        names = requested_names(prefix)
     if not names:
         graph = _dependency_graph(inv.packages)
         needed = {d for deps in graph.values() for d in deps}
@@ -92,31 +81,16 @@ def _requested(prefix: Path, inv: Inventory) -> list[str]:
     return list(dict.fromkeys(n.lower() for n in names))
 
 
-def _owners(prefix: Path) -> dict[str, str]:
-    """Library path (relative) -> the conda package whose record lists it."""
-    out: dict[str, str] = {}
-    for record in (prefix / "conda-meta").glob("*.json"):
-        try:
-            data = json.loads(record.read_bytes())
-        except (OSError, ValueError, RecursionError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("name"), str):
-            for rel in data.get("files") or ():
-                if isinstance(rel, str) and (".so" in rel or rel.endswith((".dylib", ".dll"))):
-                    out[rel] = data["name"]
-    return out
-
-
 def build_map(inv: Inventory, requested: list[str], *, planned: bool, findings: list[Finding]) -> ToolchainMap:
     from envkit.solve import TOOLCHAIN_ROLES
 
     graph = _dependency_graph(inv.packages)
-    owners = {} if planned else _owners(inv.prefix)
     # (part, "conda" | "pip", package) -> its library files of that part: a torch build's vendored
     # libgomp is an OpenMP runtime of the env as much as llvm-openmp's libomp is
     files: dict[tuple[Part, str, str], list[str]] = {}
     for lib in inv.libs:
-        kind, name = ("pip", lib.owner[4:]) if lib.owner.startswith("pip:") else ("conda", owners.get(lib.path, "unknown"))
+        kind, _, name = lib.owner.partition(":")
+        kind, name = (kind, name) if name else ("conda", "unknown")
         files.setdefault((LIB_PART[lib.kind], kind, name), []).append(lib.path)
     providers: list[Provider] = []
     listed: set[tuple[Part, str, str]] = set()

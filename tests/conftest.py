@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests.support.conda import CONDA_FOR_TESTS, MISSING_REASON, Conda
+from tests.support.conda import Conda, conda_exe
 
 REAL_HOME = Path.home()
 os.environ.setdefault("ENVKIT_TEST_CACHE", str(REAL_HOME / ".cache" / "envkit-tests"))
@@ -50,9 +50,7 @@ def conda_pkgs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def conda(conda_pkgs: Path) -> Conda:
-    if not CONDA_FOR_TESTS or not Path(CONDA_FOR_TESTS).exists():
-        pytest.skip(MISSING_REASON)
-    return Conda(Path(CONDA_FOR_TESTS), conda_pkgs)
+    return Conda(conda_exe(), conda_pkgs)
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -11,7 +10,7 @@ from typing import Any
 
 from envkit.activation import FILE_PREFIX
 from envkit.fsutil import read_exact
-from envkit.installed import CondaPackage, PipDist, UnreadableRecord, pip_dists, read_conda_meta, site_packages
+from envkit.installed import CondaPackage, PipDist, UnreadableRecord, conda_env_vars, pip_dists, read_conda_meta, site_packages
 from envkit.recipe.model import EnvOp
 from envkit.record import legacy_record_path, read_record
 
@@ -32,7 +31,7 @@ class NativeLib:
     api: str
     path: str  # relative to the prefix
     realpath: str
-    owner: str  # "conda" | "pip:<dist>" | "unknown"
+    owner: str  # "conda:<package>" | "pip:<dist>" | "unknown"
 
 
 @dataclass(frozen=True)
@@ -109,23 +108,25 @@ def _candidate_lib_paths(prefix: Path) -> list[Path]:
     return found
 
 
-def _owner(rel: str, pip: dict[str, PipDist]) -> str:
+def _owner(rel: str, pip: dict[str, PipDist], conda: dict[str, str]) -> str:
+    """`pip:<dist>` for a wheel's file, `conda:<package>` for a file a conda record lists."""
     parts = rel.split("/")
     if "site-packages" in parts:
         idx = parts.index("site-packages")
         top = parts[idx + 1] if len(parts) > idx + 1 else ""
         top = top[: -len(".libs")] if top.endswith(".libs") else top
         for dist in pip.values():
-            if top in dist.top_level or top == dist.name.replace("-", "_"):
-                return f"pip:{dist.name}" if dist.installer == "pip" else "conda"
-        return "unknown"
-    for dist in pip.values():
-        if rel in dist.outside_files:
-            return f"pip:{dist.name}"
-    return "conda"
+            if (top in dist.top_level or top == dist.name.replace("-", "_")) and dist.installer == "pip":
+                return f"pip:{dist.name}"
+    else:
+        for dist in pip.values():
+            if rel in dist.outside_files:
+                return f"pip:{dist.name}"
+    return f"conda:{conda[rel]}" if rel in conda else "unknown"
 
 
-def _read_libs(prefix: Path, pip: dict[str, PipDist]) -> tuple[NativeLib, ...]:
+def _read_libs(prefix: Path, pip: dict[str, PipDist], packages: dict[str, CondaPackage]) -> tuple[NativeLib, ...]:
+    conda = {rel: pkg.name for pkg in packages.values() for rel in pkg.libraries}
     out = []
     seen = set()
     for path in _candidate_lib_paths(prefix):
@@ -136,7 +137,7 @@ def _read_libs(prefix: Path, pip: dict[str, PipDist]) -> tuple[NativeLib, ...]:
                 if rel in seen:
                     break
                 seen.add(rel)
-                out.append(NativeLib(kind, api, rel, os.path.realpath(path), _owner(rel, pip)))
+                out.append(NativeLib(kind, api, rel, os.path.realpath(path), _owner(rel, pip, conda)))
                 break
     return tuple(sorted(out, key=lambda lib: lib.path))
 
@@ -145,14 +146,8 @@ def _read_activation(prefix: Path, record: dict[str, Any] | None) -> tuple[dict[
     """Variables the env's activation sets: conda-meta/state env_vars, envkit's record, simple exports."""
     out: dict[str, ActivationVar] = {}
     files: list[str] = []
-    state = prefix / "conda-meta" / "state"
-    if state.is_file():
-        try:
-            env_vars = json.loads(state.read_text()).get("env_vars", {})
-            for k, v in env_vars.items():
-                out[str(k)] = ActivationVar(str(v), "conda-meta/state")
-        except (OSError, ValueError, AttributeError, RecursionError):
-            pass
+    for name, value in conda_env_vars(prefix).items():
+        out[name] = ActivationVar(value, "conda-meta/state")
     folder = prefix / "etc" / "conda" / "activate.d"
     if folder.is_dir():
         for path in sorted(folder.glob("*.sh")):
@@ -278,7 +273,7 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
         prefix=prefix,
         packages=packages,
         pip=pip,
-        libs=_read_libs(prefix, pip),
+        libs=_read_libs(prefix, pip, packages),
         activation=activation,
         activation_files=files,
         numpy_imports_mkl=_numpy_imports_mkl(prefix),

@@ -336,8 +336,7 @@ def env_drift(inv: Inventory) -> list[str]:
     # `audit --fix` on an env conda made writes a record of activation settings alone
     if inv.record is None or not isinstance(inv.record.get("packages"), list):
         return []
-    installed = {name: f"{p.version} {p.build}" for name, p in inv.packages.items()}
-    return drift(inv.record, installed, {(d.name, d.version) for d in inv.pip.values() if d.installer == "pip"})
+    return drift(inv.record, inv.packages, inv.pip)
 
 
 def legacy_record(inv: Inventory) -> list[str]:

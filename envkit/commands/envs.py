@@ -41,8 +41,6 @@ def describe(prefix: Path) -> ListedEnv:
     healthy = record.get("healthy")
     health = "not probed" if healthy is None else "healthy" if healthy else "unhealthy"
     packages, _ = read_conda_meta(prefix)
-    installed = {name: f"{p.version} {p.build}" for name, p in packages.items()}
-    pip = {(d.name, d.version) for d in pip_dists(prefix).values() if d.installer == "pip"}
     return ListedEnv(
         str(prefix),
         prefix.name,
@@ -52,7 +50,7 @@ def describe(prefix: Path) -> ListedEnv:
         commit=recipe.get("commit"),
         created=record.get("created"),
         health=health,
-        drift=tuple(drift(record, installed, pip)),
+        drift=tuple(drift(record, packages, pip_dists(prefix))),
     )
 
 

@@ -18,7 +18,7 @@ from envkit.activation.writer import recorded_activation
 from envkit.commands import Result
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text
-from envkit.installed import channel_name, pip_dists
+from envkit.installed import channel_name, conda_env_vars, pip_dists
 from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
 from envkit.recipe.model import EnvOp
 from envkit.record import read_record
@@ -74,7 +74,7 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
     ]
     ops: list[EnvOp] = list(recorded_activation(prefix, record).ops) if record else []
     taken = {op.name for op in ops}
-    ops += [EnvOp(name, "set", value=value) for name, value in _conda_env_vars(prefix).items() if name not in taken]
+    ops += [EnvOp(name, "set", value=value) for name, value in conda_env_vars(prefix).items() if name not in taken]
     return export.EnvSnapshot(
         name=prefix.name,
         prefix=str(prefix),
@@ -85,15 +85,6 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
         pip=tuple(pip),
         activation=tuple(ops),
     )
-
-
-def _conda_env_vars(prefix: Path) -> dict[str, str]:
-    """`conda env config vars set` writes conda-meta/state; `conda activate` applies it."""
-    try:
-        data = json.loads((prefix / "conda-meta" / "state").read_text())
-        return {str(k): str(v) for k, v in (data.get("env_vars") or {}).items()}
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return {}
 
 
 def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:

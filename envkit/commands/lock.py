@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envkit import backend
+from envkit import backend, paths
 from envkit.activation.model import resolve
 from envkit.audit.engine import Finding, audit_plan
 from envkit.channels import ResolvedChannel, check_local_channel, resolve_channels
@@ -46,11 +46,7 @@ class LockOutcome:
 
 
 def default_lock_path(recipe: Recipe) -> Path:
-    """NAME.lock beside the recipe file (ENVKIT_RECIPE_PATH, the user dir, a team repo's checkout);
-    ./NAME.lock for a built-in recipe, whose directory belongs to the installation."""
-    if recipe.origin.source == "builtin":
-        return Path.cwd() / f"{recipe.name}.lock"
-    return Path(recipe.origin.path).parent / f"{recipe.name}.lock"
+    return paths.lock_beside(recipe.name, recipe.origin.source, recipe.origin.path)
 
 
 def lock_platforms(recipe: Recipe, requested: tuple[str, ...]) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from envkit.activation.writer import RecordedActivation, activation_json, record
 from envkit.audit.engine import audit_plan
 from envkit.commands import Result
 from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
-from envkit.commands.sync_quick import quick, recorded_lock
+from envkit.commands.sync_quick import recorded_lock
 from envkit.create import pip_install, update_record_probe, verify_archives
 from envkit.errors import EnvkitError, ExitCode, InstallError, Interrupted, UsageError
 from envkit.history import Linked, append_block, block
@@ -59,10 +59,9 @@ def sync(
     show: Callable[[SyncOutcome], None] | None = None,
     confirm: Callable[[SyncOutcome], bool] | None = None,
 ) -> Result:
-    """`show` sees the difference before anything changes (the CLI draws it); `confirm` may decline."""
-    fast = quick(prefix, locked=locked, lock=lock) if not frozen else None
-    if fast is not None:
-        return fast
+    """`show` sees the difference before anything changes (the CLI draws it); `confirm` may decline.
+    The full look: a caller that wants the cheap no-op answer asks envkit.commands.sync_quick.quick
+    first (the CLI does, before this module and its imports are loaded)."""
     record = _record_or_fail(prefix)
     origin = record.get("recipe") or {}
     if not isinstance(origin, dict) or not origin.get("path"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from envkit import paths
 from envkit.commands import Result
 from envkit.record import read_record
 from envkit.sync import SyncOutcome, in_sync
@@ -12,7 +13,7 @@ from envkit.sync import SyncOutcome, in_sync
 
 def recorded_lock(record: dict[str, Any], lock: str | None) -> Path | None:
     """The lock a locked sync uses: the one given, else the one the env was made from, else where
-    `envkit lock` puts it for the env's recipe (envkit.commands.lock.default_lock_path)."""
+    `envkit lock` puts it for the env's recipe."""
     if lock:
         return Path(lock).expanduser().absolute()
     path = (record.get("lock") or {}).get("path")
@@ -22,7 +23,7 @@ def recorded_lock(record: dict[str, Any], lock: str | None) -> Path | None:
     name, where = recipe.get("name"), recipe.get("path")
     if not isinstance(name, str) or not isinstance(where, str):
         return None
-    return (Path.cwd() if recipe.get("source") == "builtin" else Path(where).parent) / f"{name}.lock"
+    return paths.lock_beside(name, str(recipe.get("source")), where)
 
 
 def quick(prefix: Path, *, locked: bool, lock: str | None) -> Result | None:

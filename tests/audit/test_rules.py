@@ -20,7 +20,7 @@ from envkit.audit.engine import findings_for
 from envkit.audit.inventory import read_inventory
 from envkit.audit.rules import RULES
 from tests.conftest import run_envkit
-from tests.support.conda import CONDA_FOR_TESTS, MISSING_REASON, Conda
+from tests.support.conda import Conda, conda_exe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 from tests.support.wheelchannel import cache_root, download_wheels
 
@@ -64,9 +64,7 @@ def installer(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     pkgs = tmp_path_factory.mktemp(f"pkgs-{request.param}")
     if request.param == "rattler":
         return rattler_installer(pkgs)
-    if not CONDA_FOR_TESTS or not Path(CONDA_FOR_TESTS).exists():
-        pytest.skip(MISSING_REASON)
-    return conda_installer(Conda(Path(CONDA_FOR_TESTS), pkgs))
+    return conda_installer(Conda(conda_exe(), pkgs))
 
 
 def pip_layer(prefix: Path, wheel_name: str) -> None:

@@ -177,3 +177,27 @@ def test_conda_works_when_envkit_cannot_load(plugged: Conda, tmp_path: Path) -> 
     assert proc.returncode == 70 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == "envkit: error: rattler is broken on purpose (reinstall envkit with its dependencies)"
     assert plugged.run("doctor", "-p", str(prefix), env=env).returncode == 0  # the audit needs no rattler
+
+
+def test_the_guard_sees_the_libraries_of_packages_conda_removes(plugged: Conda, wheel_channel: Path, tmp_path: Path) -> None:
+    """The guard judges the env as the transaction leaves it: a removed package's libraries go with
+    it (each library's owner is the conda package whose record lists it). Real conda records."""
+    prefix = seed_env(plugged, wheel_channel, tmp_path / "seed", "mkl-service")
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from conda.core.prefix_data import PrefixData\n"
+        "from envkit.audit.inventory import read_inventory\n"
+        "from envkit.conda_hooks import after_transaction\n"
+        "inv = read_inventory(Path(sys.argv[1]))\n"
+        "gone = PrefixData(sys.argv[1]).get('intel-openmp')\n"
+        "after = after_transaction(inv, (gone,), ())\n"
+        "print(json.dumps([[{l.path: l.owner for l in i.libs if l.kind == 'openmp'} for i in (inv, after)]]))\n"
+    )
+    proc = subprocess.run([str(plugged.exe.parent / "python"), "-c", script, str(prefix)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    [[before, after]] = json.loads(proc.stdout)
+    assert before["lib/libiomp5.so"] == "conda:intel-openmp"
+    torch_gomp = [path for path, owner in before.items() if path.endswith("torch/lib/libgomp.so.1")]
+    assert torch_gomp and before[torch_gomp[0]] == "conda:pytorch"
+    assert "lib/libiomp5.so" not in after and torch_gomp[0] in after

@@ -17,6 +17,19 @@ MISSING_REASON = (
     "no conda to test against: tools/test.sh installs one from ../shared/conda (set ENVKIT_TEST_CONDA), "
     "or point CONDA_EXE at an installed conda"
 )
+# .ci/run sets it: in CI the real conda is always there, so a missing one fails instead of skipping.
+REQUIRED = os.environ.get("ENVKIT_TEST_REQUIRE_CONDA") == "1"
+
+
+def conda_exe() -> Path:
+    """The conda to test against; skips the test where there is none (fails where CI requires one)."""
+    import pytest
+
+    if not CONDA_FOR_TESTS or not Path(CONDA_FOR_TESTS).exists():
+        if REQUIRED:
+            pytest.fail(f"ENVKIT_TEST_REQUIRE_CONDA=1 but {MISSING_REASON}")
+        pytest.skip(MISSING_REASON)
+    return Path(CONDA_FOR_TESTS)
 
 
 @dataclass(frozen=True)
