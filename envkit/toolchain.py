@@ -12,6 +12,7 @@ from typing import Literal
 
 from envkit.audit.engine import Finding, findings_for
 from envkit.audit.inventory import Inventory, read_inventory
+from envkit.audit.rules import RULES_BY_ID
 from envkit.history import requested_names
 from envkit.installed import CondaPackage
 
@@ -113,8 +114,7 @@ def build_map(inv: Inventory, requested: list[str], *, planned: bool, findings: 
     if torch_wheel is not None and torch_wheel.installer == "pip" and not any(p.name == "torch" and p.part == "torch" for p in providers):
         providers.append(Provider("torch", "torch", torch_wheel.version, "", "pip", (), (("torch",),)))
     activation = tuple((name, var.value, var.source) for name, var in sorted(inv.activation.items()))
-    toolchain_rules = {"EK001", "EK002", "EK003", "EK004", "EK006", "EK007", "EK008", "EK010", "EK012", "EK013", "EK018", "EK028"}
-    conflicts = tuple(f for f in findings if f.rule_id in toolchain_rules)
+    conflicts = tuple(f for f in findings if f.rule_id in RULES_BY_ID and RULES_BY_ID[f.rule_id].toolchain)
     return ToolchainMap(str(inv.prefix), planned, tuple(requested), tuple(providers), activation, conflicts)
 
 

@@ -34,6 +34,7 @@ class Rule:
     check: Callable[[Inventory], list[str]]
     safe_fix: str | None = None  # name of the fix in audit.fix, when one exists
     advise: Callable[[Inventory], str] | None = None  # the fix for this env, when it depends on the env
+    toolchain: bool = False  # about which BLAS/OpenMP/torch builds meet in the env: the toolchain map lists it as a conflict
 
     def fix_for(self, inv: Inventory) -> str:
         return self.advise(inv) if self.advise is not None else self.fix
@@ -421,6 +422,7 @@ RULES: tuple[Rule, ...] = (
         ),
         seed_crash,
         "threading-layer-gnu",
+        toolchain=True,
     ),
     Rule(
         "EK002",
@@ -431,6 +433,7 @@ RULES: tuple[Rule, ...] = (
         'conda install "mkl<2024.1" (or move to conda-forge pytorch).',
         ("https://github.com/pytorch/pytorch/issues/123097",),
         legacy_mkl,
+        toolchain=True,
     ),
     Rule(
         "EK003",
@@ -441,6 +444,7 @@ RULES: tuple[Rule, ...] = (
         "Keep one provider: remove pip intel-openmp/mkl over conda ones, or use conda-forge's llvm-openmp only.",
         ("https://github.com/joblib/threadpoolctl/blob/master/multiple_openmp.md", "https://github.com/pytorch/pytorch/issues/78490"),
         duplicate_openmp,
+        toolchain=True,
     ),
     Rule(
         "EK004",
@@ -458,6 +462,7 @@ RULES: tuple[Rule, ...] = (
         ),
         intel_and_llvm,
         advise=intel_and_llvm_advice,
+        toolchain=True,
     ),
     Rule(
         "EK005",
@@ -479,6 +484,7 @@ RULES: tuple[Rule, ...] = (
         ("https://github.com/prefix-dev/pixi/issues/6818",),
         pip_over_conda,
         advise=pip_over_conda_advice,
+        toolchain=True,
     ),
     Rule(
         "EK007",
@@ -489,6 +495,7 @@ RULES: tuple[Rule, ...] = (
         'conda install "libopenblas=*=*openmp*" or set OPENBLAS_NUM_THREADS=1.',
         ("https://github.com/pytorch/pytorch/issues/52047",),
         openblas_pthreads,
+        toolchain=True,
     ),
     Rule(
         "EK008",
@@ -499,6 +506,7 @@ RULES: tuple[Rule, ...] = (
         'conda install "libblas=*=*mkl"',
         ("https://github.com/conda-forge/conda-forge.github.io/issues/938",),
         blas_variant,
+        toolchain=True,
     ),
     Rule(
         "EK009",
@@ -519,6 +527,7 @@ RULES: tuple[Rule, ...] = (
         "Take torch and its toolchain from one channel (conda-forge pytorch, or pytorch + defaults).",
         ("https://github.com/pytorch/pytorch/issues/99625",),
         mixed_channels,
+        toolchain=True,
     ),
     Rule(
         "EK011",
@@ -539,6 +548,7 @@ RULES: tuple[Rule, ...] = (
         'conda install "llvm-openmp<16"',
         ("https://github.com/pytorch/pytorch/issues/99625", "https://github.com/pytorch/builder/pull/1389"),
         legacy_llvm16,
+        toolchain=True,
     ),
     Rule(
         "EK013",
@@ -550,6 +560,7 @@ RULES: tuple[Rule, ...] = (
         "Install a build for the driver's CUDA (cuda-version=X.Y) or upgrade the driver.",
         ("https://docs.conda.io/projects/conda/en/stable/user-guide/tasks/manage-virtual.html",),
         cuda_vs_driver,
+        toolchain=True,
     ),
     Rule(
         "EK014",
@@ -602,6 +613,7 @@ RULES: tuple[Rule, ...] = (
         ("https://github.com/ContinuumIO/anaconda-issues/issues/720",),
         multiple_mkl,
         advise=multiple_mkl_advice,
+        toolchain=True,
     ),
     Rule(
         "EK019",
@@ -713,6 +725,7 @@ RULES: tuple[Rule, ...] = (
         "Use the standard variables every runtime reads: OMP_PROC_BIND=close and OMP_PLACES=cores.",
         ("https://gcc.gnu.org/onlinedocs/libgomp/Environment-Variables.html",),
         kmp_affinity,
+        toolchain=True,
     ),
     Rule(
         "EK029",
