@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from envkit import __version__, backend, envs, pkgcache
+from envkit import __version__, backend, condameta, envs, pkgcache
 from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, write_files
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
 from envkit.history import Linked, append_block, block
@@ -170,6 +170,7 @@ def create_env(
         try:
             verify_archives(records, cache)
             backend.install(records, staging, cache, [s.spec for s in plan.specs], reporter, final_prefix=prefix)
+            condameta.as_conda_writes(staging)
             linked = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for p in plan.packages]
             append_block(staging, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
             pip_installed = pip_install(staging, plan.pip_specs, final_prefix=prefix, locked=plan.pip_locked)

@@ -76,7 +76,7 @@ def change_env(records: list[Any], prefix: Path, cache: Path, specs: list[str]) 
 def _child(plan: Path, prefix: Path, cache: Path, specs: list[str]) -> int:
     import rattler
 
-    from envkit import backend
+    from envkit import backend, condameta
     from envkit.errors import EnvkitError
 
     lock = rattler.LockFile.from_path(plan)
@@ -93,6 +93,7 @@ def _child(plan: Path, prefix: Path, cache: Path, specs: list[str]) -> int:
     except EnvkitError as exc:
         print(f"envkit: error: {exc.message}", file=sys.stderr)
         return 1
+    condameta.as_conda_writes(prefix)
     return 0
 
 

@@ -158,3 +158,17 @@ def test_conda_activate_and_deactivate_through_the_shell_hook(conda: Conda, hook
     expected_paths = "/opt/x:/opt/y" + (":/usr/old" if old_paths == "/usr/old:/opt/y" else "")
     assert parse(during) == {"ENVKIT_A": "GNU", "ENVKIT_B": TRICKY, "ENVKIT_GONE": None, "ENVKIT_PATHS": expected_paths}
     assert parse(after) == state
+
+
+def test_conda_doctor_finds_no_altered_files_in_an_env_with_real_files(conda: Conda, wheel_channel: Path, tmp_path: Path) -> None:
+    """rattler hashes a softlink's target text into sha256_in_prefix; conda doctor hashes the file
+    it points to. envkit's records carry no softlink hashes, as conda's own do."""
+    recipe = write_recipe(
+        tmp_path / "recipes", "files", f"envkit: 1\nname: files\nchannels: [{wheel_channel.as_uri()}]\npython: '3.11'\npackages: [numpy]\n"
+    )
+    prefix = tmp_path / "envs" / "files"
+    proc = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
+    assert proc.returncode == 0, proc.stderr
+    assert (prefix / "bin" / "python").is_symlink()  # the softlinks this is about
+    doctor = conda.ok("doctor", "-v", "-p", str(prefix))
+    assert "There are no packages with altered files" in doctor, doctor

@@ -1,0 +1,44 @@
+"""Package records in conda-meta as conda itself writes them, where rattler's differ in a way conda's
+own commands trip over.
+
+rattler records `sha256_in_prefix` (and `size_in_bytes`) for a softlink: the hash of the link's
+target text. conda records neither for softlinks, and `conda doctor`'s altered-files check hashes
+the file a link points to, so in an env rattler made every softlink (`bin/python -> python3.11`,
+`libfoo.so -> libfoo.so.1`) reads as an altered file (conda/conda#14836 is the same symptom from
+packages built that way). Dropping the two fields leaves what conda would have written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from envkit.fsutil import atomic_write_text
+
+SOFTLINK_FIELDS = ("sha256_in_prefix", "size_in_bytes")
+
+
+def as_conda_writes(prefix: Path) -> list[Path]:
+    """Rewrite the records that hold softlink hashes; returns the files changed."""
+    changed = []
+    for path in sorted((prefix / "conda-meta").glob("*.json")):
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            continue
+        if b'"softlink"' not in raw:
+            continue
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue  # not a package record: the audit reports it (EK022)
+        paths = ((data.get("paths_data") or {}).get("paths") or []) if isinstance(data, dict) else []
+        dirty = False
+        for entry in paths:
+            if isinstance(entry, dict) and entry.get("path_type") == "softlink":
+                for key in SOFTLINK_FIELDS:
+                    dirty |= entry.pop(key, None) is not None
+        if dirty:
+            atomic_write_text(path, json.dumps(data, indent=2) + "\n")
+            changed.append(path)
+    return changed
