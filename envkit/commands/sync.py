@@ -20,7 +20,7 @@ from envkit.commands.sync_quick import recorded_lock
 from envkit.create import pip_install, update_record_probe, verify_archives
 from envkit.errors import EnvkitError, ExitCode, InstallError, Interrupted, UsageError
 from envkit.history import Linked, append_block, block
-from envkit.inplace import change_env
+from envkit.inplace import Installer, change_env
 from envkit.installed import read_conda_meta
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import require_consistent
@@ -66,69 +66,74 @@ def sync(
     origin = record.get("recipe") or {}
     if not isinstance(origin, dict) or not origin.get("path"):
         raise UsageError(f"{prefix}: its record names no recipe file", hint="recreate it with envkit create RECIPE --force")
-    recipe = load_recipe(str(origin["path"]))
-    recipe_findings = require_consistent(recipe)
-    compiled = compile_recipe(recipe)
-    warnings = tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings)
-    lock_path = recorded_lock(record, lock) if (locked or lock or frozen) else None
-    lock_info: dict[str, Any] | None = None
-    if lock_path is not None:
-        request = CreateRequest(str(origin["path"]), prefix=str(prefix), locked=True, lock=str(lock_path), frozen=frozen)
-        outcome, lock_info = plan_from_lock(request, recipe, compiled, prefix, warnings)
-    else:
-        # the channels the env was made from, mirrors included
-        recorded = {
-            str(c["name"]): str(c["url"]) for c in record.get("channels", []) if isinstance(c, dict) and c.get("name") != c.get("url")
-        }
-        outcome = solve_recipe(compiled, prefix, extra_channels=[], override_channels=False, mirrors=recorded, warnings=warnings)
-    plan = outcome.plan
-    installed = _installed(prefix)
-    planned = {p.name: f"{p.version} {p.build}" for p in plan.packages}
-    old_ops = recorded_activation(prefix, record).ops
-    changes = SyncOutcome(
-        str(prefix),
-        "lock" if lock_path else "recipe",
-        noop=False,
-        dry_run=dry_run,
-        packages=diff_packages(installed, planned),
-        variables=diff_variables(old_ops, plan.activation),
-        pip=_pip_change(record, plan),
-        findings=tuple(audit_plan(plan, recipe.force)),
-    )
-    blocking = [f for f in changes.findings if f.severity == "error"]
-    if blocking:
-        errors = tuple(f"{f.rule_id} {f.title}: {f.evidence}" for f in blocking)
-        return Result(
-            "sync",
-            replace(changes, refused=True),
-            int(ExitCode.FINDINGS),
-            ("the synced env would fail the audit: nothing was changed",),
-            errors,
+    installer = None if dry_run else Installer()  # its start-up overlaps the solve and journal below
+    try:
+        recipe = load_recipe(str(origin["path"]))
+        recipe_findings = require_consistent(recipe)
+        compiled = compile_recipe(recipe)
+        warnings = tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings)
+        lock_path = recorded_lock(record, lock) if (locked or lock or frozen) else None
+        lock_info: dict[str, Any] | None = None
+        if lock_path is not None:
+            request = CreateRequest(str(origin["path"]), prefix=str(prefix), locked=True, lock=str(lock_path), frozen=frozen)
+            outcome, lock_info = plan_from_lock(request, recipe, compiled, prefix, warnings)
+        else:
+            # the channels the env was made from, mirrors included
+            recorded = {
+                str(c["name"]): str(c["url"]) for c in record.get("channels", []) if isinstance(c, dict) and c.get("name") != c.get("url")
+            }
+            outcome = solve_recipe(compiled, prefix, extra_channels=[], override_channels=False, mirrors=recorded, warnings=warnings)
+        plan = outcome.plan
+        installed = _installed(prefix)
+        planned = {p.name: f"{p.version} {p.build}" for p in plan.packages}
+        old_ops = recorded_activation(prefix, record).ops
+        changes = SyncOutcome(
+            str(prefix),
+            "lock" if lock_path else "recipe",
+            noop=False,
+            dry_run=dry_run,
+            packages=diff_packages(installed, planned),
+            variables=diff_variables(old_ops, plan.activation),
+            pip=_pip_change(record, plan),
+            findings=tuple(audit_plan(plan, recipe.force)),
         )
-    provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
-    if not (changes.packages or changes.variables or changes.pip):
-        if not dry_run:
-            with env_lock(prefix):
-                write_record(prefix, {**record, **provenance})  # remember the new fingerprints: next time is quick
-        return Result("sync", replace(changes, noop=True), messages=(f"{prefix} already matches its {changes.source}: nothing to do",))
-    if dry_run:
-        return Result("sync", changes, messages=("dry run: nothing was changed",))
-    if show is not None:
-        show(changes)
-    if confirm is not None and not confirm(changes):
-        return Result("sync", replace(changes, aborted=True), messages=("aborted: nothing was changed",))
-    apply(prefix, plan, outcome.records, record, provenance)
-    result = replace(changes, applied=True)
-    if not probe:
-        return Result("sync", result)
-    from envkit.probe.runner import run_probe, spec_for  # the probe's machinery only when it runs
+        blocking = [f for f in changes.findings if f.severity == "error"]
+        if blocking:
+            errors = tuple(f"{f.rule_id} {f.title}: {f.evidence}" for f in blocking)
+            return Result(
+                "sync",
+                replace(changes, refused=True),
+                int(ExitCode.FINDINGS),
+                ("the synced env would fail the audit: nothing was changed",),
+                errors,
+            )
+        provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
+        if not (changes.packages or changes.variables or changes.pip):
+            if not dry_run:
+                with env_lock(prefix):
+                    write_record(prefix, {**record, **provenance})  # remember the new fingerprints: next time is quick
+            return Result("sync", replace(changes, noop=True), messages=(f"{prefix} already matches its {changes.source}: nothing to do",))
+        if dry_run:
+            return Result("sync", changes, messages=("dry run: nothing was changed",))
+        if show is not None:
+            show(changes)
+        if confirm is not None and not confirm(changes):
+            return Result("sync", replace(changes, aborted=True), messages=("aborted: nothing was changed",))
+        apply(prefix, plan, outcome.records, record, provenance, installer=installer)
+        result = replace(changes, applied=True)
+        if not probe:
+            return Result("sync", result)
+        from envkit.probe.runner import run_probe, spec_for  # the probe's machinery only when it runs
 
-    report = run_probe(prefix, spec_for(prefix, recipe))
-    update_record_probe(prefix, report.summary(), report.healthy)
-    code = ExitCode.OK if report.healthy else ExitCode.FINDINGS
-    return Result(
-        "sync", replace(result, probe=report), int(code), () if report.healthy else ("synced, but the probe failed: see its checks",)
-    )
+        report = run_probe(prefix, spec_for(prefix, recipe))
+        update_record_probe(prefix, report.summary(), report.healthy)
+        code = ExitCode.OK if report.healthy else ExitCode.FINDINGS
+        return Result(
+            "sync", replace(result, probe=report), int(code), () if report.healthy else ("synced, but the probe failed: see its checks",)
+        )
+    finally:
+        if installer is not None:
+            installer.close()
 
 
 def _pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
@@ -140,8 +145,11 @@ def _pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
     return tuple([f"+ {s}" for s in sorted(after - before)] + [f"- {s}" for s in sorted(before - after)])
 
 
-def apply(prefix: Path, plan: Plan, records: list[Any], record: dict[str, Any], provenance: dict[str, Any]) -> None:
-    """All or nothing, under the env's lock and a journal (envkit.sync)."""
+def apply(
+    prefix: Path, plan: Plan, records: list[Any], record: dict[str, Any], provenance: dict[str, Any], *, installer: Installer | None = None
+) -> None:
+    """All or nothing, under the env's lock and a journal (envkit.sync); `installer`, one started
+    ahead, or a fresh one."""
     cache = envs.pkgs_dir()
     with env_lock(prefix):
         recover(prefix)
@@ -151,7 +159,11 @@ def apply(prefix: Path, plan: Plan, records: list[Any], record: dict[str, Any], 
             raise InstallError(f"{exc.message}; {prefix} was not changed", hint=exc.hint) from None
         write_journal(prefix)
         try:
-            change_env(records, prefix, cache, [s.spec for s in plan.specs])
+            specs = [s.spec for s in plan.specs]
+            if installer is None:
+                change_env(records, prefix, cache, specs)
+            else:
+                installer.change(records, prefix, cache, specs)
             pip_installed = _sync_pip(prefix, plan, record)
             before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
             after = {(p.name, p.version, p.build): p for p in plan.packages}
