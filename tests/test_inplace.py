@@ -8,38 +8,20 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from envkit.inplace import Installer
-
-
-def _alive(pid: int) -> bool:
-    """Running, not a zombie waiting to be reaped."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _gone_within(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+from tests.support.procs import alive, gone_within
 
 
 def test_an_unused_installer_is_gone_once_closed() -> None:
     """A sync that ends before its change (nothing to do, refused, declined, failed solve)."""
     with Installer() as installer:
         pid = installer._child.pid
-        assert _alive(pid)
-    assert not _alive(pid)
+        assert alive(pid)
+    assert not alive(pid)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's prctl")
@@ -65,7 +47,7 @@ def test_the_waiting_installer_dies_with_a_killed_envkit(tmp_path: Path) -> None
     )
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
-    assert _alive(child)
+    assert alive(child)
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait(timeout=30)
-    assert _gone_within(child, 10), "the installer child outlived the killed envkit"
+    assert gone_within(lambda: [child] if alive(child) else []), "the installer child outlived the killed envkit"

@@ -18,6 +18,7 @@ from envkit.record import read_record, sync_journal_path
 from envkit.sync import in_sync
 from tests.conftest import payload_recipe, run_envkit
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda, write_tar_bz2
+from tests.support.procs import MARK, new_mark, none_left
 from tests.support.terminal import converse
 from tests.support.tiny import tiny_channel, tiny_recipe
 
@@ -59,7 +60,7 @@ def test_nothing_to_do_answers_at_once(tmp_path: Path) -> None:
     assert snapshot(prefix) == before
 
 
-def test_add_change_remove_and_variables(tmp_path: Path) -> None:
+def test_add_change_remove_and_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, recipe, prefix = tiny_env(tmp_path)
     edit(recipe, "packages: [tool]", "packages: [tool, extra 1.0]")
     edit(recipe, "omp_num_threads: 2", "omp_num_threads: 1")
@@ -71,9 +72,13 @@ def test_add_change_remove_and_variables(tmp_path: Path) -> None:
     assert data["variables"] == [{"name": "OMP_NUM_THREADS", "old": "= '2'", "new": "= '1'"}]
     assert snapshot(prefix) == before, "a dry run changed the env"
 
+    mark = new_mark()
+    monkeypatch.setenv(MARK, mark)
     declined, screen = converse([sys.executable, "-m", "envkit", "sync", "-n", "tiny"], b"n", question=b"Apply these changes? [y/N]")
     assert declined == 0 and "+ extra 1.0 0" in screen and "aborted: nothing was changed" in screen
     assert snapshot(prefix) == before
+    assert none_left(mark), "the installer child started ahead outlived a declined sync"
+    monkeypatch.delenv(MARK)
 
     added = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
     assert added.returncode == 0, added.stderr
