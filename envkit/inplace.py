@@ -50,12 +50,14 @@ def _write_records(records: list[Any], path: Path) -> None:
 
 class Installer:
     """One installer child, started before it is needed: its interpreter and rattler imports (about
-    150 ms, half of a small sync) overlap the parent's solve and journal. It takes one change, then
-    exits; closed unused, it is killed (it has touched nothing: it only reads its job from stdin)."""
+    150 ms) and its reading of the env's installed records (30-40 ms for a torch env) overlap the
+    parent's solve and journal. It takes one change, then exits; closed unused, it is killed (it has
+    touched nothing: it only reads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: Path | None = None) -> None:
+        """With `prefix`, the child also reads that env's installed records while it waits."""
         self._child = subprocess.Popen(
-            [sys.executable, "-m", "envkit.inplace"],
+            [sys.executable, "-m", "envkit.inplace", *([str(prefix)] if prefix else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -98,7 +100,36 @@ def change_env(records: list[Any], prefix: Path, cache: Path, specs: list[str]) 
         installer.change(records, prefix, cache, specs)
 
 
-def _child(plan: Path, prefix: Path, cache: Path, specs: list[str]) -> int:
+MetaState = tuple[tuple[str, int, int, int], ...]
+
+
+def _meta_state(prefix: Path) -> MetaState:
+    """conda-meta's records as they are on disk (name, mtime, size, inode): a read of them taken
+    earlier still holds while this is unchanged."""
+    out = []
+    with contextlib.suppress(OSError), os.scandir(prefix / "conda-meta") as entries:
+        for entry in entries:
+            if entry.name.endswith(".json"):
+                st = entry.stat(follow_symlinks=False)
+                out.append((entry.name, st.st_mtime_ns, st.st_size, st.st_ino))
+    return tuple(sorted(out))
+
+
+def _read_installed(prefix: Path) -> tuple[MetaState, list[Any]]:
+    import rattler
+
+    state = _meta_state(prefix)  # before reading: a change during the read shows as a mismatch
+    installed = []
+    for path in sorted((prefix / "conda-meta").glob("*.json")):
+        try:
+            installed.append(rattler.PrefixRecord.from_path(path))
+        except Exception:  # noqa: S112 - a record a killed install left half-written: not installed
+            continue
+    return state, installed
+
+
+def _child(plan: Path, prefix: Path, cache: Path, specs: list[str], early: tuple[Path, MetaState, list[Any]] | None = None) -> int:
+    """`early`: the installed records read while waiting, used when the env has not changed since."""
     import rattler
 
     from envkit import backend, condameta
@@ -107,12 +138,8 @@ def _child(plan: Path, prefix: Path, cache: Path, specs: list[str]) -> int:
     lock = rattler.LockFile.from_path(plan)
     env = lock.environment(ENVIRONMENT)
     records = [r for recs in (env.conda_repodata_records().values() if env else []) for r in recs]
-    installed = []
-    for path in sorted((prefix / "conda-meta").glob("*.json")):
-        try:
-            installed.append(rattler.PrefixRecord.from_path(path))
-        except Exception:  # noqa: S112 - a record a killed install left half-written: not installed
-            continue
+    still_good = early is not None and early[0] == prefix and early[1] == _meta_state(prefix)
+    installed = early[2] if early is not None and still_good else _read_installed(prefix)[1]
     try:
         backend.reinstall(records, prefix, cache, installed=installed, specs=specs)
     except EnvkitError as exc:
@@ -122,20 +149,22 @@ def _child(plan: Path, prefix: Path, cache: Path, specs: list[str]) -> int:
     return 0
 
 
-def _serve() -> int:
-    """Load what an install needs, then wait for the job (none: the parent closed it unused)."""
+def _serve(prefix: Path | None) -> int:
+    """Load what an install needs (and read `prefix`'s installed records), then wait for the job
+    (none: the parent closed it unused)."""
     import rattler  # noqa: F401 - loaded now, while the parent solves
 
     from envkit import backend, condameta  # noqa: F401
 
+    early = (prefix, *_read_installed(prefix)) if prefix is not None else None
     line = sys.stdin.readline()
     if not line.strip():
         return 0
     job = json.loads(line)
-    return _child(Path(job["plan"]), Path(job["prefix"]), Path(job["cache"]), list(job["specs"]))
+    return _child(Path(job["plan"]), Path(job["prefix"]), Path(job["cache"]), list(job["specs"]), early)
 
 
 if __name__ == "__main__":
-    code = _serve()
+    code = _serve(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
     sys.stderr.flush()
     os._exit(code)  # past rattler's runtime teardown (see envkit.cli.hard_exit)

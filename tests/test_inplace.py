@@ -1,5 +1,6 @@
 """The installer child a sync starts before it has solved: it must never outlive envkit, however
-envkit ends. Its jobs, failed ones included, are tested through sync (tests/test_sync.py)."""
+envkit ends, and the installed records it reads while it waits must not be used once the env has
+changed. Its jobs, failed ones included, are also tested through sync (tests/test_sync.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from envkit.inplace import Installer
+from envkit import inplace
+from envkit.inplace import Installer, change_env
+from tests.support.condapkg import PkgMeta
 from tests.support.procs import alive, gone_within
+from tests.support.tiny import tiny_channel
 
 
 def test_an_unused_installer_is_gone_once_closed() -> None:
@@ -51,3 +57,45 @@ def test_the_waiting_installer_dies_with_a_killed_envkit(tmp_path: Path) -> None
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait(timeout=30)
     assert gone_within(lambda: [child] if alive(child) else []), "the installer child outlived the killed envkit"
+
+
+def _records(channel: Path, specs: list[str]) -> list[Any]:
+    from envkit import backend
+
+    platform = backend.native_platform()
+    return backend.solve([channel.as_uri()], specs, platform, backend.virtual_packages(platform))
+
+
+def test_records_read_early_are_read_again_when_the_env_changed_meanwhile(tmp_path: Path) -> None:
+    """The child reads the installed records while envkit solves; if the env changes before the
+    job comes (a rollback of an earlier sync, a conda install), the early read must not be used:
+    rattler would not know what to unlink."""
+    channel = tiny_channel(tmp_path, extra=(PkgMeta("extra", "1.0", "0"),))
+    prefix, cache = tmp_path / "env", tmp_path / "cache"
+    change_env(_records(channel, ["tool"]), prefix, cache, ["tool"])
+    early = (prefix, *inplace._read_installed(prefix))  # tool and helper
+    change_env(_records(channel, ["tool", "extra"]), prefix, cache, ["tool", "extra"])  # the env changes meanwhile
+    assert (prefix / "conda-meta" / "extra-1.0-0.json").is_file()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = Path(tmp) / "records.lock"
+        inplace._write_records(_records(channel, ["tool"]), plan)
+        assert inplace._child(plan, prefix, cache, ["tool"], early) == 0
+
+    assert not (prefix / "conda-meta" / "extra-1.0-0.json").exists(), "the stale early read was used"
+    assert not (prefix / "share" / "extra").exists()
+    assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == ["helper-1.0-0.json", "tool-1.0-0.json"]
+
+
+def test_records_read_early_are_used_while_the_env_is_unchanged(tmp_path: Path) -> None:
+    channel = tiny_channel(tmp_path, extra=(PkgMeta("extra", "1.0", "0"),))
+    prefix, cache = tmp_path / "env", tmp_path / "cache"
+    change_env(_records(channel, ["tool"]), prefix, cache, ["tool"])
+    state, installed = inplace._read_installed(prefix)
+    assert inplace._meta_state(prefix) == state
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = Path(tmp) / "records.lock"
+        inplace._write_records(_records(channel, ["tool", "extra"]), plan)
+        assert inplace._child(plan, prefix, cache, ["tool", "extra"], (prefix, state, installed)) == 0
+    assert (prefix / "conda-meta" / "extra-1.0-0.json").is_file()
+    assert inplace._meta_state(prefix) != state  # the job changed conda-meta, so a later early read would be refused

@@ -66,7 +66,7 @@ def sync(
     origin = record.get("recipe") or {}
     if not isinstance(origin, dict) or not origin.get("path"):
         raise UsageError(f"{prefix}: its record names no recipe file", hint="recreate it with envkit create RECIPE --force")
-    installer = None if dry_run else Installer()  # its start-up overlaps the solve and journal below
+    installer = None if dry_run else Installer(prefix)  # its start-up overlaps the solve and journal below
     try:
         recipe = load_recipe(str(origin["path"]))
         recipe_findings = require_consistent(recipe)
