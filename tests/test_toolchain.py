@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import run_envkit
 
 
-def providers(doc: dict[str, object], part: str) -> dict[str, dict[str, object]]:
+def providers(doc: dict[str, Any], part: str) -> dict[str, dict[str, Any]]:
     rows = doc["providers"]
     assert isinstance(rows, list)
     return {str(p["name"]): p for p in rows if p["part"] == part}

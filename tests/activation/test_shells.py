@@ -119,8 +119,8 @@ def test_activation_spawns_no_process(tmp_path: Path) -> None:
         assert proc.returncode == 0 and proc.stderr == "", (shell, proc.stderr)
 
 
-VALUE = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
-ENTRY = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="\x00:\n"), min_size=1, max_size=12)
+VALUE = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=40)
+ENTRY = st.text(st.characters(blacklist_categories=["Cs", "Cc"], blacklist_characters="\x00:\n"), min_size=1, max_size=12)
 PRIOR = st.one_of(st.none(), st.just(""), VALUE)
 PATH_PRIOR = st.one_of(st.none(), st.just(""), st.lists(st.one_of(ENTRY, st.just("")), max_size=4).map(":".join))
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from tests.support.terminal import converse
 FINDING_KEYS = {"rule_id", "slug", "severity", "title", "evidence", "fix", "fixable", "forced"}
 
 
-def audit_json(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, object]]:
+def audit_json(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     proc = run_envkit("audit", *args, "--json", env=env)
     assert proc.stdout, proc.stderr
     return proc.returncode, json.loads(proc.stdout)

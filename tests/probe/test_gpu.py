@@ -162,7 +162,6 @@ def test_the_record_says_whether_the_gpu_part_was_proven() -> None:
         summary = report.summary()
         assert summary["gpu"]["proven"] is proven and summary["gpu"]["status"] == status
         assert report.healthy  # a warning: the env is usable, its GPU part unproven here
-    assert (
-        "no NVIDIA driver"
-        in ProbeReport("/e", "/p", 1.0, (CheckResult("gpu", "t", *classify_gpu(nodriver, "cuda"), nodriver),)).summary()["gpu"]["evidence"]
-    )  # type: ignore[arg-type]
+    status, evidence, remedy = classify_gpu(nodriver, "cuda")
+    report = ProbeReport("/e", "/p", 1.0, (CheckResult("gpu", "t", status, evidence, remedy, nodriver),))  # type: ignore[arg-type]
+    assert "no NVIDIA driver" in report.summary()["gpu"]["evidence"]

@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from tests.support.inenv import run_with_probe_package
 SEED_MESSAGE = "MKL_THREADING_LAYER=INTEL is incompatible with libgomp"
 
 
-def checks(doc: dict[str, object]) -> dict[str, dict[str, object]]:
+def checks(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     data = doc["data"]
     assert isinstance(data, dict)
     return {c["id"]: c for c in data["checks"]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -224,7 +225,12 @@ def test_an_extends_diamond_reads_each_file_once(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("ENVKIT_RECIPE_PATH", str(tmp_path))
     reads: list[Path] = []
     real = loader.read_layer
-    monkeypatch.setattr(loader, "read_layer", lambda path: reads.append(path) or real(path))
+
+    def recording(path: Path) -> Any:
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(loader, "read_layer", recording)
     recipe = load_recipe(f"r{levels - 1}a")
     assert len(reads) == 2 * levels - 1 and len(set(reads)) == len(reads)
     assert {s.name for s in recipe.packages} == {f"p{level}{side}" for level in range(levels) for side in "ab"} - {f"p{levels - 1}b"}

@@ -8,7 +8,7 @@ import io
 import json
 import tarfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,7 +69,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> Non
 
 
 def _info_members(meta: PkgMeta, files: list[PkgFile]) -> list[tuple[str, bytes]]:
-    paths = []
+    paths: list[dict[str, object]] = []
     for f in files:
         if f.link_target is not None:
             paths.append({"_path": f.path, "path_type": "softlink"})
@@ -112,13 +112,17 @@ def write_conda(channel: Path, meta: PkgMeta, files: Iterable[PkgFile]) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     compressor = zstandard.ZstdCompressor(level=3, threads=-1)
 
-    def zst_tar(fill: object) -> bytes:
+    def zst_tar(fill: Callable[[tarfile.TarFile], None]) -> bytes:
         raw = io.BytesIO()
         with tarfile.open(fileobj=raw, mode="w") as tar:
-            fill(tar)  # type: ignore[operator]
+            fill(tar)
         return compressor.compress(raw.getvalue())
 
-    info_blob = zst_tar(lambda tar: [_add(tar, n, d) for n, d in _info_members(meta, files)])
+    def info(tar: tarfile.TarFile) -> None:
+        for name, data in _info_members(meta, files):
+            _add(tar, name, data)
+
+    info_blob = zst_tar(info)
     pkg_blob = zst_tar(lambda tar: _payload(tar, files))
     tmp = out.with_suffix(".partial")
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:

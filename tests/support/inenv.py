@@ -18,4 +18,4 @@ def run_with_probe_package(
     if not lib.exists():
         stage_probe(scratch)
     env = activated_environment(prefix) if prefix is not None else None
-    return subprocess.run([str(python), *args], cwd=lib, env=env, capture_output=True, text=True, timeout=300, check=False, **kw)  # type: ignore[call-overload]
+    return subprocess.run([str(python), *args], cwd=lib, env=env, capture_output=True, text=True, timeout=300, check=False, **kw)  # type: ignore[call-overload, no-any-return]

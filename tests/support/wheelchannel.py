@@ -19,6 +19,7 @@ import sysconfig
 import zipfile
 from email.parser import Parser
 from pathlib import Path
+from typing import cast
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
@@ -72,8 +73,7 @@ def _conda_dep(req: Requirement) -> str:
 
 def _wheel_depends(metadata: str, wheel_tag_python: str) -> list[str]:
     msg = Parser().parsestr(metadata)
-    env = default_environment()
-    env["extra"] = ""
+    env: dict[str, str] = {**cast("dict[str, str]", default_environment()), "extra": ""}
     deps = []
     for text in msg.get_all("Requires-Dist") or []:
         req = Requirement(text)
