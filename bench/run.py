@@ -328,16 +328,60 @@ def _payload_recipe(work: Path, extra: Path | None = None, pin: str = "") -> tup
 
 
 def _versions_channel(work: Path) -> Path:
-    """A package in two versions, for the sync that changes one version in a torch env."""
+    """Two packages in two versions each, for the sync that changes one version in a torch env: a
+    small one (50 files) and a big one (5,000 files), to see how envkit's fixed cost amortizes."""
     from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 
     channel = work / "versions"
-    for version in ("1.0", "2.0"):
-        write_tar_bz2(
-            channel, PkgMeta("benchpkg", version, "0"), [PkgFile(f"share/benchpkg/{n}.txt", version.encode() * 100) for n in range(50)]
-        )
+    for name, files in (("benchpkg", 50), ("bigpkg", 5000)):
+        for version in ("1.0", "2.0"):
+            payload = [PkgFile(f"share/{name}/{n // 100}/{n}.txt", version.encode() * 100) for n in range(files)]
+            write_tar_bz2(channel, PkgMeta(name, version, "0"), payload)
     index_channel(channel)
     return channel
+
+
+def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path, package: str, files: int) -> Measurement:
+    """`package` 1.0 -> 2.0 in a torch env: envkit sync vs a raw rattler solve + install of the
+    new set over the old prefix, five rounds, each side put back to 1.0 before its turn."""
+    specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]
+    a, b = work / "sync-a", work / "sync-b"
+    for p in (a, b):
+        shutil.rmtree(p, ignore_errors=True)
+    recipe, _ = _payload_recipe(work, versions, f"{package} 1.0")
+    run([PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--yes", "--no-probe"], env=env)
+
+    def raw(version: str) -> list[str]:
+        return [
+            PY,
+            "-c",
+            RAW_REINSTALL,
+            channel.as_uri(),
+            versions.as_uri(),
+            str(b),
+            env["ENVKIT_PKGS_DIR"],
+            *specs,
+            f"{package} =={version}",
+        ]
+
+    run(raw("1.0"), env=env)
+    sync_cmd = [PY, "-m", "envkit", "sync", "-p", str(a), "--yes", "--no-probe"]
+    ours_times, base_times = [], []
+    for _ in range(5):
+        _payload_recipe(work, versions, f"{package} 1.0")
+        run(sync_cmd, env=env)
+        run(raw("1.0"), env=env)
+        _payload_recipe(work, versions, f"{package} 2.0")
+        ours_times.append(timed(lambda: run(sync_cmd, env=env)))
+        base_times.append(timed(lambda: run(raw("2.0"), env=env)))
+    for p in (a, b):
+        shutil.rmtree(p, ignore_errors=True)
+    return Measurement(
+        f"sync after one version change ({files:,} files) vs raw rattler solve+install over the old prefix",
+        statistics.median(ours_times),
+        statistics.median(base_times),
+        1.2,
+    )
 
 
 def bench_teams(work: Path) -> list[Measurement]:
@@ -366,38 +410,10 @@ def bench_teams(work: Path) -> list[Measurement]:
     out.append(Measurement("sync with nothing to do vs envkit --version", ours, base, 1.5, f"absolute {ours:.3f}s (target <= 0.3s)"))
 
     # sync after one version changed vs raw rattler solve+install of the new set over the old prefix
+    clean()
     versions = _versions_channel(work)
-    specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]
-    clean()
-    _payload_recipe(work, versions, "benchpkg 1.0")
-    run([PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--yes", "--no-probe"], env=env)
-    run([PY, "-c", RAW_REINSTALL, channel.as_uri(), versions.as_uri(), str(b), env["ENVKIT_PKGS_DIR"], *specs, "benchpkg ==1.0"], env=env)
-
-    def back_to_1() -> None:
-        _payload_recipe(work, versions, "benchpkg 1.0")
-        run([PY, "-m", "envkit", "sync", "-p", str(a), "--yes", "--no-probe"], env=env)
-        run(
-            [PY, "-c", RAW_REINSTALL, channel.as_uri(), versions.as_uri(), str(b), env["ENVKIT_PKGS_DIR"], *specs, "benchpkg ==1.0"],
-            env=env,
-        )
-        _payload_recipe(work, versions, "benchpkg 2.0")
-
-    sync_cmd = [PY, "-m", "envkit", "sync", "-p", str(a), "--yes", "--no-probe"]
-    raw_sync = [PY, "-c", RAW_REINSTALL, channel.as_uri(), versions.as_uri(), str(b), env["ENVKIT_PKGS_DIR"], *specs, "benchpkg ==2.0"]
-    ours_times, base_times = [], []
-    for _ in range(5):
-        back_to_1()
-        ours_times.append(timed(lambda: run(sync_cmd, env=env)))
-        base_times.append(timed(lambda: run(raw_sync, env=env)))
-    out.append(
-        Measurement(
-            "sync after one version change vs raw rattler solve+install over the old prefix",
-            statistics.median(ours_times),
-            statistics.median(base_times),
-            1.2,
-        )
-    )
-    clean()
+    out.append(_sync_change(work, env, channel, versions, "benchpkg", 50))
+    out.append(_sync_change(work, env, channel, versions, "bigpkg", 5000))
 
     # lock for three platforms vs three raw solves
     from tests.support.replica import build_replica
