@@ -327,13 +327,16 @@ def _payload_recipe(work: Path, extra: Path | None = None, pin: str = "") -> tup
     return recipe, channel
 
 
+SYNC_PACKAGES = {"benchpkg": 50, "bigpkg": 5000}  # name -> files: the package a sync bench changes
+
+
 def _versions_channel(work: Path) -> Path:
     """Two packages in two versions each, for the sync that changes one version in a torch env: a
     small one (50 files) and a big one (5,000 files), to see how envkit's fixed cost amortizes."""
     from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 
     channel = work / "versions"
-    for name, files in (("benchpkg", 50), ("bigpkg", 5000)):
+    for name, files in SYNC_PACKAGES.items():
         for version in ("1.0", "2.0"):
             payload = [PkgFile(f"share/{name}/{n // 100}/{n}.txt", version.encode() * 100) for n in range(files)]
             write_tar_bz2(channel, PkgMeta(name, version, "0"), payload)
@@ -341,7 +344,7 @@ def _versions_channel(work: Path) -> Path:
     return channel
 
 
-def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path, package: str, files: int) -> Measurement:
+def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path, package: str) -> Measurement:
     """`package` 1.0 -> 2.0 in a torch env: envkit sync vs a raw rattler solve + install of the
     new set over the old prefix, five rounds, each side put back to 1.0 before its turn."""
     specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]
@@ -377,7 +380,7 @@ def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path,
     for p in (a, b):
         shutil.rmtree(p, ignore_errors=True)
     return Measurement(
-        f"sync after one version change ({files:,} files) vs raw rattler solve+install over the old prefix",
+        f"sync after one version change ({SYNC_PACKAGES[package]:,} files) vs raw rattler solve+install over the old prefix",
         statistics.median(ours_times),
         statistics.median(base_times),
         1.2,
@@ -412,8 +415,7 @@ def bench_teams(work: Path) -> list[Measurement]:
     # sync after one version changed vs raw rattler solve+install of the new set over the old prefix
     clean()
     versions = _versions_channel(work)
-    out.append(_sync_change(work, env, channel, versions, "benchpkg", 50))
-    out.append(_sync_change(work, env, channel, versions, "bigpkg", 5000))
+    out += [_sync_change(work, env, channel, versions, package) for package in SYNC_PACKAGES]
 
     # lock for three platforms vs three raw solves
     from tests.support.replica import build_replica

@@ -128,6 +128,13 @@ def _read_installed(prefix: Path) -> tuple[MetaState, list[Any]]:
     return state, installed
 
 
+def _installed_now(prefix: Path, early: tuple[Path, MetaState, list[Any]] | None) -> list[Any]:
+    """The early read while conda-meta is as it was then, else a fresh one."""
+    if early is not None and early[0] == prefix and early[1] == _meta_state(prefix):
+        return early[2]
+    return _read_installed(prefix)[1]
+
+
 def _child(plan: Path, prefix: Path, cache: Path, specs: list[str], early: tuple[Path, MetaState, list[Any]] | None = None) -> int:
     """`early`: the installed records read while waiting, used when the env has not changed since."""
     import rattler
@@ -138,10 +145,8 @@ def _child(plan: Path, prefix: Path, cache: Path, specs: list[str], early: tuple
     lock = rattler.LockFile.from_path(plan)
     env = lock.environment(ENVIRONMENT)
     records = [r for recs in (env.conda_repodata_records().values() if env else []) for r in recs]
-    still_good = early is not None and early[0] == prefix and early[1] == _meta_state(prefix)
-    installed = early[2] if early is not None and still_good else _read_installed(prefix)[1]
     try:
-        backend.reinstall(records, prefix, cache, installed=installed, specs=specs)
+        backend.reinstall(records, prefix, cache, installed=_installed_now(prefix, early), specs=specs)
     except EnvkitError as exc:
         print(f"envkit: error: {exc.message}", file=sys.stderr)
         return 1

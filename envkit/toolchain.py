@@ -98,9 +98,10 @@ def build_map(inv: Inventory, requested: list[str], *, planned: bool, findings: 
     for name, pkg in sorted(inv.packages.items()):
         role_part = ROLE_PART.get(TOOLCHAIN_ROLES.get(name) or "")
         lib_parts = [part for (part, kind, owner) in files if kind == "conda" and owner == name]
-        for part in dict.fromkeys([*([role_part] if role_part else []), *lib_parts]):
+        parts = list(dict.fromkeys([*([role_part] if role_part else []), *lib_parts]))
+        chains = paths_to(name, requested, graph) if parts else ()
+        for part in parts:
             listed.add((part, "conda", name))
-            chains = paths_to(name, requested, graph)
             providers.append(
                 Provider(part, name, pkg.version, pkg.build, pkg.channel_name, tuple(files.get((part, "conda", name), ())), chains)
             )

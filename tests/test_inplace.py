@@ -13,8 +13,6 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from envkit import inplace
 from envkit.inplace import Installer, change_env
 from tests.support.condapkg import PkgMeta
@@ -30,7 +28,6 @@ def test_an_unused_installer_is_gone_once_closed() -> None:
     assert not alive(pid)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's prctl")
 def test_the_waiting_installer_dies_with_a_killed_envkit(tmp_path: Path) -> None:
     """kill -9 while envkit solves or asks: the child started ahead goes too (its stdin ends, and
     the parent-death signal fires), and no installer is left behind for the next run to race."""

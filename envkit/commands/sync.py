@@ -20,7 +20,7 @@ from envkit.commands.sync_quick import recorded_lock
 from envkit.create import pip_install, update_record_probe, verify_archives
 from envkit.errors import EnvkitError, ExitCode, InstallError, Interrupted, UsageError
 from envkit.history import Linked, append_block, block
-from envkit.inplace import Installer, change_env
+from envkit.inplace import Installer
 from envkit.installed import read_conda_meta
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import require_consistent
@@ -119,6 +119,7 @@ def sync(
             show(changes)
         if confirm is not None and not confirm(changes):
             return Result("sync", replace(changes, aborted=True), messages=("aborted: nothing was changed",))
+        assert installer is not None  # started unless a dry run, which returned above
         apply(prefix, plan, outcome.records, record, provenance, installer=installer)
         result = replace(changes, applied=True)
         if not probe:
@@ -146,10 +147,10 @@ def _pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
 
 
 def apply(
-    prefix: Path, plan: Plan, records: list[Any], record: dict[str, Any], provenance: dict[str, Any], *, installer: Installer | None = None
+    prefix: Path, plan: Plan, records: list[Any], record: dict[str, Any], provenance: dict[str, Any], *, installer: Installer
 ) -> None:
-    """All or nothing, under the env's lock and a journal (envkit.sync); `installer`, one started
-    ahead, or a fresh one."""
+    """All or nothing, under the env's lock and a journal (envkit.sync), with the installer child
+    sync started ahead."""
     cache = envs.pkgs_dir()
     with env_lock(prefix):
         recover(prefix)
@@ -159,11 +160,7 @@ def apply(
             raise InstallError(f"{exc.message}; {prefix} was not changed", hint=exc.hint) from None
         write_journal(prefix)
         try:
-            specs = [s.spec for s in plan.specs]
-            if installer is None:
-                change_env(records, prefix, cache, specs)
-            else:
-                installer.change(records, prefix, cache, specs)
+            installer.change(records, prefix, cache, [s.spec for s in plan.specs])
             pip_installed = _sync_pip(prefix, plan, record)
             before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
             after = {(p.name, p.version, p.build): p for p in plan.packages}
