@@ -339,23 +339,28 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
         done = quick(prefix, locked=args.locked, lock=args.lock)
         if done is not None:
             return done, False
-    from envkit.commands.sync import sync
-    from envkit.render import render_sync
-    from envkit.sync import SyncOutcome
+    from envkit.inplace import Installer
 
-    def show(changes: SyncOutcome) -> None:
-        render_sync(ui.out, changes)
+    # something to do: the installer child starts now, so its start-up overlaps ours (the solver, rich)
+    with Installer(prefix) if not args.dry_run else contextlib.nullcontext() as installer:
+        from envkit.commands.sync import sync
+        from envkit.render import render_sync
+        from envkit.sync import SyncOutcome
 
-    result = sync(
-        prefix,
-        locked=args.locked,
-        lock=args.lock,
-        frozen=args.frozen,
-        dry_run=args.dry_run,
-        probe=not args.no_probe,
-        show=None if ui.as_json else show,
-        confirm=(lambda changes: ui.ask("Apply these changes?")) if ui.interactive and not args.yes else None,
-    )
+        def show(changes: SyncOutcome) -> None:
+            render_sync(ui.out, changes)
+
+        result = sync(
+            prefix,
+            locked=args.locked,
+            lock=args.lock,
+            frozen=args.frozen,
+            dry_run=args.dry_run,
+            probe=not args.no_probe,
+            show=None if ui.as_json else show,
+            confirm=(lambda changes: ui.ask("Apply these changes?")) if ui.interactive and not args.yes else None,
+            installer=installer,
+        )
     return result, False
 
 

@@ -38,8 +38,15 @@ def record_path(prefix: Path) -> Path:
 
 
 def sync_journal_path(prefix: Path) -> Path:
-    """Where a sync in progress keeps what the env was (envkit.sync); its presence means unfinished."""
+    """Where a sync in progress keeps what the env was (envkit.journal); its presence means unfinished."""
     return prefix / "etc" / "envkit" / "sync-journal"
+
+
+def partial_journals(prefix: Path) -> list[Path]:
+    """Journal copies a killed writer left half-made: never renamed into place, so nothing was
+    changed under them."""
+    journal = sync_journal_path(prefix)
+    return sorted(journal.parent.glob(journal.name + ".tmp-*"))
 
 
 def legacy_record_path(prefix: Path) -> Path:

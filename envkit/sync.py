@@ -5,18 +5,14 @@
   wheels, and the activation scripts are what the record says. No YAML, no solver: a no-op sync
   costs about what `envkit --version` does.
 - `diff` names every change: packages added, removed, changed; activation variables changed.
-- `apply` installs with rattler over the installed packages, under a journal: a copy of conda-meta
-  and the record taken before anything changes. On failure or Ctrl-C the journal's packages are
-  installed back (from the package cache) and the record restored; a sync killed outright is
-  rolled back the same way by the next envkit run that touches the env (envkit.transaction).
+- `drift` names what changed since envkit installed the env.
+
+Applying a difference (envkit.commands.sync) is all or nothing, under a journal (envkit.journal).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from envkit.fsutil import read_exact
 from envkit.installed import pip_dists
 from envkit.recipe.digest import sources_digest
-from envkit.record import read_record, record_path, sync_journal_path
+from envkit.record import read_record, sync_journal_path
 
 if TYPE_CHECKING:
     from envkit.audit.engine import Finding
@@ -147,109 +143,6 @@ def diff_variables(old: tuple[EnvOp, ...], new: tuple[EnvOp, ...]) -> tuple[Vari
     before = {op.name: describe_op(op) for op in old}
     after = {op.name: describe_op(op) for op in new}
     return tuple(VariableChange(n, before.get(n), after.get(n)) for n in sorted(set(before) | set(after)) if before.get(n) != after.get(n))
-
-
-def _entries(prefix: Path) -> set[str]:
-    """Every path in the env (files, links, dirs), relative, the journal's own dirs left out. A
-    scandir walk: a torch env has some 20,000 entries, and this runs before every sync."""
-    journal = str(sync_journal_path(prefix).relative_to(prefix))
-    out: set[str] = set()
-    stack = [("", str(prefix))]
-    while stack:
-        rel, full = stack.pop()
-        try:
-            entries = list(os.scandir(full))
-        except OSError:
-            continue
-        for entry in entries:
-            path = f"{rel}/{entry.name}" if rel else entry.name
-            if path.startswith(journal):  # the journal and its .tmp-PID while being written
-                continue
-            out.add(path)
-            if entry.is_dir(follow_symlinks=False):
-                stack.append((path, entry.path))
-    return out
-
-
-def write_journal(prefix: Path) -> None:
-    """Copy conda-meta's records and envkit's record aside, list every path the env has, then
-    rename the copy into place: the journal exists whole or not at all. The list lets a rollback
-    remove what a killed install half-linked (files no conda-meta record owns yet)."""
-    import shutil
-
-    final = sync_journal_path(prefix)
-    tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "conda-meta").mkdir(parents=True)
-    for path in [*(prefix / "conda-meta").glob("*.json"), prefix / "conda-meta" / "history"]:
-        if path.is_file():
-            shutil.copy2(path, tmp / "conda-meta" / path.name)
-    if record_path(prefix).is_file():
-        shutil.copy2(record_path(prefix), tmp / "record.json")
-    (tmp / "paths").write_text("".join(f"{p}\n" for p in sorted(_entries(prefix))), encoding="utf-8")
-    os.replace(tmp, final)
-
-
-def _remove_strays(prefix: Path, known: set[str]) -> None:
-    """Delete what the env did not have before the sync, deepest first."""
-    for rel in sorted(_entries(prefix) - known, key=lambda p: p.count("/"), reverse=True):
-        path = prefix / rel
-        if path.is_dir() and not path.is_symlink():
-            with contextlib.suppress(OSError):
-                path.rmdir()  # only once empty: a dir that still holds known paths stays
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-
-
-def rollback(prefix: Path, cache: Path) -> None:
-    """Install the journal's packages back over whatever the env holds now, restore envkit's record
-    and activation scripts, and drop the journal. The journal's conda-meta files are the originals:
-    they are copied back as they were, so the env's records end byte for byte as before."""
-    import shutil
-
-    import rattler
-
-    from envkit.activation.writer import recorded_activation, remove_stale, write_files
-    from envkit.inplace import change_env
-    from envkit.record import write_record
-
-    journal = sync_journal_path(prefix)
-    saved_meta = sorted((journal / "conda-meta").glob("*.json"))
-    change_env([rattler.PrefixRecord.from_path(p) for p in saved_meta], prefix, cache, [])
-    for path in [*saved_meta, journal / "conda-meta" / "history"]:
-        if path.is_file():
-            shutil.copy2(path, prefix / "conda-meta" / path.name)
-    listed = journal / "paths"
-    if listed.is_file():
-        _remove_strays(prefix, set(listed.read_text(encoding="utf-8").splitlines()))
-    saved = journal / "record.json"
-    if saved.is_file():
-        record = json.loads(saved.read_text(encoding="utf-8"))
-        _restore_pip(prefix, record)
-        files = recorded_activation(prefix, record).files(prefix)
-        write_files(files)
-        remove_stale(prefix, files)
-        write_record(prefix, record)
-    shutil.rmtree(journal, ignore_errors=True)
-
-
-def _restore_pip(prefix: Path, record: dict[str, Any]) -> None:
-    """pip wheels back to the recorded ones: drop what the sync added, reinstall what it removed
-    or changed, by the exact URLs (and hashes) the record keeps."""
-    import subprocess
-
-    wanted = {(str(p["name"]), str(p["version"])): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)}
-    have = pip_state(prefix)
-    python = str(prefix / "bin" / "python")
-    extra = sorted({name for name, version in have if (name, version) not in wanted})
-    if extra:
-        subprocess.run([python, "-m", "pip", "uninstall", "--yes", *extra], capture_output=True, check=False, timeout=600)
-    missing = [url for key, url in sorted(wanted.items()) if key not in have and url]
-    if missing:
-        subprocess.run(
-            [python, "-m", "pip", "install", "--no-deps", "--no-input", *missing], capture_output=True, check=False, timeout=3600
-        )
 
 
 def drift(record: dict[str, Any], packages: dict[str, CondaPackage], pip: dict[str, PipDist]) -> list[str]:

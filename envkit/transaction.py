@@ -27,7 +27,7 @@ from typing import Literal, cast
 from envkit import paths
 from envkit.fsutil import exclusive_lock
 from envkit.notices import notify
-from envkit.record import record_path, sync_journal_path
+from envkit.record import partial_journals, record_path, sync_journal_path
 
 Kind = Literal["staging", "old", "removing"]
 LEFTOVER_RE = re.compile(r"^\.(?P<name>.+)\.envkit-(?P<kind>staging|old|removing)-(?P<pid>\d+)$")
@@ -100,12 +100,14 @@ def recover(prefix: Path) -> list[Recovered]:
     """Settle what runs that are gone left beside (or, for a sync, inside) `prefix`. Call it holding
     the env's lock."""
     done: list[Recovered] = []
-    if sync_journal_path(prefix).is_dir():
+    partials = partial_journals(prefix)
+    if sync_journal_path(prefix).is_dir() or partials:
         from envkit.envs import pkgs_dir
-        from envkit.sync import rollback
+        from envkit.journal import undo
 
-        rollback(prefix, pkgs_dir())
-        done.append(Recovered(prefix, "rolled back", sync_journal_path(prefix)))
+        if undo(prefix, pkgs_dir()):
+            done.append(Recovered(prefix, "rolled back", sync_journal_path(prefix)))
+        done += [Recovered(prefix, "removed", partial) for partial in partials]
     found = leftovers(prefix)
     stagings = {pid: path for kind, pid, path in found if kind == "staging"}
     for kind, pid, path in found:
@@ -135,7 +137,7 @@ def recover(prefix: Path) -> list[Recovered]:
 def recover_unlocked(prefix: Path) -> None:
     """For commands that only read an env: settle leftovers when nobody holds the env's lock (an
     env being created right now is left to its creator)."""
-    if not leftovers(prefix) and not sync_journal_path(prefix).is_dir():
+    if not leftovers(prefix) and not sync_journal_path(prefix).is_dir() and not partial_journals(prefix):
         return
     try:
         with env_lock(prefix):

@@ -159,6 +159,23 @@ def test_a_corrupt_download_is_caught_before_anything_changes(tmp_path: Path) ->
     assert snapshot(prefix) == before
 
 
+def test_a_journal_half_made_by_a_killed_sync_is_dropped_by_the_next_run(tmp_path: Path) -> None:
+    """Killed while its journal was being copied: the journal never existed, so nothing had
+    changed; the next run deletes the copy and rolls nothing back."""
+    _, _, prefix = tiny_env(tmp_path)
+    before = snapshot(prefix)
+    journal = sync_journal_path(prefix)
+    partial = journal.with_name(journal.name + ".tmp-4242")
+    (partial / "conda-meta").mkdir(parents=True)
+    (partial / "conda-meta" / "tool-1.0-0.json").write_text("{")
+    proc = run_envkit("sync", "-n", "tiny", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert not partial.exists() and not journal.exists()
+    assert snapshot(prefix) == before
+    messages = json.loads(proc.stdout)["messages"]
+    assert not any("rolled" in m for m in messages) and f"removed {partial} left by an interrupted envkit" in messages
+
+
 def test_sync_an_env_envkit_did_not_make_is_refused(tmp_path: Path) -> None:
     prefix = tmp_path / "plain"
     (prefix / "conda-meta").mkdir(parents=True)

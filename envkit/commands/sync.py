@@ -1,5 +1,5 @@
 """`envkit sync`: bring an existing env to its recipe (or its lock) in place. Shows the difference
-first; applies it all or nothing (envkit.sync); probes the result."""
+first; applies it all or nothing (envkit.journal); probes the result."""
 
 from __future__ import annotations
 
@@ -22,12 +22,13 @@ from envkit.errors import EnvkitError, ExitCode, InstallError, Interrupted, Usag
 from envkit.history import Linked, append_block, block
 from envkit.inplace import Installer
 from envkit.installed import read_conda_meta
+from envkit.journal import undo
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.loader import load_recipe
 from envkit.record import read_record, sync_journal_path, write_record
 from envkit.solve import Plan, solve_recipe
-from envkit.sync import SyncOutcome, diff_packages, diff_variables, rollback, write_journal
+from envkit.sync import SyncOutcome, diff_packages, diff_variables
 from envkit.transaction import env_lock, recover
 
 
@@ -58,15 +59,18 @@ def sync(
     probe: bool = True,
     show: Callable[[SyncOutcome], None] | None = None,
     confirm: Callable[[SyncOutcome], bool] | None = None,
+    installer: Installer | None = None,
 ) -> Result:
     """`show` sees the difference before anything changes (the CLI draws it); `confirm` may decline.
     The full look: a caller that wants the cheap no-op answer asks envkit.commands.sync_quick.quick
-    first (the CLI does, before this module and its imports are loaded)."""
+    first (the CLI does, before this module and its imports are loaded). `installer`: a child the
+    caller started for this prefix earlier still (else sync starts one); sync closes it."""
     record = _record_or_fail(prefix)
     origin = record.get("recipe") or {}
     if not isinstance(origin, dict) or not origin.get("path"):
         raise UsageError(f"{prefix}: its record names no recipe file", hint="recreate it with envkit create RECIPE --force")
-    installer = None if dry_run else Installer(prefix)  # its start-up overlaps the solve and journal below
+    if installer is None and not dry_run:
+        installer = Installer(prefix)  # its start-up overlaps the solve below
     try:
         recipe = load_recipe(str(origin["path"]))
         recipe_findings = require_consistent(recipe)
@@ -149,7 +153,7 @@ def _pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
 def apply(
     prefix: Path, plan: Plan, records: list[Any], record: dict[str, Any], provenance: dict[str, Any], *, installer: Installer
 ) -> None:
-    """All or nothing, under the env's lock and a journal (envkit.sync), with the installer child
+    """All or nothing, under the env's lock and a journal (envkit.journal), with the installer child
     sync started ahead."""
     cache = envs.pkgs_dir()
     with env_lock(prefix):
@@ -158,9 +162,8 @@ def apply(
             verify_archives(records, cache)
         except EnvkitError as exc:
             raise InstallError(f"{exc.message}; {prefix} was not changed", hint=exc.hint) from None
-        write_journal(prefix)
         try:
-            installer.change(records, prefix, cache, [s.spec for s in plan.specs])
+            installer.change(records, prefix, cache, [s.spec for s in plan.specs], journal=True)
             pip_installed = _sync_pip(prefix, plan, record)
             before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
             after = {(p.name, p.version, p.build): p for p in plan.packages}
@@ -189,12 +192,13 @@ def apply(
             )
             shutil.rmtree(sync_journal_path(prefix), ignore_errors=True)
         except BaseException as exc:
-            rollback(prefix, cache)
+            # the child writes the journal before it touches the env: none, and nothing was changed
+            outcome = "was rolled back to what it was" if undo(prefix, cache) else "was not changed"
             if isinstance(exc, KeyboardInterrupt):
-                raise Interrupted(f"interrupted: {prefix} was rolled back to what it was") from None
+                raise Interrupted(f"interrupted: {prefix} {outcome}") from None
             if isinstance(exc, EnvkitError):
-                raise InstallError(f"{exc.message}; {prefix} was rolled back to what it was", hint=exc.hint) from None
-            raise InstallError(f"syncing {prefix} failed ({exc}); it was rolled back to what it was") from None
+                raise InstallError(f"{exc.message}; {prefix} {outcome}", hint=exc.hint) from None
+            raise InstallError(f"syncing {prefix} failed ({exc}); it {outcome}") from None
 
 
 def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any]) -> list[dict[str, str]]:
