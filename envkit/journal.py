@@ -43,7 +43,7 @@ class TreeSnapshot:
         self._prefix = str(prefix)
         self._journal = str(sync_journal_path(prefix).relative_to(prefix))
         self._dirs: dict[str, _Listed] = {}
-        self.refresh()
+        self._update()
 
     def _list(self, rel: str, inode: int, mtime_ns: int) -> _Listed | None:
         listed_ns = time.time_ns()
@@ -65,6 +65,10 @@ class TreeSnapshot:
     def refresh(self) -> set[str]:
         """The paths the env holds now: a directory that is the same one (inode) with the same
         mtime, not racy, keeps its listing; the rest, new ones included, are listed again."""
+        self._update()
+        return self.paths()
+
+    def _update(self) -> None:
         fresh: dict[str, _Listed] = {}
         stack = [""]
         while stack:
@@ -83,7 +87,6 @@ class TreeSnapshot:
             fresh[rel] = known
             stack.extend(known.subdirs)
         self._dirs = fresh
-        return self.paths()
 
     def paths(self) -> set[str]:
         return {path for listed in self._dirs.values() for path in listed.paths}
