@@ -176,6 +176,18 @@ def test_a_journal_half_made_by_a_killed_sync_is_dropped_by_the_next_run(tmp_pat
     assert not any("rolled" in m for m in messages) and f"removed {partial} left by an interrupted envkit" in messages
 
 
+def test_an_unreadable_package_record_is_refused_before_anything_changes(tmp_path: Path) -> None:
+    """Neither envkit nor rattler could tell what that record installed: no difference to show."""
+    _, recipe, prefix = tiny_env(tmp_path)
+    (prefix / "conda-meta" / "broken-1.0-0.json").write_text("{")
+    edit(recipe, "packages: [tool]", "packages: [tool, extra 1.0]")
+    before = snapshot(prefix)
+    proc = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "conda-meta/broken-1.0-0.json is not a readable package record" in proc.stderr and "EK022" in proc.stderr
+    assert snapshot(prefix) == before
+
+
 def test_sync_an_env_envkit_did_not_make_is_refused(tmp_path: Path) -> None:
     prefix = tmp_path / "plain"
     (prefix / "conda-meta").mkdir(parents=True)
