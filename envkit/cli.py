@@ -339,28 +339,23 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
         done = quick(prefix, locked=args.locked, lock=args.lock)
         if done is not None:
             return done, False
-    from envkit.inplace import Installer
+    from envkit.commands.sync import sync
+    from envkit.render import render_sync
+    from envkit.sync import SyncOutcome
 
-    # something to do: the installer child starts now, so its start-up overlaps ours (the solver, rich)
-    with Installer(prefix) if not args.dry_run else contextlib.nullcontext() as installer:
-        from envkit.commands.sync import sync
-        from envkit.render import render_sync
-        from envkit.sync import SyncOutcome
+    def show(changes: SyncOutcome) -> None:
+        render_sync(ui.out, changes)
 
-        def show(changes: SyncOutcome) -> None:
-            render_sync(ui.out, changes)
-
-        result = sync(
-            prefix,
-            locked=args.locked,
-            lock=args.lock,
-            frozen=args.frozen,
-            dry_run=args.dry_run,
-            probe=not args.no_probe,
-            show=None if ui.as_json else show,
-            confirm=(lambda changes: ui.ask("Apply these changes?")) if ui.interactive and not args.yes else None,
-            installer=installer,
-        )
+    result = sync(
+        prefix,
+        locked=args.locked,
+        lock=args.lock,
+        frozen=args.frozen,
+        dry_run=args.dry_run,
+        probe=not args.no_probe,
+        show=None if ui.as_json else show,
+        confirm=(lambda changes: ui.ask("Apply these changes?")) if ui.interactive and not args.yes else None,
+    )
     return result, False
 
 

@@ -8,9 +8,7 @@ certain: SIGKILL, wait, and nothing writes to the prefix any more. The child als
 (parent-death signal), so a killed sync leaves no installer behind for the next run to race.
 
 The records travel as a lock file (rattler's format, which keeps every field an install needs);
-the job itself comes on the child's stdin, so a sync can start the child before it has solved. While
-it waits, the child reads the env's installed records and lists its files; when the job comes it
-writes sync's journal (envkit.journal) from that listing, brought up to date, and only then installs.
+the job itself comes on the child's stdin, so a sync can start the child before it has solved.
 """
 
 from __future__ import annotations
@@ -23,12 +21,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envkit.errors import InstallError
-from envkit.journal import TreeSnapshot, write_journal
 
 ENVIRONMENT = "default"
 
@@ -54,13 +50,12 @@ def _write_records(records: list[Any], path: Path) -> None:
 
 class Installer:
     """One installer child, started before it is needed: its interpreter and rattler imports (about
-    150 ms), its reading of the env's installed records (30-40 ms for a torch env) and its listing
-    of the env's files (50 ms) overlap the parent's imports and solve. It takes one change, then
-    exits; closed unused, it is killed (it has touched nothing: it only reads)."""
+    150 ms) and its reading of the env's installed records (30-40 ms for a torch env) overlap the
+    parent's solve and journal. It takes one change, then exits; closed unused, it is killed (it has
+    touched nothing: it only reads)."""
 
     def __init__(self, prefix: Path | None = None) -> None:
-        """With `prefix`, the child also reads that env's installed records and lists its files
-        while it waits."""
+        """With `prefix`, the child also reads that env's installed records while it waits."""
         self._child = subprocess.Popen(
             [sys.executable, "-m", "envkit.inplace", *([str(prefix)] if prefix else [])],
             stdin=subprocess.PIPE,
@@ -82,14 +77,12 @@ class Installer:
             self._child.kill()
             self._child.wait()
 
-    def change(self, records: list[Any], prefix: Path, cache: Path, specs: list[str], *, journal: bool = False) -> None:
-        """Make `prefix` hold exactly `records` (rattler unlinks, links and leaves alone as needed).
-        With `journal`, the child first writes sync's journal; no journal afterwards means the env
-        was not touched."""
+    def change(self, records: list[Any], prefix: Path, cache: Path, specs: list[str]) -> None:
+        """Make `prefix` hold exactly `records` (rattler unlinks, links and leaves alone as needed)."""
         with tempfile.TemporaryDirectory(prefix="envkit-change-") as tmp:
             plan = Path(tmp) / "records.lock"
             _write_records(records, plan)
-            job = json.dumps({"plan": str(plan), "prefix": str(prefix), "cache": str(cache), "specs": specs, "journal": journal})
+            job = json.dumps({"plan": str(plan), "prefix": str(prefix), "cache": str(cache), "specs": specs})
             try:
                 _, err = self._child.communicate(job + "\n")
             except BaseException:
@@ -108,16 +101,6 @@ def change_env(records: list[Any], prefix: Path, cache: Path, specs: list[str]) 
 
 
 MetaState = tuple[tuple[str, int, int, int], ...]
-
-
-@dataclass(frozen=True)
-class Early:
-    """What the child read of the env while it waited for the job."""
-
-    prefix: Path
-    meta: MetaState
-    installed: list[Any]
-    tree: TreeSnapshot
 
 
 def _meta_state(prefix: Path) -> MetaState:
@@ -145,15 +128,15 @@ def _read_installed(prefix: Path) -> tuple[MetaState, list[Any]]:
     return state, installed
 
 
-def _installed_now(prefix: Path, early: Early | None) -> list[Any]:
+def _installed_now(prefix: Path, early: tuple[Path, MetaState, list[Any]] | None) -> list[Any]:
     """The early read while conda-meta is as it was then, else a fresh one."""
-    if early is not None and early.prefix == prefix and early.meta == _meta_state(prefix):
-        return early.installed
+    if early is not None and early[0] == prefix and early[1] == _meta_state(prefix):
+        return early[2]
     return _read_installed(prefix)[1]
 
 
-def _child(plan: Path, prefix: Path, cache: Path, specs: list[str], *, journal: bool = False, early: Early | None = None) -> int:
-    """`early`: what was read while waiting, used where the env has not changed since."""
+def _child(plan: Path, prefix: Path, cache: Path, specs: list[str], early: tuple[Path, MetaState, list[Any]] | None = None) -> int:
+    """`early`: the installed records read while waiting, used when the env has not changed since."""
     import rattler
 
     from envkit import backend, condameta
@@ -162,15 +145,8 @@ def _child(plan: Path, prefix: Path, cache: Path, specs: list[str], *, journal: 
     lock = rattler.LockFile.from_path(plan)
     env = lock.environment(ENVIRONMENT)
     records = [r for recs in (env.conda_repodata_records().values() if env else []) for r in recs]
-    installed = _installed_now(prefix, early)
-    if journal:
-        try:
-            write_journal(prefix, early.tree if early is not None and early.prefix == prefix else None)
-        except OSError as exc:  # a full disk, a read-only env: nothing was changed yet
-            print(f"envkit: error: could not write the sync journal in {prefix}: {exc.strerror or exc}", file=sys.stderr)
-            return 1
     try:
-        backend.reinstall(records, prefix, cache, installed=installed, specs=specs)
+        backend.reinstall(records, prefix, cache, installed=_installed_now(prefix, early), specs=specs)
     except EnvkitError as exc:
         print(f"envkit: error: {exc.message}", file=sys.stderr)
         return 1
@@ -185,12 +161,12 @@ def _serve(prefix: Path | None) -> int:
 
     from envkit import backend, condameta  # noqa: F401
 
-    early = Early(prefix, *_read_installed(prefix), TreeSnapshot(prefix)) if prefix is not None else None
+    early = (prefix, *_read_installed(prefix)) if prefix is not None else None
     line = sys.stdin.readline()
     if not line.strip():
         return 0
     job = json.loads(line)
-    return _child(Path(job["plan"]), Path(job["prefix"]), Path(job["cache"]), list(job["specs"]), journal=bool(job["journal"]), early=early)
+    return _child(Path(job["plan"]), Path(job["prefix"]), Path(job["cache"]), list(job["specs"]), early)
 
 
 if __name__ == "__main__":

@@ -13,90 +13,40 @@ import contextlib
 import json
 import os
 import shutil
-import stat
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envkit.record import partial_journals, record_path, sync_journal_path
-
-RACY_NS = 2_000_000_000  # a directory changed this close to its listing may change again unseen (2 s: FAT's mtime tick)
+from envkit.record import record_path, sync_journal_path
 
 
-@dataclass(frozen=True)
-class _Listed:
-    inode: int  # the directory's, taken before it was listed: another dir renamed into its place differs
-    mtime_ns: int
-    listed_ns: int  # when it was listed (wall clock)
-    paths: tuple[str, ...]  # its entries, relative to the prefix
-    subdirs: tuple[str, ...]
-
-
-class TreeSnapshot:
-    """Every path in an env (files, links, dirs; the journal left out), taken ahead of time and
-    brought up to date cheaply. A directory's entries change only when its mtime does, so `refresh`
-    stats each directory (a torch env: 2,000 of them) and lists again only those whose mtime moved
-    or is too recent to trust, instead of walking 20,000 entries on sync's critical path."""
-
-    def __init__(self, prefix: Path) -> None:
-        self._prefix = str(prefix)
-        self._journal = str(sync_journal_path(prefix).relative_to(prefix))
-        self._dirs: dict[str, _Listed] = {}
-        self._update()
-
-    def _list(self, rel: str, inode: int, mtime_ns: int) -> _Listed | None:
-        listed_ns = time.time_ns()
+def _entries(prefix: Path) -> set[str]:
+    """Every path in the env (files, links, dirs), relative, the journal (and its half-made copies)
+    left out. A scandir walk: a torch env has some 20,000 entries, and this runs before every sync."""
+    journal = str(sync_journal_path(prefix).relative_to(prefix))
+    out: set[str] = set()
+    stack = [("", str(prefix))]
+    while stack:
+        rel, full = stack.pop()
         try:
-            with os.scandir(f"{self._prefix}/{rel}") as it:
+            with os.scandir(full) as it:
                 entries = list(it)
         except OSError:
-            return None
-        paths, subdirs = [], []
+            continue
         for entry in entries:
             path = f"{rel}/{entry.name}" if rel else entry.name
-            if path.startswith(self._journal):  # the journal and its .tmp-PID while being written
+            if path.startswith(journal):  # the journal and its .tmp-PID while being written
                 continue
-            paths.append(path)
+            out.add(path)
             if entry.is_dir(follow_symlinks=False):
-                subdirs.append(path)
-        return _Listed(inode, mtime_ns, listed_ns, tuple(paths), tuple(subdirs))
-
-    def refresh(self) -> set[str]:
-        """The paths the env holds now: a directory that is the same one (inode) with the same
-        mtime, not racy, keeps its listing; the rest, new ones included, are listed again."""
-        self._update()
-        return self.paths()
-
-    def _update(self) -> None:
-        fresh: dict[str, _Listed] = {}
-        stack = [""]
-        while stack:
-            rel = stack.pop()
-            try:
-                st = os.lstat(f"{self._prefix}/{rel}")
-            except OSError:
-                continue
-            if not stat.S_ISDIR(st.st_mode):  # a dir turned into a link or a file: its parent lists it
-                continue
-            known = self._dirs.get(rel)
-            if known is None or (known.inode, known.mtime_ns) != (st.st_ino, st.st_mtime_ns) or st.st_mtime_ns + RACY_NS > known.listed_ns:
-                known = self._list(rel, st.st_ino, st.st_mtime_ns)
-                if known is None:
-                    continue
-            fresh[rel] = known
-            stack.extend(known.subdirs)
-        self._dirs = fresh
-
-    def paths(self) -> set[str]:
-        return {path for listed in self._dirs.values() for path in listed.paths}
+                stack.append((path, entry.path))
+    return out
 
 
-def write_journal(prefix: Path, tree: TreeSnapshot | None = None) -> None:
-    """Copy conda-meta's records and envkit's record aside, list every path the env has (with
-    `tree`: that snapshot, refreshed), then rename the copy into place: the journal exists whole or
-    not at all. The list lets a rollback remove what a killed install half-linked (files no
-    conda-meta record owns yet)."""
+def write_journal(prefix: Path) -> None:
+    """Copy conda-meta's records and envkit's record aside, list every path the env has, then
+    rename the copy into place: the journal exists whole or not at all (a copy left half-made by a
+    kill or a full disk is deleted by the next run, envkit.transaction). The list lets a rollback remove what a killed
+    install half-linked (files no conda-meta record owns yet)."""
     final = sync_journal_path(prefix)
     tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -106,25 +56,14 @@ def write_journal(prefix: Path, tree: TreeSnapshot | None = None) -> None:
             shutil.copy2(path, tmp / "conda-meta" / path.name)
     if record_path(prefix).is_file():
         shutil.copy2(record_path(prefix), tmp / "record.json")
-    paths = tree.refresh() if tree is not None else TreeSnapshot(prefix).paths()
-    (tmp / "paths").write_text("\n".join(paths) + "\n", encoding="utf-8")  # a set: unsorted (sorting 20,000 costs 10 ms)
+    # one path a line, unsorted: a rollback reads them into a set (sorting 20,000 costs 10 ms)
+    (tmp / "paths").write_text("".join(f"{p}\n" for p in _entries(prefix)), encoding="utf-8")
     os.replace(tmp, final)
-
-
-def undo(prefix: Path, cache: Path) -> bool:
-    """Settle a sync that did not finish: roll the env back if its journal was written (True), and
-    drop a journal copy its writer left half-made (nothing was changed under that one)."""
-    written = sync_journal_path(prefix).is_dir()
-    if written:
-        rollback(prefix, cache)
-    for partial in partial_journals(prefix):
-        shutil.rmtree(partial, ignore_errors=True)
-    return written
 
 
 def _remove_strays(prefix: Path, known: set[str]) -> None:
     """Delete what the env did not have before the sync, deepest first."""
-    for rel in sorted(TreeSnapshot(prefix).paths() - known, key=lambda p: p.count("/"), reverse=True):
+    for rel in sorted(_entries(prefix) - known, key=lambda p: p.count("/"), reverse=True):
         path = prefix / rel
         if path.is_dir() and not path.is_symlink():
             with contextlib.suppress(OSError):

@@ -100,14 +100,15 @@ def recover(prefix: Path) -> list[Recovered]:
     """Settle what runs that are gone left beside (or, for a sync, inside) `prefix`. Call it holding
     the env's lock."""
     done: list[Recovered] = []
-    partials = partial_journals(prefix)
-    if sync_journal_path(prefix).is_dir() or partials:
+    if sync_journal_path(prefix).is_dir():
         from envkit.envs import pkgs_dir
-        from envkit.journal import undo
+        from envkit.journal import rollback
 
-        if undo(prefix, pkgs_dir()):
-            done.append(Recovered(prefix, "rolled back", sync_journal_path(prefix)))
-        done += [Recovered(prefix, "removed", partial) for partial in partials]
+        rollback(prefix, pkgs_dir())
+        done.append(Recovered(prefix, "rolled back", sync_journal_path(prefix)))
+    for partial in partial_journals(prefix):  # a journal copy a kill left half-made: nothing changed under it
+        remove_tree(partial)
+        done.append(Recovered(prefix, "removed", partial))
     found = leftovers(prefix)
     stagings = {pid: path for kind, pid, path in found if kind == "staging"}
     for kind, pid, path in found:

@@ -18,8 +18,6 @@ import pytest
 from envkit import inplace
 from envkit.errors import InstallError
 from envkit.inplace import Installer, change_env
-from envkit.journal import TreeSnapshot
-from envkit.record import sync_journal_path
 from tests.support.condapkg import PkgMeta
 from tests.support.procs import alive, gone_within
 from tests.support.tiny import tiny_channel
@@ -75,14 +73,14 @@ def test_records_read_early_are_read_again_when_the_env_changed_meanwhile(tmp_pa
     channel = tiny_channel(tmp_path, extra=(PkgMeta("extra", "1.0", "0"),))
     prefix, cache = tmp_path / "env", tmp_path / "cache"
     change_env(_records(channel, ["tool"]), prefix, cache, ["tool"])
-    early = inplace.Early(prefix, *inplace._read_installed(prefix), TreeSnapshot(prefix))  # tool and helper
+    early = (prefix, *inplace._read_installed(prefix))  # tool and helper
     change_env(_records(channel, ["tool", "extra"]), prefix, cache, ["tool", "extra"])  # the env changes meanwhile
     assert (prefix / "conda-meta" / "extra-1.0-0.json").is_file()
 
     with tempfile.TemporaryDirectory() as tmp:
         plan = Path(tmp) / "records.lock"
         inplace._write_records(_records(channel, ["tool"]), plan)
-        assert inplace._child(plan, prefix, cache, ["tool"], early=early) == 0
+        assert inplace._child(plan, prefix, cache, ["tool"], early) == 0
 
     assert not (prefix / "conda-meta" / "extra-1.0-0.json").exists(), "the stale early read was used"
     assert not (prefix / "share" / "extra").exists()
@@ -98,40 +96,14 @@ def test_records_read_early_are_used_while_the_env_is_unchanged(tmp_path: Path) 
     with tempfile.TemporaryDirectory() as tmp:
         plan = Path(tmp) / "records.lock"
         inplace._write_records(_records(channel, ["tool", "extra"]), plan)
-        early = inplace.Early(prefix, state, installed, TreeSnapshot(prefix))
-        assert inplace._child(plan, prefix, cache, ["tool", "extra"], early=early) == 0
+        assert inplace._child(plan, prefix, cache, ["tool", "extra"], (prefix, state, installed)) == 0
     assert (prefix / "conda-meta" / "extra-1.0-0.json").is_file()
     assert inplace._meta_state(prefix) != state  # the job changed conda-meta, so a later early read would be refused
 
 
-def test_the_journal_lists_the_env_as_it_is_when_the_job_comes(tmp_path: Path) -> None:
-    """The child lists the env's files while it waits and writes the journal from that listing when
-    the job comes; what changed in between (here a whole package) must be in it, or a rollback
-    after a kill would delete it as a stray."""
-    channel = tiny_channel(tmp_path, extra=(PkgMeta("extra", "1.0", "0"),))
-    prefix, cache = tmp_path / "env", tmp_path / "cache"
-    change_env(_records(channel, ["tool"]), prefix, cache, ["tool"])
-    early = inplace.Early(prefix, *inplace._read_installed(prefix), TreeSnapshot(prefix))
-    change_env(_records(channel, ["tool", "extra"]), prefix, cache, ["tool", "extra"])  # the env changes meanwhile
-    (prefix / "notes.txt").write_text("the user's")
-    sync_journal_path(prefix).parent.mkdir(parents=True)  # the journal's own folders, which its writer makes
-    as_it_is = TreeSnapshot(prefix).paths()
-    assert "share/extra" in as_it_is and "notes.txt" in as_it_is
-
-    with tempfile.TemporaryDirectory() as tmp:
-        plan = Path(tmp) / "records.lock"
-        inplace._write_records(_records(channel, ["tool"]), plan)
-        assert inplace._child(plan, prefix, cache, ["tool"], journal=True, early=early) == 0
-
-    journal = sync_journal_path(prefix)
-    assert set((journal / "paths").read_text().splitlines()) == as_it_is
-    assert sorted(p.name for p in (journal / "conda-meta").glob("*.json")) == ["extra-1.0-0.json", "helper-1.0-0.json", "tool-1.0-0.json"]
-    assert not (prefix / "share" / "extra").exists()  # and then the job was done
-
-
-def test_a_child_gone_before_its_job_fails_the_change_and_leaves_no_journal(tmp_path: Path) -> None:
-    """The OOM killer takes the waiting child: the change fails with one line, and with no journal
-    written the env was not touched (sync then says so instead of rolling back)."""
+def test_a_child_gone_before_its_job_fails_the_change_with_one_line(tmp_path: Path) -> None:
+    """The OOM killer takes the waiting child: the change fails as an envkit error (sync then rolls
+    back from its journal), and the env is as it was."""
     channel = tiny_channel(tmp_path)
     prefix, cache = tmp_path / "env", tmp_path / "cache"
     change_env(_records(channel, ["tool"]), prefix, cache, ["tool"])
@@ -139,7 +111,6 @@ def test_a_child_gone_before_its_job_fails_the_change_and_leaves_no_journal(tmp_
     installer = Installer(prefix)
     os.kill(installer._child.pid, signal.SIGKILL)
     installer._child.wait()
-    with pytest.raises(InstallError, match="failed"):
-        installer.change(_records(channel, []), prefix, cache, [], journal=True)
-    assert not sync_journal_path(prefix).exists()
+    with pytest.raises(InstallError, match=f"changing {prefix} failed"):
+        installer.change(_records(channel, []), prefix, cache, [])
     assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == before

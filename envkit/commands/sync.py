@@ -22,7 +22,7 @@ from envkit.errors import EnvkitError, ExitCode, InstallError, Interrupted, Usag
 from envkit.history import Linked, append_block, block
 from envkit.inplace import Installer
 from envkit.installed import read_conda_meta
-from envkit.journal import undo
+from envkit.journal import rollback, write_journal
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.loader import load_recipe
@@ -59,18 +59,15 @@ def sync(
     probe: bool = True,
     show: Callable[[SyncOutcome], None] | None = None,
     confirm: Callable[[SyncOutcome], bool] | None = None,
-    installer: Installer | None = None,
 ) -> Result:
     """`show` sees the difference before anything changes (the CLI draws it); `confirm` may decline.
     The full look: a caller that wants the cheap no-op answer asks envkit.commands.sync_quick.quick
-    first (the CLI does, before this module and its imports are loaded). `installer`: a child the
-    caller started for this prefix earlier still (else sync starts one); sync closes it."""
+    first (the CLI does, before this module and its imports are loaded)."""
     record = _record_or_fail(prefix)
     origin = record.get("recipe") or {}
     if not isinstance(origin, dict) or not origin.get("path"):
         raise UsageError(f"{prefix}: its record names no recipe file", hint="recreate it with envkit create RECIPE --force")
-    if installer is None and not dry_run:
-        installer = Installer(prefix)  # its start-up overlaps the solve below
+    installer = None if dry_run else Installer(prefix)  # its start-up overlaps the solve and journal below
     try:
         recipe = load_recipe(str(origin["path"]))
         recipe_findings = require_consistent(recipe)
@@ -162,8 +159,9 @@ def apply(
             verify_archives(records, cache)
         except EnvkitError as exc:
             raise InstallError(f"{exc.message}; {prefix} was not changed", hint=exc.hint) from None
+        write_journal(prefix)
         try:
-            installer.change(records, prefix, cache, [s.spec for s in plan.specs], journal=True)
+            installer.change(records, prefix, cache, [s.spec for s in plan.specs])
             pip_installed = _sync_pip(prefix, plan, record)
             before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
             after = {(p.name, p.version, p.build): p for p in plan.packages}
@@ -192,13 +190,12 @@ def apply(
             )
             shutil.rmtree(sync_journal_path(prefix), ignore_errors=True)
         except BaseException as exc:
-            # the child writes the journal before it touches the env: none, and nothing was changed
-            outcome = "was rolled back to what it was" if undo(prefix, cache) else "was not changed"
+            rollback(prefix, cache)
             if isinstance(exc, KeyboardInterrupt):
-                raise Interrupted(f"interrupted: {prefix} {outcome}") from None
+                raise Interrupted(f"interrupted: {prefix} was rolled back to what it was") from None
             if isinstance(exc, EnvkitError):
-                raise InstallError(f"{exc.message}; {prefix} {outcome}", hint=exc.hint) from None
-            raise InstallError(f"syncing {prefix} failed ({exc}); it {outcome}") from None
+                raise InstallError(f"{exc.message}; {prefix} was rolled back to what it was", hint=exc.hint) from None
+            raise InstallError(f"syncing {prefix} failed ({exc}); it was rolled back to what it was") from None
 
 
 def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any]) -> list[dict[str, str]]:
