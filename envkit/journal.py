@@ -45,8 +45,8 @@ def _entries(prefix: Path) -> set[str]:
 def write_journal(prefix: Path) -> None:
     """Copy conda-meta's records and envkit's record aside, list every path the env has, then
     rename the copy into place: the journal exists whole or not at all (a copy left half-made by a
-    kill or a full disk is deleted by the next run, envkit.transaction). The list lets a rollback remove what a killed
-    install half-linked (files no conda-meta record owns yet)."""
+    kill or a full disk is deleted by the next run, envkit.transaction). The list lets a rollback
+    remove what a killed install half-linked (files no conda-meta record owns yet)."""
     final = sync_journal_path(prefix)
     tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
