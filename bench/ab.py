@@ -60,11 +60,9 @@ def compare(work: Path, other: Path, rev: str, rounds: int, package: str) -> int
     recipe, channel = bench._payload_recipe(work, versions, f"{package} 1.0")
     prefix, raw_prefix = work / "env", work / "raw"
     bench.run([bench.PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"], env=env)
-    specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]
 
     def raw(version: str) -> list[str]:
-        paths = [channel.as_uri(), versions.as_uri(), str(raw_prefix), env["ENVKIT_PKGS_DIR"]]
-        return [bench.PY, "-c", bench.RAW_REINSTALL, *paths, *specs, f"{package} =={version}"]
+        return bench.raw_reinstall(channel, versions, raw_prefix, Path(env["ENVKIT_PKGS_DIR"]), f"{package} =={version}")
 
     sides = {"this": dict(env, PYTHONPATH=str(ROOT)), rev: dict(env, PYTHONPATH=str(other))}
     sync = [bench.PY, "-m", "envkit", "sync", "-p", str(prefix), "--yes", "--no-probe"]

@@ -345,10 +345,16 @@ def _versions_channel(work: Path) -> Path:
     return channel
 
 
+def raw_reinstall(channel: Path, versions: Path, prefix: Path, cache: Path, pin: str) -> list[str]:
+    """The baseline of a sync: a raw rattler solve of the torch env's specs plus `pin`, installed
+    over `prefix` (bench/ab.py uses it too)."""
+    specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl", pin]
+    return [PY, "-c", RAW_REINSTALL, channel.as_uri(), versions.as_uri(), str(prefix), str(cache), *specs]
+
+
 def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path, package: str) -> Measurement:
     """`package` 1.0 -> 2.0 in a torch env: envkit sync vs a raw rattler solve + install of the
     new set over the old prefix, five rounds, each side put back to 1.0 before its turn."""
-    specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]
     a, b = work / "sync-a", work / "sync-b"
     for p in (a, b):
         shutil.rmtree(p, ignore_errors=True)
@@ -356,17 +362,7 @@ def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path,
     run([PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--yes", "--no-probe"], env=env)
 
     def raw(version: str) -> list[str]:
-        return [
-            PY,
-            "-c",
-            RAW_REINSTALL,
-            channel.as_uri(),
-            versions.as_uri(),
-            str(b),
-            env["ENVKIT_PKGS_DIR"],
-            *specs,
-            f"{package} =={version}",
-        ]
+        return raw_reinstall(channel, versions, b, Path(env["ENVKIT_PKGS_DIR"]), f"{package} =={version}")
 
     run(raw("1.0"), env=env)
     sync_cmd = [PY, "-m", "envkit", "sync", "-p", str(a), "--yes", "--no-probe"]

@@ -16,7 +16,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from envkit.record import record_path, sync_journal_path
+from envkit.record import record_path, sync_journal_path, write_record
+from envkit.sync import pip_state
 
 
 def _entries(prefix: Path) -> set[str]:
@@ -81,7 +82,6 @@ def rollback(prefix: Path, cache: Path) -> None:
 
     from envkit.activation.writer import recorded_activation, remove_stale, write_files
     from envkit.inplace import change_env
-    from envkit.record import write_record
 
     journal = sync_journal_path(prefix)
     saved_meta = sorted((journal / "conda-meta").glob("*.json"))
@@ -107,8 +107,6 @@ def _restore_pip(prefix: Path, record: dict[str, Any]) -> None:
     """pip wheels back to the recorded ones: drop what the sync added, reinstall what it removed
     or changed, by the exact URLs (and hashes) the record keeps."""
     import subprocess
-
-    from envkit.sync import pip_state
 
     wanted = {(str(p["name"]), str(p["version"])): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)}
     have = pip_state(prefix)
