@@ -1,11 +1,12 @@
-"""Two versions of envkit on the same sync, interleaved: this checkout against a git revision.
+"""Two versions of envkit on the same command, interleaved: this checkout against a git revision.
 
-    python bench/ab.py REV [--rounds 12] [--package benchpkg|bigpkg]
+    python bench/ab.py REV [--rounds 12] [--what sync|lock] [--package benchpkg|bigpkg]
 
-A change to sync's speed is a few tens of milliseconds on a machine whose noise is larger than that,
-so the two versions take turns on one env, round after round, each timed whole as a user would run
-it (`envkit sync` after one package version changed), with the raw rattler solve + install of
-bench/run.py as the yardstick. Both checkouts are byte-compiled first (PYTHONDONTWRITEBYTECODE would
+A change to a command's speed is a few tens of milliseconds on a machine whose noise is larger than
+that, so the two versions take turns, round after round, each timed whole as a user would run it:
+`sync` after one package version changed in a torch env (yardstick: bench/run.py's raw rattler
+solve + install), or `lock` of a recipe for three platforms on the replica channel (yardstick: three
+raw solves). Both checkouts are byte-compiled first (PYTHONDONTWRITEBYTECODE would
 otherwise make whichever was edited last recompile on every run). Prints the medians, the ratio of
 the two versions and each round's ratio: a change that helps shows in most rounds, not just in the
 median. The env is created by this checkout, so REV must read this version's env record (a recent
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import os
 import statistics
 import subprocess
 import sys
@@ -40,21 +42,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("rev", help="the version to compare with (a commit, a branch, HEAD~1)")
     parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--what", choices=("sync", "lock"), default="sync", help="the command to time")
     parser.add_argument("--package", choices=sorted(bench.SYNC_PACKAGES), default="benchpkg", help="the package whose version changes")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="envkit-ab-") as tmp:
         work = Path(tmp)
         other = work / "other"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(other), args.rev], check=True, capture_output=True)
+        # `python -m envkit` puts the working directory first on sys.path, before PYTHONPATH: run
+        # from the checkout, both sides would import this checkout's envkit
+        here = os.getcwd()
+        os.chdir(work)
         try:
-            return compare(work, other, args.rev, args.rounds, args.package)
+            for tree in (ROOT, other):
+                compileall.compile_dir(str(tree / "envkit"), quiet=1)
+            if args.what == "lock":
+                return compare_lock(work, other, args.rev, args.rounds)
+            return compare_sync(work, other, args.rev, args.rounds, args.package)
         finally:
+            os.chdir(here)
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=False, capture_output=True)
 
 
-def compare(work: Path, other: Path, rev: str, rounds: int, package: str) -> int:
-    for tree in (ROOT, other):
-        compileall.compile_dir(str(tree / "envkit"), quiet=1)
+def compare_sync(work: Path, other: Path, rev: str, rounds: int, package: str) -> int:
     env = bench._isolated_env(work)
     versions = bench._versions_channel(work)
     recipe, channel = bench._payload_recipe(work, versions, f"{package} 1.0")
@@ -65,6 +75,7 @@ def compare(work: Path, other: Path, rev: str, rounds: int, package: str) -> int
         return bench.raw_reinstall(channel, versions, raw_prefix, Path(env["ENVKIT_PKGS_DIR"]), f"{package} =={version}")
 
     sides = {"this": dict(env, PYTHONPATH=str(ROOT)), rev: dict(env, PYTHONPATH=str(other))}
+    check_sides(sides)
     sync = [bench.PY, "-m", "envkit", "sync", "-p", str(prefix), "--yes", "--no-probe"]
     times: dict[str, list[float]] = {name: [] for name in [*sides, "raw"]}
     bench.run(raw("1.0"), env=env)
@@ -77,16 +88,43 @@ def compare(work: Path, other: Path, rev: str, rounds: int, package: str) -> int
             times[name].append(timed(sync, side_env))
         bench.run(raw("1.0"), env=env)
         times["raw"].append(timed(raw("2.0"), env))
+    report(f"sync after one version change ({bench.SYNC_PACKAGES[package]:,} files), {rounds} rounds", rev, times)
+    return 0
+
+
+def compare_lock(work: Path, other: Path, rev: str, rounds: int) -> int:
+    env = bench._isolated_env(work)
+    lock, raw, _ = bench.lock_job(work)
+    sides = {"this": dict(env, PYTHONPATH=str(ROOT)), rev: dict(env, PYTHONPATH=str(other))}
+    check_sides(sides)
+    times: dict[str, list[float]] = {name: [] for name in [*sides, "raw"]}
+    for n in range(rounds):
+        order = list(sides.items()) if n % 2 == 0 else list(reversed(sides.items()))
+        for name, side_env in order:
+            times[name].append(timed(lock, side_env))
+        times["raw"].append(timed(raw, env))
+    report(f"lock for three platforms, {rounds} rounds", rev, times)
+    return 0
+
+
+def check_sides(sides: dict[str, dict[str, str]]) -> None:
+    """Each side imports envkit from its own tree, or the comparison means nothing."""
+    for name, side_env in sides.items():
+        where = subprocess.run(
+            [bench.PY, "-c", "import envkit; print(envkit.__file__)"], env=side_env, capture_output=True, text=True, check=True
+        )
+        if not where.stdout.startswith(side_env["PYTHONPATH"] + os.sep):
+            raise SystemExit(f"bench/ab.py: side {name} imports {where.stdout.strip()}, not envkit from {side_env['PYTHONPATH']}")
+
+
+def report(what: str, rev: str, times: dict[str, list[float]]) -> None:
+    """Medians, the two versions' ratio and each against the yardstick, then every round's ratio."""
     medians = {name: statistics.median(values) for name, values in times.items()}
-    print(
-        f"sync after one version change ({bench.SYNC_PACKAGES[package]:,} files), {rounds} rounds: "
-        + ", ".join(f"{name} {value:.3f}s" for name, value in medians.items())
-    )
+    print(f"{what}: " + ", ".join(f"{name} {value:.3f}s" for name, value in medians.items()))
     print(
         f"this / {rev}: {medians['this'] / medians[rev]:.3f}; against raw: this {medians['this'] / medians['raw']:.2f}x, {rev} {medians[rev] / medians['raw']:.2f}x"
     )
     print("each round, this / " + rev + ": " + " ".join(f"{a / b:.2f}" for a, b in zip(times["this"], times[rev], strict=True)))
-    return 0
 
 
 if __name__ == "__main__":

@@ -416,40 +416,44 @@ def bench_teams(work: Path) -> list[Measurement]:
     versions = _versions_channel(work)
     out += [_sync_change(work, env, channel, versions, package) for package in SYNC_PACKAGES]
 
-    # lock for three platforms vs three raw solves
-    from tests.support.replica import build_replica
-
-    replica = build_replica(work / "replica")
-    platforms = sorted(
-        p.name for p in replica["conda-forge"].iterdir() if p.name in ("linux-64", "osx-arm64", "win-64") and any(p.glob("*.tar.bz2"))
-    )
-    lock_recipe = work / "recipes" / "multi.yaml"
-    lock_recipe.write_text(
-        f"envkit: 1\nname: multi\nchannels: [{replica['conda-forge'].as_uri()}]\nplatforms: [{', '.join(platforms)}]\n"
-        "python: '3.12'\npackages: [pytorch, numpy]\n"
-    )
-    from envkit.recipe.compile import compile_recipe
-    from envkit.recipe.loader import load_recipe
-
-    recipe_loaded = load_recipe(str(lock_recipe))
-    jobs = {p: [s.spec for s in compile_recipe(recipe_loaded, p).conda_specs] for p in platforms}  # what envkit solves, per platform
-    ours_lock = [PY, "-m", "envkit", "lock", str(lock_recipe)]
-    raw_lock = [PY, "-c", RAW_SOLVES, replica["conda-forge"].as_uri(), json.dumps(jobs)]
+    # lock for three platforms vs three raw solves, on the replica and on its copy with a history
+    ours_lock, raw_lock, platforms = lock_job(work)
     ours, base = alternate(lambda: run(ours_lock, env=env), lambda: run(raw_lock, env=env), 5)
     out.append(Measurement(f"lock for {len(platforms)} platform(s) ({', '.join(platforms)}) vs raw solves", ours, base, 1.2))
-
-    # the same against the replica with a history: solving is work, not envkit's start-up
-    history = _with_history(replica["conda-forge"], work / "history" / "conda-forge", HISTORY)
-    (work / "history" / "recipes").mkdir(parents=True)
-    history_recipe = work / "history" / "recipes" / "multi.yaml"
-    history_recipe.write_text(lock_recipe.read_text().replace(replica["conda-forge"].as_uri(), history.as_uri()))
-    ours_lock = [PY, "-m", "envkit", "lock", str(history_recipe)]
-    raw_lock = [PY, "-c", RAW_SOLVES, history.as_uri(), json.dumps(jobs)]
-    ours, base = alternate(lambda: run(ours_lock, env=env), lambda: run(raw_lock, env=env), 5)
+    history_lock, history_raw, _ = lock_job(work, HISTORY)
+    ours, base = alternate(lambda: run(history_lock, env=env), lambda: run(history_raw, env=env), 5)
+    if _locked_files(Path(history_lock[-1]).with_suffix(".lock")) != _locked_files(Path(ours_lock[-1]).with_suffix(".lock")):
+        raise SystemExit(
+            "bench teams: the lock on the replica with a history picked other packages; the two rows would time different solves"
+        )
     out.append(
         Measurement(f"lock for {len(platforms)} platform(s), {HISTORY} older versions of each package, vs raw solves", ours, base, 1.2)
     )
     return out
+
+
+def lock_job(work: Path, history: int = 0) -> tuple[list[str], list[str], list[str]]:
+    """`envkit lock` of a recipe for the replica's platforms (its channel given `history` older
+    versions of every package), the raw solves of the same specs, and the platforms (bench/ab.py
+    uses it too)."""
+    from envkit.recipe.compile import compile_recipe
+    from envkit.recipe.loader import load_recipe
+    from tests.support.replica import build_replica
+
+    replica = work / "replica"
+    channel = build_replica(replica)["conda-forge"] if not replica.exists() else replica / "conda-forge"
+    platforms = sorted(p.name for p in channel.iterdir() if p.name in ("linux-64", "osx-arm64", "win-64") and any(p.glob("*.tar.bz2")))
+    if history:
+        channel = _with_history(channel, work / f"history-{history}" / "conda-forge", history)
+    recipe = work / f"history-{history}" / "recipes" / "multi.yaml"
+    recipe.parent.mkdir(parents=True, exist_ok=True)
+    recipe.write_text(
+        f"envkit: 1\nname: multi\nchannels: [{channel.as_uri()}]\nplatforms: [{', '.join(platforms)}]\n"
+        "python: '3.12'\npackages: [pytorch, numpy]\n"
+    )
+    loaded = load_recipe(str(recipe))
+    jobs = {p: [s.spec for s in compile_recipe(loaded, p).conda_specs] for p in platforms}  # what envkit solves, per platform
+    return [PY, "-m", "envkit", "lock", str(recipe)], [PY, "-c", RAW_SOLVES, channel.as_uri(), json.dumps(jobs)], platforms
 
 
 def _locked_files(lock: Path) -> list[str]:

@@ -9,8 +9,9 @@ exit code no longer says what happened. pyo3-async-runtimes offers no way to sto
 (PyO3/pyo3-async-runtimes#40), so envkit flushes its output and leaves with os._exit, which ends
 every thread at once. bench/stress_exit.py measures it.
 
-rich is imported only when something is drawn (it costs about as much as the rest of a quick
-command), so `envkit --version`, JSON output and a no-op `envkit sync` never load it.
+rich is imported only when something is drawn on a terminal, or as a table (it costs about as much
+as the rest of a quick command): `envkit --version`, JSON output, a no-op `envkit sync`, and a
+lock or sync whose output goes to a pipe or a file never load it (envkit.plaintext).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from envkit.commands import Result
+    from envkit.plaintext import Out
 
 EPILOG = (
     "exit codes: 0 ok, 1 findings or probe failure, 2 usage or invalid input, 3 solve failure, 4 install failure, "
@@ -250,14 +252,26 @@ class UI:
         self.interactive = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
 
     @functools.cached_property
-    def out(self) -> Console:
-        """Plans, progress and questions: stderr under --json, which keeps stdout for the document."""
+    def out(self) -> Out:
+        """Plans and results: stderr under --json, which keeps stdout for the document; rich's
+        console on a terminal, plain text through envkit.plaintext off one."""
+        from envkit.plaintext import console
+
+        return console(stderr=self.as_json)
+
+    @functools.cached_property
+    def terminal(self) -> Console:
+        """rich's console, for questions and progress bars: used only when interactive, where
+        `out` is that same console."""
         from rich.console import Console
 
-        return Console(stderr=self.as_json, highlight=False, soft_wrap=True, emoji=False)
+        from envkit.plaintext import console_options
+
+        out = self.out
+        return out if isinstance(out, Console) else Console(stderr=self.as_json, **console_options())
 
     def ask(self, question: str) -> bool:
-        return self.out.input(f"{question} [y/N] ", markup=False).strip().lower() in ("y", "yes")
+        return self.terminal.input(f"{question} [y/N] ", markup=False).strip().lower() in ("y", "yes")
 
 
 Shown = bool  # whether the handler already showed its result to the person
@@ -304,7 +318,7 @@ def _create(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     if ui.interactive:
         from envkit.progress import RichInstallReporter
 
-        reporter = RichInstallReporter(ui.out)
+        reporter = RichInstallReporter(ui.terminal)
     result = create(
         request,
         show_plan=None if ui.as_json else (lambda plan, findings: render_plan(ui.out, plan, findings)),

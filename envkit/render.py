@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from envkit.commands import Result
+from envkit.plaintext import Out, escape
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 STATUS_STYLE = {
     "pass": "green",
@@ -24,8 +24,15 @@ STATUS_STYLE = {
 # ------------------------------------------------------------------ human renderers
 
 
-def _recipes_list(c: Console, rows: list[Any]) -> None:
-    table = Table("recipe", "source", "commit", "description", box=None, pad_edge=False)
+def _table(*headers: str) -> Table:
+    """A borderless table (rich's: a table is drawn by rich even off a terminal, envkit.plaintext)."""
+    from rich.table import Table
+
+    return Table(*headers, box=None, pad_edge=False)
+
+
+def _recipes_list(c: Out, rows: list[Any]) -> None:
+    table = _table("recipe", "source", "commit", "description")
     for r in rows:
         name = r.name if not r.shadowed_by else f"[dim]{r.name} (shadowed by {r.shadowed_by})[/dim]"
         table.add_row(name, f"{r.source} ({r.kind})", (r.commit or "")[:10], escape(r.description))
@@ -37,7 +44,7 @@ def _spec_line(spec: Any) -> str:
     return f"  {escape(spec.spec)}{where}"
 
 
-def _ops_lines(c: Console, ops: Any) -> None:
+def _ops_lines(c: Out, ops: Any) -> None:
     for op in ops:
         if op.action == "set":
             c.print(f"  {op.name}={escape(repr(op.value))}")
@@ -47,7 +54,7 @@ def _ops_lines(c: Console, ops: Any) -> None:
             c.print(f"  {op.name}: {op.action} {escape(op.separator.join(op.entries))}")
 
 
-def _recipes_show(c: Console, shown: Any) -> None:
+def _recipes_show(c: Out, shown: Any) -> None:
     r = shown.recipe
     c.print(f"[bold]{r.name}[/bold]  {escape(r.description)}")
     c.print(f"source: {r.origin.source} {escape(r.origin.path)}" + (f" @ {r.origin.commit[:10]}" if r.origin.commit else ""))
@@ -78,7 +85,7 @@ def _recipes_show(c: Console, shown: Any) -> None:
         c.print(f"[{STATUS_STYLE[f.severity]}]{f.severity}[/] {f.rule.id} {escape(f.message)}" + (" (forced)" if f.forced else ""))
 
 
-def _validate(c: Console, rows: list[Any]) -> None:
+def _validate(c: Out, rows: list[Any]) -> None:
     for v in rows:
         if v.ok:
             c.print(f"[green]ok[/green] {escape(v.path)}")
@@ -89,7 +96,7 @@ def _validate(c: Console, rows: list[Any]) -> None:
                 c.print(f"[red]error[/red] {escape(p)}")
 
 
-def _findings(c: Console, findings: Any, indent: str = "  ") -> None:
+def _findings(c: Out, findings: Any, indent: str = "  ") -> None:
     for f in findings:
         forced = " (forced by the recipe)" if getattr(f, "forced", False) else ""
         c.print(f"{indent}[{STATUS_STYLE[f.severity]}]{f.severity}[/] {f.rule_id} {escape(f.title)}{forced}")
@@ -97,13 +104,13 @@ def _findings(c: Console, findings: Any, indent: str = "  ") -> None:
         c.print(f"{indent}  fix: {escape(f.fix)}" + ("  [dim](envkit audit --fix)[/dim]" if f.fixable else ""))
 
 
-def _plan(c: Console, plan: Any, findings: Any = ()) -> None:
+def _plan(c: Out, plan: Any, findings: Any = ()) -> None:
     c.print(f"[bold]Plan[/bold] for [bold]{plan.recipe}[/bold] -> {escape(str(plan.prefix))} ({plan.platform})")
     c.print("channels: " + ", ".join(f"{ch.name} ({escape(ch.url)}, {ch.via})" for ch in plan.channels))
     c.print("virtual packages: " + (", ".join(plan.virtual_packages) or "none"))
     for line in getattr(plan, "assumed", ()):
         c.print(f"[yellow]{escape(line)}[/yellow]")
-    table = Table("name", "version", "build", "channel", "role", box=None, pad_edge=False)
+    table = _table("name", "version", "build", "channel", "role")
     for p in plan.packages:
         style = "bold cyan" if p.role else None
         table.add_row(p.name, p.version, p.build, p.channel.rstrip("/").rsplit("/", 1)[-1], p.role or "", style=style)
@@ -119,8 +126,8 @@ def _plan(c: Console, plan: Any, findings: Any = ()) -> None:
         _findings(c, findings)
 
 
-def _probe(c: Console, report: Any) -> None:
-    table = Table("check", "status", "evidence", box=None, pad_edge=False)
+def _probe(c: Out, report: Any) -> None:
+    table = _table("check", "status", "evidence")
     for ch in report.checks:
         evidence = ch.evidence if ch.status != "pass" else ch.evidence.splitlines()[0] if ch.evidence else ""
         table.add_row(ch.id, f"[{STATUS_STYLE[ch.status]}]{ch.status}[/]", escape(evidence[:400]))
@@ -131,7 +138,7 @@ def _probe(c: Console, report: Any) -> None:
     c.print(f"probe [{STATUS_STYLE[report.status]}]{report.status}[/] in {report.seconds:.1f}s ({escape(report.prefix)})")
 
 
-def _create(c: Console, out: Any) -> None:
+def _create(c: Out, out: Any) -> None:
     if out.refused:
         _plan(c, out.plan, out.findings)
         return
@@ -155,7 +162,7 @@ def _create(c: Console, out: Any) -> None:
         _probe(c, out.probe)
 
 
-def _toolchain(c: Console, tm: Any) -> None:
+def _toolchain(c: Out, tm: Any) -> None:
     """The toolchain map as a tree: part -> provider -> its library files and who brought it."""
     from rich.tree import Tree
 
@@ -195,12 +202,12 @@ def _toolchain(c: Console, tm: Any) -> None:
     c.print(tree)
 
 
-def _audit(c: Console, out: Any) -> None:
+def _audit(c: Out, out: Any) -> None:
     if not out.audits:
         c.print("no envs found; looked at " + ", ".join(escape(p) for p in out.searched))
         return
     if len(out.audits) > 1:
-        table = Table("env", "packages", "envkit", "errors", "warnings", "info", box=None, pad_edge=False)
+        table = _table("env", "packages", "envkit", "errors", "warnings", "info")
         for a in out.audits:
             counts = {s: sum(1 for f in a.findings if f.severity == s) for s in ("error", "warning", "info")}
             table.add_row(
@@ -226,29 +233,29 @@ def _audit(c: Console, out: Any) -> None:
         c.print(f"  wrote {escape(path)}")
 
 
-def _explain(c: Console, rule: Any) -> None:
+def _explain(c: Out, rule: Any) -> None:
     c.print(f"[bold]{rule.id}[/bold] ({rule.slug}) [{STATUS_STYLE[rule.severity]}]{rule.severity}[/]: {escape(rule.title)}")
     c.print(f"\n[bold]Why[/bold]\n{escape(rule.rationale)}")
     c.print(f"\n[bold]Fix[/bold]\n{escape(rule.fix)}" + ("\n(safe fix: envkit audit --fix applies it)" if rule.safe_fix else ""))
     c.print("\n[bold]Sources[/bold]\n" + "\n".join(rule.sources))
 
 
-def _rules_list(c: Console, rules: Any) -> None:
+def _rules_list(c: Out, rules: Any) -> None:
     for rule in rules:
-        c.print(f"{rule.id}  {rule.severity:7}  {rule.slug:28} {rule.title}", markup=False)
+        c.print(escape(f"{rule.id}  {rule.severity:7}  {rule.slug:28} {rule.title}"))
 
 
-def _activation_show(c: Console, view: Any) -> None:
+def _activation_show(c: Out, view: Any) -> None:
     c.print(f"# {view.prefix} ({view.recipe}), shell {view.shell}")
     _ops_lines(c, view.ops)
     c.file.write("# --- activate ---\n" + view.activate + "# --- deactivate ---\n" + view.deactivate)
 
 
-def _sources_add(c: Console, entry: Any) -> None:
+def _sources_add(c: Out, entry: Any) -> None:
     c.print(f"added source [bold]{entry.name}[/bold] {escape(entry.url)} ({entry.ref} @ {entry.commit[:10]})")
 
 
-def _sources_update(c: Console, updates: Any) -> None:
+def _sources_update(c: Out, updates: Any) -> None:
     if not updates:
         c.print("no recipe sources to update; add one with 'envkit recipes add-source URL'")
     for u in updates:
@@ -258,7 +265,7 @@ def _sources_update(c: Console, updates: Any) -> None:
             c.print(f"  {ch.change:8} {ch.name}")
 
 
-def _lock(c: Console, out: Any) -> None:
+def _lock(c: Out, out: Any) -> None:
     verb = "not written (the audit refused a platform's plan)" if out.refused else "wrote"
     c.print(f"{verb} [bold]{escape(out.path)}[/bold] for recipe {out.recipe} (digest {out.recipe_digest[:12]})")
     for p in out.platforms:
@@ -269,7 +276,7 @@ def _lock(c: Console, out: Any) -> None:
         _findings(c, [f for f in p.findings if f.severity != "info"], indent="    ")
 
 
-def render_sync(c: Console, out: Any) -> None:
+def render_sync(c: Out, out: Any) -> None:
     """The difference a sync applies (or would)."""
     if out.noop:
         return
@@ -287,7 +294,7 @@ def render_sync(c: Console, out: Any) -> None:
     _findings(c, [f for f in out.findings if f.severity != "info"])
 
 
-def _sync(c: Console, out: Any) -> None:
+def _sync(c: Out, out: Any) -> None:
     if out.dry_run or out.refused:  # an applied sync was shown before it started
         render_sync(c, out)
     if out.applied:
@@ -296,18 +303,18 @@ def _sync(c: Console, out: Any) -> None:
         _probe(c, out.probe)
 
 
-def _export(c: Console, out: Any) -> None:
+def _export(c: Out, out: Any) -> None:
     if out.text is not None:
         c.file.write(out.text)
     else:
         c.print(f"wrote {escape(out.path)} ({out.format}) from {escape(out.prefix)}")
 
 
-def _list(c: Console, rows: Any) -> None:
+def _list(c: Out, rows: Any) -> None:
     if not rows:
         c.print("no envs found")
         return
-    table = Table("env", "recipe", "commit", "created", "health", "drift", box=None, pad_edge=False)
+    table = _table("env", "recipe", "commit", "created", "health", "drift")
     for r in rows:
         drift = f"{len(r.drift)} change(s)" if r.drift else ("" if r.envkit else "-")
         table.add_row(
@@ -324,7 +331,7 @@ def _list(c: Console, rows: Any) -> None:
             c.print(f"  {escape(r.name)}: {escape(line)}")
 
 
-def _check(c: Console, rows: Any) -> None:
+def _check(c: Out, rows: Any) -> None:
     for r in rows:
         if r.problems:
             for p in r.problems:
@@ -354,17 +361,17 @@ RENDERERS = {
 }
 
 
-def render_human(console: Console, result: Result) -> None:
+def render_human(console: Out, result: Result) -> None:
     renderer = RENDERERS.get(result.command)
     if renderer is not None:
         renderer(console, result.data)
     render_messages(console, result)
 
 
-def render_messages(console: Console, result: Result) -> None:
+def render_messages(console: Out, result: Result) -> None:
     for message in result.messages:
         console.print(escape(message))
 
 
-def render_plan(console: Console, plan: Any, findings: Any = ()) -> None:
+def render_plan(console: Out, plan: Any, findings: Any = ()) -> None:
     _plan(console, plan, findings)

@@ -1,0 +1,109 @@
+"""Output for a person when there is no terminal: rich's markup, written without loading rich.
+
+Off a terminal rich draws nothing: it writes the text with its markup tags removed. Loading it
+costs about 35 ms, as much as a lock's three solves, so a command run by CI or a script (stdout
+a pipe or a file) writes its text through `PlainConsole`, which does only that; a table or a tree
+still goes to a real rich console, made the first time one is printed. The renderers write the
+same markup to either (tests/test_plaintext.py checks both give the same bytes).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+from collections.abc import Mapping
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# a markup tag as rich reads one, with the backslashes before it: [bold], [/], [@click], [#ff0000]
+_TAG = re.compile(r"(\\*)\[([a-z#/@][^[]*?)]")
+# what rich's Text drops from anything it holds: bell, backspace, vertical tab, form feed, CR
+_DROPPED = dict.fromkeys((7, 8, 11, 12, 13))
+
+
+class Out(Protocol):
+    """What the renderers need of a console: rich's Console and PlainConsole both have it."""
+
+    @property
+    def file(self) -> IO[str]: ...
+
+    def print(self, *objects: Any) -> None: ...
+
+
+def console_options() -> dict[str, Any]:
+    """What every envkit console is, rich's or the plain one: no highlighting, no emoji codes, long
+    lines left whole."""
+    return {"highlight": False, "soft_wrap": True, "emoji": False}
+
+
+def escape(text: str) -> str:
+    """Text made safe to put in markup, exactly as rich.markup.escape makes it: a backslash before
+    each `[` that would open a tag (and the backslashes already before it doubled)."""
+    text = _TAG.sub(lambda m: f"{m.group(1)}{m.group(1)}\\[{m.group(2)}]", text)
+    return text + "\\" if text.endswith("\\") and not text.endswith("\\\\") else text
+
+
+def strip_markup(markup: str) -> str:
+    """What rich writes for `markup` off a terminal, tabs aside: tags gone, escaped tags kept as
+    text, every backslash-bracket outside a tag read as a bracket (rich's own reading, even where
+    no tag follows), and the control characters its Text refuses dropped."""
+    if "[" not in markup:
+        return markup.translate(_DROPPED)
+    out: list[str] = []
+    position = 0
+    for match in _TAG.finditer(markup):
+        backslashes, tag = match.groups()
+        pairs, escaped = divmod(len(backslashes), 2)
+        out += [markup[position : match.start()].replace("\\[", "["), "\\" * pairs, f"[{tag}]" if escaped else ""]
+        position = match.end()
+    out.append(markup[position:].replace("\\[", "["))
+    return "".join(out).translate(_DROPPED)
+
+
+def draws_nothing(stream: IO[str], environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether rich would write plain text to `stream`, decided as rich decides it (Console.is_terminal):
+    TTY_COMPATIBLE=0 or 1 says so outright, a set FORCE_COLOR forces a terminal unless empty
+    (https://force-color.org/), and otherwise it is a terminal or not."""
+    tty_compatible = environ.get("TTY_COMPATIBLE", "")
+    if tty_compatible in ("0", "1"):
+        return tty_compatible == "0"
+    if environ.get("FORCE_COLOR") is not None:
+        return environ["FORCE_COLOR"] == ""
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream: rich calls both no terminal
+        return True
+
+
+class PlainConsole:
+    """A console for a pipe or a file: text written as rich would write it there, anything else
+    (a table, a tree, text with tabs to expand) drawn by a rich console made on first use."""
+
+    def __init__(self, file: IO[str]) -> None:
+        self.file = file
+
+    def print(self, *objects: Any) -> None:
+        if all(isinstance(o, str) and "\t" not in o for o in objects):
+            self.file.write(" ".join(strip_markup(o) for o in objects) + "\n")
+        else:
+            self._rich.print(*objects)
+
+    @functools.cached_property
+    def _rich(self) -> Console:
+        from rich.console import Console
+
+        return Console(file=self.file, **console_options())
+
+
+def console(stderr: bool = False) -> Out:
+    """The console for output to a person on stdout (or stderr): plain where rich would draw nothing."""
+    stream = sys.stderr if stderr else sys.stdout
+    if draws_nothing(stream):
+        return PlainConsole(stream)
+    from rich.console import Console
+
+    return Console(stderr=stderr, **console_options())
