@@ -1,10 +1,12 @@
 """Output for a person when there is no terminal: rich's markup, written without loading rich.
 
-Off a terminal rich draws nothing: it writes the text with its markup tags removed. Loading it
-costs about 35 ms, as much as a lock's three solves, so a command run by CI or a script (stdout
-a pipe or a file) writes its text through `PlainConsole`, which does only that; a table or a tree
-still goes to a real rich console, made the first time one is printed. The renderers write the
-same markup to either (tests/test_plaintext.py checks both give the same bytes).
+Off a terminal rich draws nothing: it writes the text with its markup tags removed, and a
+borderless table as padded columns. Loading it costs about 35 ms and laying out a 20-row table
+another 45, as much as a lock's three solves, so a command run by CI or a script (stdout a pipe or
+a file) writes through `PlainConsole`, which does just that; anything it cannot lay out exactly as
+rich would (a tree, a table too wide, text with tabs) goes to a real rich console, made the first
+time one is needed. The renderers write the same markup to either, and tests/test_plaintext.py
+checks that both give the same bytes.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table as RichTable
 
 # a markup tag as rich reads one, with the backslashes before it: [bold], [/], [@click], [#ff0000]
 _TAG = re.compile(r"(\\*)\[([a-z#/@][^[]*?)]")
 # what rich's Text drops from anything it holds: bell, backspace, vertical tab, form feed, CR
 _DROPPED = dict.fromkeys((7, 8, 11, 12, 13))
+_PRINTABLE = re.compile(r"[ -~]*")
 
 
 class Out(Protocol):
@@ -79,24 +83,89 @@ def draws_nothing(stream: IO[str], environ: Mapping[str, str] = os.environ) -> b
         return True
 
 
+def rich_width(environ: Mapping[str, str] = os.environ) -> int | None:
+    """The width rich gives a console that is no terminal (Console.size): the first of stdin,
+    stdout and stderr that is a terminal, COLUMNS over that, 80 without either; None on Windows,
+    where rich also weighs the console's features (tables are then left to rich)."""
+    if os.name == "nt":
+        return None
+    width = 0
+    for fd in (0, 1, 2):
+        try:
+            width = os.get_terminal_size(fd).columns
+        except (AttributeError, ValueError, OSError):
+            continue
+        break
+    columns = environ.get("COLUMNS")
+    if columns is not None and columns.isdigit():
+        width = int(columns)
+    return width or 80
+
+
+class TextTable:
+    """A borderless table, built as rich's is (`add_row`) and drawn as rich draws it. On a
+    terminal rich draws it (`__rich__`); off one PlainConsole lays it out itself where rich's layout
+    is the plain one (every column as wide as its widest cell, two spaces apart, all within the
+    width) and hands it to rich otherwise."""
+
+    def __init__(self, *headers: str) -> None:
+        self.headers = headers
+        self.rows: list[tuple[tuple[str, ...], str | None]] = []
+
+    def add_row(self, *cells: str, style: str | None = None) -> None:
+        self.rows.append((cells, style))
+
+    def __rich__(self) -> RichTable:
+        from rich.table import Table
+
+        table = Table(*self.headers, box=None, pad_edge=False)
+        for cells, style in self.rows:
+            table.add_row(*cells, style=style)
+        return table
+
+    def plain_lines(self, width: int) -> list[str] | None:
+        """The lines rich would write off a terminal `width` columns wide, or None where its layout
+        is not the plain one: a table too wide (rich wraps or shrinks columns), a cell with more than
+        printable ASCII (wide characters, line breaks, tabs, escape codes), more cells than columns."""
+        columns = len(self.headers)
+        grid = [[strip_markup(h) for h in self.headers]]
+        for cells, _ in self.rows:
+            if len(cells) > columns:
+                return None
+            grid.append([strip_markup(c) for c in cells] + [""] * (columns - len(cells)))
+        if not all(_PRINTABLE.fullmatch(text) for row in grid for text in row):
+            return None
+        widths = [max(len(row[i]) for row in grid) for i in range(columns)]
+        if sum(widths) + 2 * (columns - 1) > width or not all(widths):
+            return None
+        return ["  ".join(text.ljust(w) for text, w in zip(row, widths, strict=True)) for row in grid]
+
+
 class PlainConsole:
     """A console for a pipe or a file: text written as rich would write it there, anything else
     (a table, a tree, text with tabs to expand) drawn by a rich console made on first use."""
 
-    def __init__(self, file: IO[str]) -> None:
+    def __init__(self, file: IO[str], environ: Mapping[str, str] = os.environ) -> None:
         self.file = file
+        self.environ = environ
 
     def print(self, *objects: Any) -> None:
         if all(isinstance(o, str) and "\t" not in o for o in objects):
             self.file.write(" ".join(strip_markup(o) for o in objects) + "\n")
-        else:
-            self._rich.print(*objects)
+            return
+        if len(objects) == 1 and isinstance(objects[0], TextTable):
+            width = rich_width(self.environ)
+            lines = objects[0].plain_lines(width) if width is not None else None
+            if lines is not None:
+                self.file.write("".join(f"{line}\n" for line in lines))
+                return
+        self._rich.print(*objects)
 
     @functools.cached_property
     def _rich(self) -> Console:
         from rich.console import Console
 
-        return Console(file=self.file, **console_options())
+        return Console(file=self.file, _environ=self.environ, **console_options())
 
 
 def console(stderr: bool = False) -> Out:

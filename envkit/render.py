@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envkit.commands import Result
-from envkit.plaintext import Out, escape
-
-if TYPE_CHECKING:
-    from rich.table import Table
+from envkit.plaintext import Out, TextTable, escape
 
 STATUS_STYLE = {
     "pass": "green",
@@ -24,15 +21,8 @@ STATUS_STYLE = {
 # ------------------------------------------------------------------ human renderers
 
 
-def _table(*headers: str) -> Table:
-    """A borderless table (rich's: a table is drawn by rich even off a terminal, envkit.plaintext)."""
-    from rich.table import Table
-
-    return Table(*headers, box=None, pad_edge=False)
-
-
 def _recipes_list(c: Out, rows: list[Any]) -> None:
-    table = _table("recipe", "source", "commit", "description")
+    table = TextTable("recipe", "source", "commit", "description")
     for r in rows:
         name = r.name if not r.shadowed_by else f"[dim]{r.name} (shadowed by {r.shadowed_by})[/dim]"
         table.add_row(name, f"{r.source} ({r.kind})", (r.commit or "")[:10], escape(r.description))
@@ -110,7 +100,7 @@ def _plan(c: Out, plan: Any, findings: Any = ()) -> None:
     c.print("virtual packages: " + (", ".join(plan.virtual_packages) or "none"))
     for line in getattr(plan, "assumed", ()):
         c.print(f"[yellow]{escape(line)}[/yellow]")
-    table = _table("name", "version", "build", "channel", "role")
+    table = TextTable("name", "version", "build", "channel", "role")
     for p in plan.packages:
         style = "bold cyan" if p.role else None
         table.add_row(p.name, p.version, p.build, p.channel.rstrip("/").rsplit("/", 1)[-1], p.role or "", style=style)
@@ -127,7 +117,7 @@ def _plan(c: Out, plan: Any, findings: Any = ()) -> None:
 
 
 def _probe(c: Out, report: Any) -> None:
-    table = _table("check", "status", "evidence")
+    table = TextTable("check", "status", "evidence")
     for ch in report.checks:
         evidence = ch.evidence if ch.status != "pass" else ch.evidence.splitlines()[0] if ch.evidence else ""
         table.add_row(ch.id, f"[{STATUS_STYLE[ch.status]}]{ch.status}[/]", escape(evidence[:400]))
@@ -207,7 +197,7 @@ def _audit(c: Out, out: Any) -> None:
         c.print("no envs found; looked at " + ", ".join(escape(p) for p in out.searched))
         return
     if len(out.audits) > 1:
-        table = _table("env", "packages", "envkit", "errors", "warnings", "info")
+        table = TextTable("env", "packages", "envkit", "errors", "warnings", "info")
         for a in out.audits:
             counts = {s: sum(1 for f in a.findings if f.severity == s) for s in ("error", "warning", "info")}
             table.add_row(
@@ -314,7 +304,7 @@ def _list(c: Out, rows: Any) -> None:
     if not rows:
         c.print("no envs found")
         return
-    table = _table("env", "recipe", "commit", "created", "health", "drift")
+    table = TextTable("env", "recipe", "commit", "created", "health", "drift")
     for r in rows:
         drift = f"{len(r.drift)} change(s)" if r.drift else ("" if r.envkit else "-")
         table.add_row(

@@ -3,12 +3,16 @@ decision about what is a terminal; and the CLI off a terminal never loading rich
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import pty
 import re
+import shutil
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -19,7 +23,7 @@ from rich.console import Console
 from rich.errors import MarkupError
 from rich.table import Table
 
-from envkit.plaintext import PlainConsole, console_options, draws_nothing, escape, strip_markup
+from envkit.plaintext import PlainConsole, TextTable, console_options, draws_nothing, escape, rich_width, strip_markup
 from envkit.render import STATUS_STYLE
 from tests.test_lock import team_recipe, two_platform_channel
 
@@ -28,16 +32,16 @@ TEXT = st.text(alphabet=st.sampled_from([*"ab /=-.é", "[", "]", "\\", "@", "#",
 STYLES = sorted({*STATUS_STYLE.values(), "bold", "dim", "cyan", "green", "red", "yellow"})
 
 
-def riches(*objects: object) -> str:
+def riches(*objects: object, environ: dict[str, str] | None = None) -> str:
     """What rich's console, set up as envkit's, writes off a terminal."""
     out = io.StringIO()
-    Console(file=out, **console_options()).print(*objects)
+    Console(file=out, _environ=environ, **console_options()).print(*objects)
     return out.getvalue()
 
 
-def plain(*objects: object) -> str:
+def plain(*objects: object, environ: dict[str, str] | None = None) -> str:
     out = io.StringIO()
-    PlainConsole(out).print(*objects)
+    PlainConsole(out, os.environ if environ is None else environ).print(*objects)
     return out.getvalue()
 
 
@@ -89,6 +93,52 @@ def test_any_text_rich_accepts_comes_out_the_same(text: str) -> None:
     assert plain(text) == expected
 
 
+CELL = st.one_of(
+    st.builds(escape, st.text(alphabet=st.sampled_from([*"ab-_./ 1[]\\"]), max_size=12)),
+    st.builds(lambda style, text: f"[{style}]{escape(text)}[/{style}]", st.sampled_from(STYLES), st.text(alphabet="xyz[] ", max_size=8)),
+    st.sampled_from(["", "é", "two\nlines", "a\tb", "\x1b[0m", "\u4e2d\u6587"]),  # what only rich lays out
+)
+
+
+@given(
+    headers=st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=8), min_size=1, max_size=5),
+    rows=st.lists(st.tuples(st.lists(CELL, max_size=5), st.sampled_from([None, "bold cyan"])), max_size=6),
+    columns=st.integers(8, 120),
+)
+def test_tables_come_out_as_rich_lays_them_out(headers: list[str], rows: list[tuple[list[str], str | None]], columns: int) -> None:
+    table = TextTable(*headers)
+    for cells, style in rows:
+        table.add_row(*cells[: len(headers)], style=style)
+    environ = {"COLUMNS": str(columns)}
+    assert plain(table, environ=environ) == riches(table, environ=environ)
+
+
+def test_a_table_laid_out_by_hand() -> None:
+    table = TextTable("name", "version", "role")
+    table.add_row("numpy", "2.1", "")
+    table.add_row("[bold]mkl[/bold]", "2024.2", "blas", style="bold cyan")
+    assert table.plain_lines(80) == ["name   version  role", "numpy  2.1          ", "mkl    2024.2   blas"]
+    assert table.plain_lines(19) is None  # rich would wrap it
+    assert plain(table, environ={"COLUMNS": "80"}) == riches(table, environ={"COLUMNS": "80"})
+
+
+def test_the_width_comes_from_a_terminal_on_stdin_as_riches_does() -> None:
+    """`envkit create ... | tee log` from a 30-column terminal: stdout is a pipe, stdin is not."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 30, 0, 0))
+    saved = os.dup(0)
+    os.dup2(slave, 0)
+    try:
+        table = TextTable("name", "version", "channel")
+        table.add_row("typing-extensions", "4.16.0", "conda-forge")
+        assert rich_width({}) == 30 and rich_width({"COLUMNS": "100"}) == 100
+        assert plain(table, environ={}) == riches(table, environ={}) != plain(table, environ={"COLUMNS": "100"})
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, master, slave):
+            os.close(fd)
+
+
 def test_known_lines_and_what_needs_rich() -> None:
     evidence = "[x] \\ y"
     assert strip_markup(f"[bold red]error[/] EK001 {escape(evidence)}") == "error EK001 [x] \\ y"
@@ -125,14 +175,19 @@ def test_draws_nothing_exactly_where_rich_sees_no_terminal(on_pty: bool, environ
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def test_lock_off_a_terminal_loads_no_rich_and_says_what_rich_would(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["lock"], ["create", "--yes", "--no-probe", "-p", "ENV"]])
+def test_off_a_terminal_envkit_loads_no_rich_and_says_what_rich_would(command: list[str], tmp_path: Path) -> None:
+    """`lock` (lines) and `create` (the plan: lines and a table), as CI runs them and as rich draws
+    them when told the pipe is a terminal."""
     recipe = team_recipe(tmp_path / "recipes", two_platform_channel(tmp_path))
-    cmd = [sys.executable, "-X", "importtime", "-m", "envkit", "lock", str(recipe)]
+    args = [str(tmp_path / "env") if a == "ENV" else a for a in command]
+    cmd = [sys.executable, "-X", "importtime", "-m", "envkit", *args, str(recipe)]
     off = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert off.returncode == 0, off.stderr
-    assert "wrote " in off.stdout and "\x1b" not in off.stdout
+    assert "\x1b" not in off.stdout and ("wrote " in off.stdout or "helper  1.0" in off.stdout)
     assert not re.search(r"\|\s+rich(\.|$)", off.stderr, re.MULTILINE)
 
+    shutil.rmtree(tmp_path / "env", ignore_errors=True)
     forced = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | {"FORCE_COLOR": "1"}
     drawn = subprocess.run(cmd, capture_output=True, text=True, check=False, env=forced)
     assert drawn.returncode == 0, drawn.stderr
