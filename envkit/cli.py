@@ -9,9 +9,10 @@ exit code no longer says what happened. pyo3-async-runtimes offers no way to sto
 (PyO3/pyo3-async-runtimes#40), so envkit flushes its output and leaves with os._exit, which ends
 every thread at once. bench/stress_exit.py measures it.
 
-rich is imported only when something is drawn on a terminal, or as a table (it costs about as much
-as the rest of a quick command): `envkit --version`, JSON output, a no-op `envkit sync`, and a
-lock or sync whose output goes to a pipe or a file never load it (envkit.plaintext).
+rich is imported only to draw on a terminal, or what plain text cannot lay out as rich would (a
+tree, a table too wide): it costs about as much as the rest of a quick command. `envkit --version`,
+JSON output, a no-op `envkit sync`, and a lock, sync or create whose output goes to a pipe or a
+file never load it (envkit.plaintext).
 """
 
 from __future__ import annotations

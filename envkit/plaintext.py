@@ -1,8 +1,8 @@
 """Output for a person when there is no terminal: rich's markup, written without loading rich.
 
 Off a terminal rich draws nothing: it writes the text with its markup tags removed, and a
-borderless table as padded columns. Loading it costs about 35 ms and laying out a 20-row table
-another 45, as much as a lock's three solves, so a command run by CI or a script (stdout a pipe or
+borderless table as padded columns. Loading it costs 35 to 85 ms here and laying out a 20-row table
+another 15, more than a lock's three solves, so a command run by CI or a script (stdout a pipe or
 a file) writes through `PlainConsole`, which does just that; anything it cannot lay out exactly as
 rich would (a tree, a table too wide, text with tabs) goes to a real rich console, made the first
 time one is needed. The renderers write the same markup to either, and tests/test_plaintext.py
@@ -142,8 +142,9 @@ class TextTable:
 
 
 class PlainConsole:
-    """A console for a pipe or a file: text written as rich would write it there, anything else
-    (a table, a tree, text with tabs to expand) drawn by a rich console made on first use."""
+    """A console for a pipe or a file: text and plain tables written as rich would write them
+    there, anything else (a tree, a table too wide, text with tabs to expand) drawn by a rich
+    console made on first use."""
 
     def __init__(self, file: IO[str], environ: Mapping[str, str] = os.environ) -> None:
         self.file = file

@@ -1,4 +1,4 @@
-"""Rendering only: results to rich text or to the versioned JSON envelope. No logic lives here."""
+"""Rendering only: results as rich markup, which a console draws (rich's on a terminal, envkit.plaintext off one). No logic lives here."""
 
 from __future__ import annotations
 
