@@ -69,19 +69,17 @@ def compare_sync(work: Path, other: Path, rev: str, rounds: int, package: str) -
     versions = bench._versions_channel(work)
     recipe, channel = bench._payload_recipe(work, versions, f"{package} 1.0")
     prefix, raw_prefix = work / "env", work / "raw"
-    bench.run([bench.PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"], env=env)
+    sides = checked_sides(env, other, rev)
+    bench.run([bench.PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"], env=sides["this"])
 
     def raw(version: str) -> list[str]:
         return bench.raw_reinstall(channel, versions, raw_prefix, Path(env["ENVKIT_PKGS_DIR"]), f"{package} =={version}")
 
-    sides = {"this": dict(env, PYTHONPATH=str(ROOT)), rev: dict(env, PYTHONPATH=str(other))}
-    check_sides(sides)
     sync = [bench.PY, "-m", "envkit", "sync", "-p", str(prefix), "--yes", "--no-probe"]
     times: dict[str, list[float]] = {name: [] for name in [*sides, "raw"]}
     bench.run(raw("1.0"), env=env)
     for n in range(rounds):
-        order = list(sides.items()) if n % 2 == 0 else list(reversed(sides.items()))  # neither side always goes first
-        for name, side_env in order:
+        for name, side_env in in_turn(sides, n):
             bench._payload_recipe(work, versions, f"{package} 1.0")
             bench.run(sync, env=side_env)
             bench._payload_recipe(work, versions, f"{package} 2.0")
@@ -95,26 +93,33 @@ def compare_sync(work: Path, other: Path, rev: str, rounds: int, package: str) -
 def compare_lock(work: Path, other: Path, rev: str, rounds: int) -> int:
     env = bench._isolated_env(work)
     lock, raw, _ = bench.lock_job(work)
-    sides = {"this": dict(env, PYTHONPATH=str(ROOT)), rev: dict(env, PYTHONPATH=str(other))}
-    check_sides(sides)
+    sides = checked_sides(env, other, rev)
     times: dict[str, list[float]] = {name: [] for name in [*sides, "raw"]}
     for n in range(rounds):
-        order = list(sides.items()) if n % 2 == 0 else list(reversed(sides.items()))
-        for name, side_env in order:
+        for name, side_env in in_turn(sides, n):
             times[name].append(timed(lock, side_env))
         times["raw"].append(timed(raw, env))
     report(f"lock for three platforms, {rounds} rounds", rev, times)
     return 0
 
 
-def check_sides(sides: dict[str, dict[str, str]]) -> None:
-    """Each side imports envkit from its own tree, or the comparison means nothing."""
+def checked_sides(env: dict[str, str], other: Path, rev: str) -> dict[str, dict[str, str]]:
+    """Each side's environment, this checkout's and REV's, once each is seen to import envkit from
+    its own tree (or the comparison means nothing)."""
+    sides = {"this": dict(env, PYTHONPATH=str(ROOT)), rev: dict(env, PYTHONPATH=str(other))}
     for name, side_env in sides.items():
         where = subprocess.run(
             [bench.PY, "-c", "import envkit; print(envkit.__file__)"], env=side_env, capture_output=True, text=True, check=True
         )
         if not where.stdout.startswith(side_env["PYTHONPATH"] + os.sep):
             raise SystemExit(f"bench/ab.py: side {name} imports {where.stdout.strip()}, not envkit from {side_env['PYTHONPATH']}")
+    return sides
+
+
+def in_turn(sides: dict[str, dict[str, str]], n: int) -> list[tuple[str, dict[str, str]]]:
+    """Round n's order: neither side always goes first."""
+    order = list(sides.items())
+    return order if n % 2 == 0 else order[::-1]
 
 
 def report(what: str, rev: str, times: dict[str, list[float]]) -> None:

@@ -49,8 +49,8 @@ def timed(fn: Callable[[], object]) -> float:
 def alternate(
     ours: Callable[[], object], base: Callable[[], object], rounds: int, setup: Callable[[], object] | None = None
 ) -> tuple[float, float]:
-    """Medians of each, taking turns; which one goes first alternates too (bench/ab.py found the
-    first of a pair a little slower: with a fixed order that would always count against one side)."""
+    """Medians of each, taking turns; which one goes first alternates too, so that whatever going
+    first costs (a colder cache, a busier machine) never counts against one side only."""
     times: dict[str, list[float]] = {"ours": [], "base": []}
     sides = [("ours", ours), ("base", base)]
     for n in range(rounds):

@@ -13,22 +13,19 @@ from pathlib import Path
 
 # Read at import, before the test isolation removes CONDA_* from the environment.
 CONDA_FOR_TESTS = os.environ.get("ENVKIT_TEST_CONDA") or os.environ.get("CONDA_EXE") or ""
-MISSING_REASON = (
-    "no conda to test against: tools/test.sh installs one from ../shared/conda (set ENVKIT_TEST_CONDA), "
-    "or point CONDA_EXE at an installed conda"
+MISSING = (
+    "no conda to test against: run bash tools/test.sh, which installs one from ../shared/conda "
+    "(or set ENVKIT_TEST_CONDA, or point CONDA_EXE at an installed conda)"
 )
-# .ci/run sets it: in CI the real conda is always there, so a missing one fails instead of skipping.
-REQUIRED = os.environ.get("ENVKIT_TEST_REQUIRE_CONDA") == "1"
 
 
 def conda_exe() -> Path:
-    """The conda to test against; skips the test where there is none (fails where CI requires one)."""
+    """The conda to test against. A missing one fails the test rather than skipping it: these tests
+    are how envkit learns what the real client does, and a skip would pass without them."""
     import pytest
 
     if not CONDA_FOR_TESTS or not Path(CONDA_FOR_TESTS).exists():
-        if REQUIRED:
-            pytest.fail(f"ENVKIT_TEST_REQUIRE_CONDA=1 but {MISSING_REASON}")
-        pytest.skip(MISSING_REASON)
+        pytest.fail(MISSING)
     return Path(CONDA_FOR_TESTS)
 
 
