@@ -122,7 +122,8 @@ def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
         lock = record.get("lock") or {}
         if lock.get("path") != str(lock_path) or _sha256(lock_path) != lock.get("digest"):
             return False
-    elif not recipe.get("sources_digest") or sources_digest(recipe.get("chain") or []) != recipe["sources_digest"]:
+    # with a lock too: an edited recipe may have made the lock stale, which only the full look can tell
+    if not recipe.get("sources_digest") or sources_digest(recipe.get("chain") or []) != recipe["sources_digest"]:
         return False
     return installed_names(prefix) == recorded_names(record) and pip_state(prefix) == recorded_pip(record) and scripts_match(prefix, record)
 

@@ -121,6 +121,15 @@ def test_sync_to_the_lock(tmp_path: Path) -> None:
     unlocked = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
     assert unlocked.returncode == 0 and "nothing to do" in unlocked.stdout
     assert (prefix / "conda-meta" / "extra-2.0-0.json").is_file()
+    # an edit that changes nothing resolved keeps the lock fresh; one that does makes it stale, and a
+    # locked sync refuses it as a locked create does, however quick an unchanged env would answer
+    recipe.write_text(recipe.read_text() + "# a comment\n")
+    assert "nothing to do" in run_envkit("sync", "-n", "tiny", "--locked").stdout
+    edit(recipe, "omp_num_threads: 2", "omp_num_threads: 1")
+    stale = run_envkit("sync", "-n", "tiny", "--locked", "--yes", "--no-probe")
+    assert stale.returncode == 2 and "tiny.lock is stale" in stale.stderr, stale.stdout + stale.stderr
+    frozen = run_envkit("sync", "-n", "tiny", "--frozen", "--yes", "--no-probe")
+    assert frozen.returncode == 0 and "nothing to do" in frozen.stdout, frozen.stderr
 
 
 def unextractable(channel: Path, meta: PkgMeta) -> None:
