@@ -256,3 +256,35 @@ def test_killed_sync_is_rolled_back_by_the_next_run(wheel_channel: Path, tmp_pat
     assert f"rolled {prefix} back to what it was before an interrupted sync" in dry.stdout
     after = snapshot(prefix)
     assert after == before
+
+
+def test_a_team_recipe_keeps_its_source_and_moves_to_the_new_commit(tmp_path: Path) -> None:
+    """A recipe from a team repo (real git, file:// remote), synced after 'recipes update': the
+    record still names the repo, at the commit the sync used, as 'envkit list' shows it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+    channel = tiny_channel(tmp_path, extra=(PkgMeta("extra", "1.0", "0"),))
+    repo = tmp_path / "team"
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    (repo / "base.yaml").write_text(f"envkit: 1\nname: base\nchannels: [{channel.as_uri()}]\npackages: [tool]\n")
+    (repo / "train.yaml").write_text("envkit: 1\nname: train\nextends: [base]\nthreading: {omp_num_threads: 2}\n")
+    git("add", "-A")
+    git("-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-m", "v1")
+    assert run_envkit("recipes", "add-source", repo.as_uri(), "--name", "team").returncode == 0
+    assert run_envkit("create", "train", "--yes", "--no-probe").returncode == 0
+    prefix = tmp_path / "envs" / "train"
+    record = read_record(prefix)
+    assert record is not None and (record["recipe"]["source"], record["recipe"]["commit"]) == ("team", git("rev-parse", "HEAD"))
+
+    (repo / "base.yaml").write_text(f"envkit: 1\nname: base\nchannels: [{channel.as_uri()}]\npackages: [tool, extra]\n")
+    git("-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-am", "v2: extra")
+    assert run_envkit("recipes", "update").returncode == 0
+    synced = run_envkit("sync", "-n", "train", "--yes", "--no-probe")
+    assert synced.returncode == 0 and "+ extra 1.0 0" in synced.stdout, synced.stderr
+    record = read_record(prefix)
+    assert record is not None and (record["recipe"]["source"], record["recipe"]["commit"]) == ("team", git("rev-parse", "HEAD"))
+    listed = {e["prefix"]: e for e in json.loads(run_envkit("list", "--json").stdout)["data"]}
+    assert listed[str(prefix)]["commit"] == git("rev-parse", "HEAD")

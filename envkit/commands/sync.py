@@ -25,7 +25,7 @@ from envkit.installed import read_conda_meta
 from envkit.journal import rollback, write_journal
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import require_consistent
-from envkit.recipe.loader import load_recipe
+from envkit.recipe.loader import load_recorded
 from envkit.record import read_record, sync_journal_path, write_record
 from envkit.solve import Plan, solve_recipe
 from envkit.sync import SyncOutcome, diff_packages, diff_variables
@@ -69,7 +69,7 @@ def sync(
         raise UsageError(f"{prefix}: its record names no recipe file", hint="recreate it with envkit create RECIPE --force")
     installer = None if dry_run else Installer(prefix)  # its start-up overlaps the solve and journal below
     try:
-        recipe = load_recipe(str(origin["path"]))
+        recipe = load_recorded(str(origin.get("source") or "file"), str(origin["path"]))
         recipe_findings = require_consistent(recipe)
         compiled = compile_recipe(recipe)
         warnings = tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings)

@@ -20,7 +20,7 @@ from envkit.recipe.model import (
     Toolchain,
 )
 from envkit.recipe.schema import Layer, validate_layer
-from envkit.recipe.sources import RecipeSource, find_recipe
+from envkit.recipe.sources import RecipeSource, all_sources, find_recipe
 from envkit.recipe.yamlsource import load_yaml
 
 
@@ -105,19 +105,39 @@ def _resolve(
 
 def load_recipe(name_or_path: str) -> Recipe:
     """Load a recipe by name (searched in sources) or by a path to a .yaml file."""
-    candidate = Path(name_or_path)
     files: list[str] = []
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
-        check_recipe_path(candidate, name_or_path)
-        # a recipe given by path finds its parents beside it first (a repo checkout), then as usual
-        beside = RecipeSource(f"dir {candidate.parent}", "path", candidate.parent.absolute())
-        layer, source, path = _resolve(candidate.stem, beside, candidate, (), files=files, memo={})
+        layer, path = _load_path(name_or_path, files)
         origin = RecipeOrigin("file", str(path))
     else:
         layer, source, path = _resolve(name_or_path, None, None, (), files=files, memo={})
         assert source is not None
         origin = RecipeOrigin(source.name, str(path), source.commit)
     return build_recipe(layer, origin, tuple(files))
+
+
+def load_recorded(source: str, path: str) -> Recipe:
+    """The recipe an env was made from, loaded again from the file it was made from. While the
+    source it came from still holds that file, the recipe keeps that source's name and its commit
+    now (a team repo's recipe synced after 'recipes update' is at the new commit); otherwise it is
+    a plain file."""
+    files: list[str] = []
+    layer, found = _load_path(path, files)
+    origin = RecipeOrigin("file", str(found))
+    for candidate in all_sources():
+        if candidate.name == source and candidate.root.resolve() in found.resolve().parents:
+            origin = RecipeOrigin(candidate.name, str(found), candidate.commit)
+            break
+    return build_recipe(layer, origin, tuple(files))
+
+
+def _load_path(given: str, files: list[str]) -> tuple[Layer, Path]:
+    candidate = Path(given)
+    check_recipe_path(candidate, given)
+    # a recipe given by path finds its parents beside it first (a repo checkout), then as usual
+    beside = RecipeSource(f"dir {candidate.parent}", "path", candidate.parent.absolute())
+    layer, _, path = _resolve(candidate.stem, beside, candidate, (), files=files, memo={})
+    return layer, path
 
 
 def build_recipe(layer: Layer, origin: RecipeOrigin, chain: tuple[str, ...]) -> Recipe:
