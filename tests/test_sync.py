@@ -288,3 +288,16 @@ def test_a_team_recipe_keeps_its_source_and_moves_to_the_new_commit(tmp_path: Pa
     assert record is not None and (record["recipe"]["source"], record["recipe"]["commit"]) == ("team", git("rev-parse", "HEAD"))
     listed = {e["prefix"]: e for e in json.loads(run_envkit("list", "--json").stdout)["data"]}
     assert listed[str(prefix)]["commit"] == git("rev-parse", "HEAD")
+
+    # the lock is the repo's too: made in a clone, committed, brought by 'recipes update'
+    assert run_envkit("lock", str(repo / "train.yaml")).returncode == 0
+    git("add", "train.lock")
+    git("-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-m", "lock")
+    assert run_envkit("recipes", "update").returncode == 0
+    assert "nothing to do" in run_envkit("sync", "-n", "train", "--locked", "--yes", "--no-probe").stdout
+    (repo / "train.yaml").write_text("envkit: 1\nname: train\nextends: [base]\nthreading: {omp_num_threads: 1}\n")
+    git("-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-am", "v3")
+    assert run_envkit("recipes", "update").returncode == 0
+    stale = run_envkit("sync", "-n", "train", "--locked", "--yes", "--no-probe")
+    assert stale.returncode == 2, stale.stderr
+    assert "'envkit lock train.yaml' in a clone of the 'team' repo, commit it, then 'envkit recipes update'" in stale.stderr

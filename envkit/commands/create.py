@@ -162,6 +162,18 @@ def lock_settings(locked: LockedPlatform) -> ActivationSettings:
     )
 
 
+def _relock(request: CreateRequest, recipe: Recipe, path: Path, flags: str = "") -> str:
+    """How to make the lock at `path` again. A team repo's lock is made in a clone of the repo and
+    comes back through 'recipes update': envkit's checkout of it is not the place to edit."""
+    from envkit.recipe.sources import all_sources
+
+    for source in all_sources():
+        if source.kind == "git" and source.root.resolve() in path.resolve().parents:
+            file = Path(recipe.origin.path).name
+            return f"'envkit lock {file}{flags}' in a clone of the '{source.name}' repo, commit it, then 'envkit recipes update'"
+    return f"'envkit lock {request.recipe}{flags}" + (f" -o {request.lock}'" if request.lock else "'")
+
+
 def plan_from_lock(
     request: CreateRequest, recipe: Recipe, compiled: CompiledRecipe, prefix: Path, warnings: tuple[str, ...]
 ) -> tuple[SolveOutcome, dict[str, Any]]:
@@ -170,16 +182,16 @@ def plan_from_lock(
     if not path.is_file():
         raise UsageError(f"no lock file at {path}", hint=f"make one with 'envkit lock {request.recipe}', or give --lock FILE")
     lock = read_lock(path)
-    relock = f"envkit lock {request.recipe}" + (f" -o {request.lock}" if request.lock else "")
     platform = backend.native_platform()
     locked = lock.for_platform(platform)
     if locked is None:
         have = ", ".join(p.platform for p in lock.platforms) or "none"
-        raise UsageError(f"{path} has no {platform} packages (it locks {have})", hint=f"add it: {relock} --platform {platform}")
+        relock = _relock(request, recipe, path, f" --platform {platform}")
+        raise UsageError(f"{path} has no {platform} packages (it locks {have})", hint=f"add it: {relock}")
     if not request.frozen and lock.recipe_digest != resolved_digest(recipe):
         raise UsageError(
             f"{path} is stale: recipe '{recipe.name}' (or one it extends) changed since it was locked",
-            hint=f"re-lock with '{relock}', or pass --frozen to install the lock as it is",
+            hint=f"re-lock: {_relock(request, recipe, path)}; or pass --frozen to install the lock as it is",
         )
     if lock.recipe != recipe.name:
         raise UsageError(f"{path} locks recipe '{lock.recipe}', not '{recipe.name}'", hint="give the lock that belongs to this recipe")
