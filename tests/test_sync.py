@@ -301,3 +301,14 @@ def test_a_team_recipe_keeps_its_source_and_moves_to_the_new_commit(tmp_path: Pa
     stale = run_envkit("sync", "-n", "train", "--locked", "--yes", "--no-probe")
     assert stale.returncode == 2, stale.stderr
     assert "'envkit lock train.yaml' in a clone of the 'team' repo, commit it, then 'envkit recipes update'" in stale.stderr
+
+    # renamed upstream: the env's recipe is gone, and sync says so and what to do, in one line
+    git("mv", "train.yaml", "trainer.yaml")
+    (repo / "trainer.yaml").write_text("envkit: 1\nname: trainer\nextends: [base]\nthreading: {omp_num_threads: 1}\n")
+    git("-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-am", "v4: renamed")
+    assert run_envkit("recipes", "update").returncode == 0
+    gone = run_envkit("sync", "-n", "train", "--yes", "--no-probe")
+    assert gone.returncode == 2 and gone.stderr.count("\n") == 1, gone.stderr
+    assert (
+        "train.yaml, which is gone from the 'team' recipe repo" in gone.stderr and f"envkit create NEW -p {prefix} --force" in gone.stderr
+    )

@@ -67,6 +67,15 @@ def sync(
     origin = record.get("recipe") or {}
     if not isinstance(origin, dict) or not origin.get("path"):
         raise UsageError(f"{prefix}: its record names no recipe file", hint="recreate it with envkit create RECIPE --force")
+    made_from = Path(str(origin["path"]))
+    if not made_from.exists() and not made_from.is_symlink():
+        source = str(origin.get("source") or "file")
+        local = source in ("file", "builtin", "user") or source.startswith("path")
+        raise UsageError(
+            f"{prefix} was made from recipe '{origin.get('name')}' at {made_from}, which is gone"
+            + ("" if local else f" from the '{source}' recipe repo"),
+            hint=f"if it was renamed or moved, make the env from the new one: envkit create NEW -p {prefix} --force",
+        )
     installer = None if dry_run else Installer(prefix)  # its start-up overlaps the solve and journal below
     try:
         recipe = load_recorded(str(origin.get("source") or "file"), str(origin["path"]))
