@@ -6,22 +6,33 @@ target text. conda records neither for softlinks, and `conda doctor`'s altered-f
 the file a link points to, so in an env rattler made every softlink (`bin/python -> python3.11`,
 `libfoo.so -> libfoo.so.1`) reads as an altered file (conda/conda#14836 is the same symptom from
 packages built that way). Dropping the two fields leaves what conda would have written.
+
+rattler also writes each record with mode 0600 (prefix-dev/pixi#4284), so in an env shared by a
+team only its creator can read conda-meta: `conda list` and envkit's audit fail for everyone else.
+conda creates them as open() does, under the umask; so do these.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 
-from envkit.fsutil import atomic_write_text
+from envkit.fsutil import atomic_write_text, created_mode
 
 SOFTLINK_FIELDS = ("sha256_in_prefix", "size_in_bytes")
 
 
 def as_conda_writes(prefix: Path) -> list[Path]:
-    """Rewrite the records that hold softlink hashes; returns the files changed."""
+    """Give records conda's mode, and rewrite those that hold softlink hashes; returns the files
+    rewritten."""
     changed = []
+    mode = created_mode()
     for path in sorted((prefix / "conda-meta").glob("*.json")):
+        with contextlib.suppress(OSError):
+            if path.stat().st_mode & 0o7777 != mode:
+                os.chmod(path, mode)
         try:
             raw = path.read_bytes()
         except OSError:

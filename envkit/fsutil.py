@@ -13,19 +13,46 @@ from pathlib import Path
 from envkit.errors import EnvkitError
 
 
+def umask() -> int:
+    """The process umask, read without changing it (os.umask can only set it, and setting it
+    for a moment would race any thread creating files then)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # no /proc (macOS): the only way there is
+    os.umask(mask)
+    return mask
+
+
+def created_mode() -> int:
+    """The mode open() gives a new file: what conda's own files get, and what others sharing an
+    env (a team's /opt/envs) need to read it."""
+    return 0o666 & ~umask()
+
+
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
-    """Write via a temp file in the same directory and rename over the target."""
+    """Write via a temp file in the same directory and rename over the target. The file keeps the
+    mode it had, or gets the one open() would have given it: mkstemp's 0600 would make a shared
+    env's record, or a lock meant for the team, readable by its writer only."""
     path.parent.mkdir(parents=True, exist_ok=True)
     import tempfile  # tempfile pulls in random and hashlib: loaded by writers only
 
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except OSError:
+            mode = created_mode()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

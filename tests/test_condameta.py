@@ -1,0 +1,85 @@
+"""Package records as conda writes them: the mode open() gives a new file under the umask, where
+rattler leaves 0600 (prefix-dev/pixi#4284), so the others who share an env can read it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envkit.condameta import as_conda_writes
+from tests.support.condapkg import PkgMeta
+from tests.support.tiny import tiny_channel, tiny_recipe
+
+
+def envkit_under(mask: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process whose umask is `mask`, as a shell with `umask` set runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "envkit", *args], capture_output=True, text=True, timeout=600, check=False, preexec_fn=lambda: os.umask(mask)
+    )
+
+
+def written(prefix: Path) -> dict[str, int]:
+    """The modes of what the install and envkit wrote about the env (not the packages' own files)."""
+    paths = [*(prefix / "conda-meta").glob("*.json"), prefix / "conda-meta" / "history", prefix / "etc" / "envkit" / "record.json"]
+    return {str(p.relative_to(prefix)): p.stat().st_mode & 0o777 for p in paths}
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory others can enter (pytest's own are 0700), for the check as another user."""
+    path = Path(tempfile.mkdtemp(prefix="envkit-shared-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_create_lock_and_sync_write_as_open_would(tmp_path: Path, shared_dir: Path, mask: int, mode: int) -> None:
+    channel = tiny_channel(tmp_path, extra=(PkgMeta("extra", "1.0", "0"),))
+    recipe = tiny_recipe(tmp_path, channel)
+    prefix = shared_dir / "env"
+    made = envkit_under(mask, "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
+    assert made.returncode == 0, made.stderr
+    assert set(written(prefix).values()) == {mode}, written(prefix)
+    locked = envkit_under(mask, "lock", str(recipe))
+    assert locked.returncode == 0, locked.stderr
+    assert recipe.with_suffix(".lock").stat().st_mode & 0o777 == mode  # a lock is for the team
+    # a sync's install runs in its child: the record it adds is fixed there
+    recipe.write_text(recipe.read_text().replace("packages: [tool]", "packages: [tool, extra]"))
+    synced = envkit_under(mask, "sync", "-p", str(prefix), "--yes", "--no-probe")
+    assert synced.returncode == 0, synced.stderr
+    modes = written(prefix)
+    assert "conda-meta/extra-1.0-0.json" in modes and set(modes.values()) == {mode}, modes
+    if mask == 0o022 and os.geteuid() == 0:  # another user, for real: nobody reads every record
+        for rel in modes:
+            read = subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat", str(prefix / rel)], capture_output=True, check=False
+            )
+            assert read.returncode == 0, f"{rel}: {read.stderr.decode()}"
+
+
+def test_a_record_already_readable_is_left_as_it_is(tmp_path: Path) -> None:
+    meta = tmp_path / "conda-meta"
+    meta.mkdir()
+    (meta / "a-1-0.json").write_text('{"name": "a"}\n')
+    (meta / "a-1-0.json").chmod(0o600)
+    (meta / "b-1-0.json").write_text('{"name": "b"}\n')
+    wanted = 0o666 & ~_umask_now()
+    (meta / "b-1-0.json").chmod(wanted)
+    before = (meta / "b-1-0.json").stat().st_mtime_ns
+    assert as_conda_writes(tmp_path) == []  # no softlinks: nothing rewritten, only modes set
+    assert {p.name: p.stat().st_mode & 0o777 for p in meta.iterdir()} == {"a-1-0.json": wanted, "b-1-0.json": wanted}
+    assert (meta / "b-1-0.json").stat().st_mtime_ns == before
+
+
+def _umask_now() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
