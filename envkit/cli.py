@@ -96,6 +96,9 @@ def _args_recipes(recipes: Parser) -> None:
     p.add_argument("--name", help="source name (default: from the URL)")
     p.add_argument("--ref", help="branch, tag or commit (default: the remote's default branch)")
     _json_flag(p)
+    p = rsub.add_parser("remove-source", help="forget a recipe repo and delete envkit's checkout of it")
+    p.add_argument("source", help="the source's name")
+    _json_flag(p)
     p = rsub.add_parser("update", help="fetch recipe repos, show what changed, then move the pins")
     p.add_argument("source", nargs="?", help="one source by name (default: all)")
     p.add_argument("--check", action="store_true", help="show what would change; move nothing")
@@ -292,6 +295,8 @@ def _recipes(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
         return recipes.check(args.paths), False
     if args.action == "add-source":
         return recipes.add(args.url, args.name, args.ref), False
+    if args.action == "remove-source":
+        return recipes.remove(args.source), False
     return recipes.update(args.source, args.check), False
 
 

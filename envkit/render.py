@@ -245,6 +245,12 @@ def _sources_add(c: Out, entry: Any) -> None:
     c.print(f"added source [bold]{entry.name}[/bold] {escape(entry.url)} ({entry.ref} @ {entry.commit[:10]})")
 
 
+def _sources_remove(c: Out, removed: Any) -> None:
+    c.print(f"removed source [bold]{removed.name}[/bold] {escape(removed.url)} (was at {removed.commit[:10]})")
+    for prefix in removed.orphaned:
+        c.print(f"  {escape(prefix)} was made from its recipes: sync has no recipe for it now; remake it with envkit create --force")
+
+
 def _sources_update(c: Out, updates: Any) -> None:
     if not updates:
         c.print("no recipe sources to update; add one with 'envkit recipes add-source URL'")
@@ -335,6 +341,7 @@ RENDERERS = {
     "recipes show": _recipes_show,
     "recipes validate": _validate,
     "recipes add-source": _sources_add,
+    "recipes remove-source": _sources_remove,
     "recipes update": _sources_update,
     "recipes check": _check,
     "lock": _lock,

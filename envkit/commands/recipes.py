@@ -1,4 +1,4 @@
-"""`envkit recipes list|show|validate|add-source|update`."""
+"""`envkit recipes list|show|validate|check|add-source|remove-source|update`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from envkit.lock import read_lock
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
 from envkit.recipe.digest import resolved_digest
-from envkit.recipe.gitsource import add_source, update_sources
+from envkit.recipe.gitsource import add_source, remove_source, update_sources
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
 from envkit.recipe.platforms import known_platform
@@ -90,6 +90,10 @@ def add(url: str, name: str | None, ref: str | None) -> Result:
     if "://" not in url and not url.startswith(("/", "git@")) and Path(url).exists():
         url = Path(url).absolute().as_uri()
     return Result("recipes add-source", add_source(url, name, ref))
+
+
+def remove(name: str) -> Result:
+    return Result("recipes remove-source", remove_source(name))
 
 
 def update(name: str | None, check_only: bool) -> Result:

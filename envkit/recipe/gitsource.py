@@ -40,6 +40,14 @@ class SourceUpdate:
     applied: bool
 
 
+@dataclass(frozen=True)
+class RemovedSource:
+    name: str
+    url: str
+    commit: str
+    orphaned: tuple[str, ...]  # envs made from its recipes: sync has nothing to sync them to now
+
+
 def _git(args: list[str], cwd: Path | None = None) -> str:
     try:
         proc = subprocess.run(
@@ -107,6 +115,29 @@ def add_source(url: str, name: str | None = None, ref: str | None = None) -> Git
         return entry
 
 
+def remove_source(name: str) -> RemovedSource:
+    """Forget a source and delete envkit's checkout of it. The list is saved first: a run killed
+    between the two leaves a checkout nothing names, which adding the source again replaces."""
+    from envkit.envs import all_envs
+    from envkit.record import read_record
+
+    with _lock():
+        entries = read_git_sources()
+        entry = next((e for e in entries if e.name == name), None)
+        if entry is None:
+            known = ", ".join(e.name for e in entries) or "none"
+            raise SourceError(f"no recipe source named '{name}' (sources: {known})", hint="see 'envkit recipes list' for sources")
+        _save([e for e in entries if e.name != name])
+        shutil.rmtree(git_checkout_dir(name), ignore_errors=True)
+    orphaned = []
+    for prefix in all_envs():
+        record = read_record(prefix)
+        recipe = (record or {}).get("recipe")
+        if isinstance(recipe, dict) and recipe.get("source") == name:
+            orphaned.append(str(prefix))
+    return RemovedSource(entry.name, entry.url, entry.commit, tuple(orphaned))
+
+
 def _resolve(repo: Path, ref: str) -> str:
     for candidate in (f"origin/{ref}", ref):
         try:
@@ -145,7 +176,8 @@ def update_sources(name: str | None = None, *, apply: bool = True) -> list[Sourc
             repo = git_checkout_dir(entry.name)
             if not (repo / ".git").exists():
                 raise SourceError(
-                    f"the checkout of source '{entry.name}' is missing ({repo})", hint="remove it from sources.json and add it again"
+                    f"the checkout of source '{entry.name}' is missing ({repo})",
+                    hint=f"run 'envkit recipes remove-source {entry.name}', then add it again",
                 )
             _git(["fetch", "--quiet", "--prune", "origin"], repo)
             new = _resolve(repo, entry.ref)

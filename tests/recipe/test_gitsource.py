@@ -11,8 +11,9 @@ import pytest
 from envkit.errors import SourceError
 from envkit.recipe.gitsource import add_source, update_sources
 from envkit.recipe.loader import load_recipe
-from envkit.recipe.sources import sources_file
+from envkit.recipe.sources import git_checkout_dir, sources_file
 from tests.conftest import run_envkit
+from tests.support.tiny import tiny_channel
 
 
 def git(repo: Path, *args: str) -> str:
@@ -88,3 +89,34 @@ def test_cli_lists_provenance(team_repo: Path) -> None:
     rows = {(r["name"], r["source"]): r for r in listing["data"]}
     assert rows[("trainer", "team-recipes")]["commit"] == git(team_repo, "rev-parse", "HEAD")
     assert rows[("yolov8", "builtin")]["shadowed_by"] is None
+
+
+def test_remove_source_forgets_it_and_names_the_envs_made_from_it(tmp_path: Path) -> None:
+    channel = tiny_channel(tmp_path)
+    repo = tmp_path / "team"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "tinyteam.yaml").write_text(f"envkit: 1\nname: tinyteam\nchannels: [{channel.as_uri()}]\npackages: [tool]\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-m", "v1")
+    assert run_envkit("recipes", "add-source", repo.as_uri(), "--name", "team").returncode == 0
+    assert run_envkit("create", "tinyteam", "--yes", "--no-probe").returncode == 0
+    prefix = tmp_path / "envs" / "tinyteam"
+
+    removed = run_envkit("recipes", "remove-source", "team", "--json")
+    assert removed.returncode == 0, removed.stderr
+    data = json.loads(removed.stdout)["data"]
+    assert (data["name"], data["commit"], data["orphaned"]) == ("team", git(repo, "rev-parse", "HEAD"), [str(prefix)])
+    assert json.loads(sources_file().read_text())["sources"] == [] and not git_checkout_dir("team").exists()
+    listed = json.loads(run_envkit("recipes", "list", "--json").stdout)["data"]
+    assert all(r["source"] != "team" for r in listed)
+    human = run_envkit("recipes", "remove-source", "team")
+    assert (
+        human.returncode == 2
+        and human.stderr == "envkit: error: no recipe source named 'team' (sources: none) (see 'envkit recipes list' for sources)\n"
+    )
+    gone = run_envkit("sync", "-n", "tinyteam", "--yes", "--no-probe")
+    assert gone.returncode == 2 and "which is gone from the 'team' recipe repo" in gone.stderr, gone.stderr
+    # the name is free again
+    assert run_envkit("recipes", "add-source", repo.as_uri(), "--name", "team").returncode == 0
+    assert "nothing to do" in run_envkit("sync", "-n", "tinyteam").stdout
