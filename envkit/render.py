@@ -259,6 +259,10 @@ def _sources_update(c: Out, updates: Any) -> None:
         c.print(f"[bold]{u.name}[/bold]: {verb} {u.old_commit[:10]} -> {u.new_commit[:10]}")
         for ch in u.changes:
             c.print(f"  {ch.change:8} {ch.name}")
+        for prefix in u.orphaned:
+            c.print(
+                f"  {escape(prefix)} was made from a recipe this removes: sync has no recipe for it then; remake it with envkit create --force"
+            )
 
 
 def _lock(c: Out, out: Any) -> None:

@@ -38,6 +38,7 @@ class SourceUpdate:
     new_commit: str
     changes: tuple[RecipeChange, ...]
     applied: bool
+    orphaned: tuple[str, ...] = ()  # envs made from a recipe the update removes: nothing to sync them to
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,6 @@ def add_source(url: str, name: str | None = None, ref: str | None = None) -> Git
 def remove_source(name: str) -> RemovedSource:
     """Forget a source and delete envkit's checkout of it. The list is saved first: a run killed
     between the two leaves a checkout nothing names, which adding the source again replaces."""
-    from envkit.envs import all_envs
-    from envkit.record import read_record
-
     with _lock():
         entries = read_git_sources()
         entry = next((e for e in entries if e.name == name), None)
@@ -129,13 +127,20 @@ def remove_source(name: str) -> RemovedSource:
             raise SourceError(f"no recipe source named '{name}' (sources: {known})", hint="see 'envkit recipes list' for sources")
         _save([e for e in entries if e.name != name])
         shutil.rmtree(git_checkout_dir(name), ignore_errors=True)
-    orphaned = []
+    return RemovedSource(entry.name, entry.url, entry.commit, _envs_from(name))
+
+
+def _envs_from(source: str, recipes: set[str] | None = None) -> tuple[str, ...]:
+    """The envs conda knows that were made from `source` (from these of its recipes)."""
+    from envkit.envs import all_envs
+    from envkit.record import read_record
+
+    out = []
     for prefix in all_envs():
-        record = read_record(prefix)
-        recipe = (record or {}).get("recipe")
-        if isinstance(recipe, dict) and recipe.get("source") == name:
-            orphaned.append(str(prefix))
-    return RemovedSource(entry.name, entry.url, entry.commit, tuple(orphaned))
+        recipe = (read_record(prefix) or {}).get("recipe")
+        if isinstance(recipe, dict) and recipe.get("source") == source and (recipes is None or recipe.get("name") in recipes):
+            out.append(str(prefix))
+    return tuple(out)
 
 
 def _resolve(repo: Path, ref: str) -> str:
@@ -187,6 +192,8 @@ def update_sources(name: str | None = None, *, apply: bool = True) -> list[Sourc
                 updated.append(GitSourceEntry(entry.name, entry.url, entry.ref, new))
             else:
                 updated.append(entry)
-            results.append(SourceUpdate(entry.name, entry.commit, new, changes, apply and new != entry.commit))
+            removed = {c.name for c in changes if c.change == "removed"}
+            orphaned = _envs_from(entry.name, removed) if removed else ()
+            results.append(SourceUpdate(entry.name, entry.commit, new, changes, apply and new != entry.commit, orphaned))
         _save(updated)
         return results

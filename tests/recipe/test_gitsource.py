@@ -102,6 +102,15 @@ def test_remove_source_forgets_it_and_names_the_envs_made_from_it(tmp_path: Path
     assert run_envkit("recipes", "add-source", repo.as_uri(), "--name", "team").returncode == 0
     assert run_envkit("create", "tinyteam", "--yes", "--no-probe").returncode == 0
     prefix = tmp_path / "envs" / "tinyteam"
+    # an update that removes the env's recipe says so, before and as it moves the pin
+    git(repo, "rm", "-q", "tinyteam.yaml")
+    git(repo, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-m", "v2")
+    for flags in (["--check"], []):
+        update = run_envkit("recipes", "update", *flags, "--json")
+        assert update.returncode == 0, update.stderr
+        assert json.loads(update.stdout)["data"][0]["orphaned"] == [str(prefix)]
+    git(repo, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "revert", "--no-edit", "HEAD")
+    assert json.loads(run_envkit("recipes", "update", "--json").stdout)["data"][0]["orphaned"] == []
 
     removed = run_envkit("recipes", "remove-source", "team", "--json")
     assert removed.returncode == 0, removed.stderr
