@@ -5,6 +5,7 @@ and what else it would take with it."""
 from __future__ import annotations
 
 import difflib
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +23,9 @@ from envkit.activation.writer import (
     write_files,
 )
 from envkit.audit.engine import Finding
+from envkit.audit.inventory import private_records
 from envkit.audit.rules import RULES_BY_ID
+from envkit.errors import UsageError
 from envkit.fsutil import read_exact
 from envkit.recipe.model import EnvOp
 from envkit.record import LEGACY_RECORD_REL, RECORD_REL, legacy_record_path, move_legacy_record, read_record, write_record
@@ -38,6 +41,7 @@ class FixPlan:
     move_record: bool
     diff: str
     reasons: tuple[str, ...]
+    open_records: tuple[tuple[str, int], ...] = ()  # (relative path, read bits to add)
 
     @property
     def changes(self) -> bool:
@@ -55,6 +59,7 @@ SAFE_FIXES: dict[str, tuple[Callable[[tuple[EnvOp, ...]], tuple[EnvOp, ...]], st
     "threading-layer-gnu": (lambda ops: _with(ops, EnvOp("MKL_THREADING_LAYER", "set", value="GNU")), "export MKL_THREADING_LAYER=GNU"),
     "rewrite-activation": (lambda ops: ops, f"rewrite activation scripts from {RECORD_REL}"),
     "move-record": (lambda ops: ops, f"move {LEGACY_RECORD_REL} to {RECORD_REL}, where conda does not read it"),
+    "open-records": (lambda ops: ops, "let the others who can reach the env read its package records"),
 }
 
 
@@ -63,6 +68,7 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
     activation = recorded_activation(prefix, record) if record else RecordedActivation("audit", (), prefix_tag(prefix))
     ops = activation.ops
     reasons = []
+    opening: tuple[tuple[str, int], ...] = ()
     for finding in findings:
         safe_fix = RULES_BY_ID[finding.rule_id].safe_fix if finding.rule_id in RULES_BY_ID else None
         if safe_fix is None:
@@ -70,16 +76,23 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
         change, says = SAFE_FIXES[safe_fix]
         ops = change(ops)
         reasons.append(f"{finding.rule_id}: {says}")
+        if safe_fix == "open-records":
+            opening = private_records(prefix)
     activation = RecordedActivation(activation.recipe_name, ops, activation.tag)
     files = activation.files(prefix) if ops else []
     move = legacy_record_path(prefix).is_file()
     diff_parts = [f"rename {LEGACY_RECORD_REL} -> {RECORD_REL}\n"] if move else []
+    diff_parts += [f"chmod {_who(bits)}+r {rel}\n" for rel, bits in opening]
     for f in files:
         old = read_exact(f.path) or ""
         if old != f.text:
             rel = str(f.path.relative_to(prefix))
             diff_parts.append("".join(difflib.unified_diff(old.splitlines(True), f.text.splitlines(True), f"a/{rel}", f"b/{rel}")))
-    return FixPlan(prefix, activation, tuple(files), move, "".join(diff_parts), tuple(dict.fromkeys(reasons)))
+    return FixPlan(prefix, activation, tuple(files), move, "".join(diff_parts), tuple(dict.fromkeys(reasons)), opening)
+
+
+def _who(bits: int) -> str:
+    return ("g" if bits & stat.S_IRGRP else "") + ("o" if bits & stat.S_IROTH else "")
 
 
 def apply_fix(plan: FixPlan) -> list[Path]:
@@ -89,6 +102,15 @@ def apply_fix(plan: FixPlan) -> list[Path]:
     remove_stale(plan.prefix, list(plan.files))
     if plan.move_record and move_legacy_record(plan.prefix):
         changed.append(plan.prefix / RECORD_REL)
+    for rel, bits in plan.open_records:
+        path = plan.prefix / rel
+        try:
+            path.chmod(path.stat().st_mode & 0o7777 | bits)
+        except PermissionError:
+            raise UsageError(
+                f"{path}: only its owner (or root) can change its mode", hint="run envkit audit --fix as the env's owner"
+            ) from None
+        changed.append(path)
     if not plan.files:
         return changed
     record: dict[str, Any] = read_record(plan.prefix) or {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,8 @@ class Inventory:
     # the advice variables in the environment envkit itself runs in (a ~/.bashrc export, a Dockerfile
     # ENV): they reach every process started from there, the env's included
     shell: dict[str, str] = field(default_factory=dict)
+    # conda-meta records the others who can reach the env cannot read, with the bits they lack
+    private_records: tuple[tuple[str, int], ...] = ()
 
     def advice_setting(self, name: str) -> tuple[str, str] | None:
         """(value, where it comes from) of a variable the env's processes will see: its activation
@@ -264,6 +267,33 @@ ADVICE_VARS = (
 )
 
 
+def private_records(prefix: Path) -> tuple[tuple[str, int], ...]:
+    """Package records missing read bits that the env's directories grant: group or others who can
+    enter every directory down to conda-meta and list it cannot read these. rattler writes records
+    0600 (prefix-dev/pixi#4284); conda creates them under the umask. ACLs are not looked at."""
+    try:
+        meta = (prefix / "conda-meta").absolute()
+        modes = [meta.stat().st_mode, *(d.stat().st_mode for d in meta.parents)]
+    except OSError:
+        return ()
+    wanted = 0
+    if modes[0] & stat.S_IRGRP and all(m & (stat.S_IXGRP | stat.S_IXOTH) for m in modes):
+        wanted |= stat.S_IRGRP
+    if modes[0] & stat.S_IROTH and all(m & stat.S_IXOTH for m in modes):
+        wanted |= stat.S_IROTH
+    if not wanted:
+        return ()
+    out = []
+    for path in sorted(meta.glob("*.json")):
+        try:
+            lacking = wanted & ~path.stat().st_mode
+        except OSError:
+            continue
+        if lacking:
+            out.append((f"conda-meta/{path.name}", lacking))
+    return tuple(out)
+
+
 def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: str | None = None) -> Inventory:
     record = read_record(prefix)
     pip = pip_dists(prefix)
@@ -284,4 +314,5 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
         legacy_record=legacy_record_path(prefix).is_file(),
         unreadable=unreadable,
         shell={name: os.environ[name] for name in ADVICE_VARS if name in os.environ},
+        private_records=private_records(prefix),
     )

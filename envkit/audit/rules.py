@@ -346,6 +346,15 @@ def legacy_record(inv: Inventory) -> list[str]:
     return []
 
 
+def shared_env_private_records(inv: Inventory) -> list[str]:
+    if not inv.private_records:
+        return []
+    names = [rel for rel, _ in inv.private_records]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    who = " and ".join(w for bit, w in ((0o040, "its group"), (0o004, "other users")) if any(lack & bit for _, lack in inv.private_records))
+    return [f"{len(names)} package record(s) that only their owner can read, in an env {who} can reach: {shown}"]
+
+
 def cuda_without_driver(inv: Inventory) -> list[str]:
     build = _cuda_build(inv)
     if build is None or inv.cuda_driver or not inv.on_this_machine:
@@ -752,6 +761,21 @@ RULES: tuple[Rule, ...] = (
         "env; conda doctor's consistency check reads the same files.",
         ("https://github.com/conda/conda/blob/main/conda/core/prefix_data.py",),
         unreadable_records,
+    ),
+    Rule(
+        "EK030",
+        "private-package-records",
+        "warning",
+        "package records only their owner can read, in an env others can reach",
+        "rattler's installer (pixi's, and envkit's before it set them right) writes every conda-meta/*.json with mode 0600, "
+        "where conda creates them under the umask (0644 as a rule). In an env the team shares (/opt/envs on a GPU node, a "
+        "project directory), nobody but its creator can read the records, so what reads them (conda list, conda install, "
+        "envkit's own audit, which then reports the files as unreadable under EK022) fails for everyone else.",
+        "envkit audit --fix, run by the env's owner (or root), adds the read bits the env's directories already give "
+        "(chmod g+r,o+r on the records named); nothing else changes.",
+        ("https://github.com/prefix-dev/pixi/issues/4284",),
+        shared_env_private_records,
+        "open-records",
     ),
 )
 

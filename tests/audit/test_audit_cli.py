@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +159,36 @@ def test_all_includes_the_base_env_of_the_conda_in_use(replica: dict[str, Path],
     assert code == 1 and str(base) in [a["prefix"] for a in doc["data"]["audits"]]  # its EK001 counts
     by_name = run_envkit("audit", "-n", "base", "--json", env=env)
     assert json.loads(by_name.stdout)["data"]["audits"][0]["prefix"] == str(base)
+
+
+def test_private_records_in_a_shared_env_are_found_and_opened(tmp_path: Path) -> None:
+    """An env rattler made (records 0600, prefix-dev/pixi#4284) where others can reach it: EK030,
+    and --fix gives the records the read bits the directories give. Out of others' reach: nothing."""
+    from tests.support.tiny import tiny_channel
+
+    channel = tiny_channel(tmp_path)
+    records = backend.solve([channel.as_uri()], ["tool"], "linux-64", backend.virtual_packages("linux-64"))
+    shared = Path(tempfile.mkdtemp(prefix="envkit-shared-"))
+    try:
+        shared.chmod(0o755)
+        for where in (shared / "team", shared / "group", tmp_path / "mine"):  # tmp_path: pytest's own dirs are 0700
+            backend.install(records, where, tmp_path / "pkgs", ["tool"], None)
+        (shared / "group" / "conda-meta").chmod(0o750)  # its group may look in, others may not
+        modes = {p.name: p.stat().st_mode & 0o777 for p in (shared / "team" / "conda-meta").glob("*.json")}
+        assert set(modes.values()) == {0o600}, "rattler no longer writes records 0600: EK030 has nothing to find"
+
+        code, doc = audit_json(str(shared / "team"))
+        ek030 = [f for f in doc["data"]["audits"][0]["findings"] if f["rule_id"] == "EK030"]
+        assert code == 0 and len(ek030) == 1 and ek030[0]["fixable"] is True, doc
+        assert ek030[0]["evidence"].startswith("2 package record(s) that only their owner can read, in an env its group and other users")
+        _, doc = audit_json(str(tmp_path / "mine"))
+        assert all(f["rule_id"] != "EK030" for f in doc["data"]["audits"][0]["findings"])
+
+        for prefix, mode in ((shared / "team", 0o644), (shared / "group", 0o640)):
+            fixed = run_envkit("audit", str(prefix), "--fix", "--yes")
+            assert fixed.returncode == 0 and ("chmod go+r" if mode == 0o644 else "chmod g+r") in fixed.stdout, fixed.stdout
+            assert {p.stat().st_mode & 0o777 for p in (prefix / "conda-meta").glob("*.json")} == {mode}
+            _, doc = audit_json(str(prefix))
+            assert all(f["rule_id"] != "EK030" for f in doc["data"]["audits"][0]["findings"])
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
