@@ -8,8 +8,9 @@ the file a link points to, so in an env rattler made every softlink (`bin/python
 packages built that way). Dropping the two fields leaves what conda would have written.
 
 rattler also writes each record with mode 0600 (prefix-dev/pixi#4284), so in an env shared by a
-team only its creator can read conda-meta: `conda list` and envkit's audit fail for everyone else.
-conda creates them as open() does, under the umask; so do these.
+team nobody but its creator can read conda-meta, which `conda list` and envkit's audit need. conda
+creates records as open() does, under the umask: the read bits that gives are added here (never
+taken away: a record someone opened up stays open under a stricter umask).
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ SOFTLINK_FIELDS = ("sha256_in_prefix", "size_in_bytes")
 
 
 def as_conda_writes(prefix: Path) -> list[Path]:
-    """Give records conda's mode, and rewrite those that hold softlink hashes; returns the files
-    rewritten."""
+    """Give records the bits conda's mode has, and rewrite those that hold softlink hashes;
+    returns the files rewritten."""
     changed = []
     mode = created_mode()
     for path in sorted((prefix / "conda-meta").glob("*.json")):
         with contextlib.suppress(OSError):
-            if path.stat().st_mode & 0o7777 != mode:
-                os.chmod(path, mode)
+            current = path.stat().st_mode & 0o7777
+            if mode & ~current:
+                os.chmod(path, current | mode)
         try:
             raw = path.read_bytes()
         except OSError:

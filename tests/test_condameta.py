@@ -65,21 +65,17 @@ def test_create_lock_and_sync_write_as_open_would(tmp_path: Path, shared_dir: Pa
             assert read.returncode == 0, f"{rel}: {read.stderr.decode()}"
 
 
-def test_a_record_already_readable_is_left_as_it_is(tmp_path: Path) -> None:
+def test_read_bits_are_added_never_taken(tmp_path: Path) -> None:
     meta = tmp_path / "conda-meta"
     meta.mkdir()
-    (meta / "a-1-0.json").write_text('{"name": "a"}\n')
-    (meta / "a-1-0.json").chmod(0o600)
-    (meta / "b-1-0.json").write_text('{"name": "b"}\n')
-    wanted = 0o666 & ~_umask_now()
-    (meta / "b-1-0.json").chmod(wanted)
+    for name, mode in (("a-1-0.json", 0o600), ("b-1-0.json", 0o644), ("c-1-0.json", 0o664)):
+        (meta / name).write_text('{"name": "x"}\n')
+        (meta / name).chmod(mode)
     before = (meta / "b-1-0.json").stat().st_mtime_ns
-    assert as_conda_writes(tmp_path) == []  # no softlinks: nothing rewritten, only modes set
-    assert {p.name: p.stat().st_mode & 0o777 for p in meta.iterdir()} == {"a-1-0.json": wanted, "b-1-0.json": wanted}
+    old = os.umask(0o027)
+    try:
+        assert as_conda_writes(tmp_path) == []  # no softlinks: nothing rewritten, only modes widened
+    finally:
+        os.umask(old)
+    assert {p.name: p.stat().st_mode & 0o777 for p in meta.iterdir()} == {"a-1-0.json": 0o640, "b-1-0.json": 0o644, "c-1-0.json": 0o664}
     assert (meta / "b-1-0.json").stat().st_mtime_ns == before
-
-
-def _umask_now() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
