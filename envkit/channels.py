@@ -101,13 +101,25 @@ def resolve_channels(names: list[str], flag_mirrors: dict[str, str]) -> list[Res
 
 
 def check_local_channel(channel: ResolvedChannel, platform: str) -> None:
-    """rattler silently finds nothing in a missing file:// channel; say so instead."""
+    """rattler silently finds nothing in a missing or unreadable file:// channel; say so instead."""
     parsed = urlparse(channel.url)
     if parsed.scheme != "file":
         return
     root = Path(parsed.path)
-    if not any((root / sub / "repodata.json").is_file() for sub in (platform, "noarch")):
-        raise UsageError(
-            f"channel '{channel.name}' ({channel.url}) has no {platform}/repodata.json or noarch/repodata.json",
-            hint=f"check the path or index it; map the name with --mirror {channel.name}=URL",
-        )
+    label = f"'{channel.name}'" + ("" if channel.name == channel.url else f" ({channel.url})")
+    for sub in (platform, "noarch"):
+        index = root / sub / "repodata.json"
+        try:
+            with index.open("rb"):  # readable by this user, not only there (a channel in another's home)
+                return
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            continue
+        except OSError as exc:
+            raise UsageError(
+                f"channel {label}: cannot read {index} ({exc.strerror})",
+                hint=f"ask its owner to make it readable, or map the name to a channel you can read with --mirror {channel.name}=URL",
+            ) from None
+    raise UsageError(
+        f"channel {label} has no {platform}/repodata.json or noarch/repodata.json",
+        hint=f"check the path or index it; map the name with --mirror {channel.name}=URL",
+    )

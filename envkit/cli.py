@@ -520,6 +520,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             _tell(notices)
             return _report_error(Interrupted("interrupted"), as_json, command)
+        except PermissionError as exc:  # another's env, channel or cache: not a bug, and nothing to trace
+            _tell(notices)
+            where = exc.filename or "a file envkit needed"
+            denied = UsageError(
+                f"permission denied: {where} ({exc.strerror or 'not allowed'})",
+                hint="run it as a user who may do this there (an env's owner), or ask its owner for access",
+            )
+            return _report_error(denied, as_json, command)
     if notices:
         result = replace(result, messages=(*notices, *result.messages))
     if as_json:

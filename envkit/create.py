@@ -85,7 +85,14 @@ def _is_populated(prefix: Path) -> bool:
 
 
 def ensure_creatable(prefix: Path, *, force: bool) -> None:
-    """Refuse a target that exists (unless --force, and then only a conda env)."""
+    """Refuse a target that exists (unless --force, and then only a conda env), or whose directory
+    this user may not write to: the env is built beside it and renamed into place."""
+    parent = next((p for p in prefix.absolute().parents if p.exists()), None)
+    if parent is not None and not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"{prefix}: you may not create it, {parent} is not writable by you",
+            hint="pick a prefix in a directory you own (-p), or ask the directory's owner to create the env",
+        )
     if not _is_populated(prefix):
         return
     if not force:

@@ -46,7 +46,10 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
             mode = path.stat().st_mode & 0o7777
         except OSError:
             mode = created_mode()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except PermissionError as exc:  # name the file being written, not the temp file beside it
+        raise PermissionError(exc.errno, exc.strerror, str(path)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)

@@ -95,6 +95,7 @@ class UnreadableRecord:
 
     path: str  # relative to the prefix
     reason: str
+    denied: bool = False  # sound, perhaps, but this user may not read it (EK030 is about those)
 
 
 def _record(data: object) -> tuple[CondaPackage | None, str]:
@@ -125,7 +126,7 @@ def read_conda_meta(prefix: Path) -> tuple[dict[str, CondaPackage], tuple[Unread
         try:
             raw = path.read_bytes()
         except OSError as exc:
-            bad.append(UnreadableRecord(rel, f"cannot be read ({exc.strerror})"))
+            bad.append(UnreadableRecord(rel, f"cannot be read ({exc.strerror})", isinstance(exc, PermissionError)))
             continue
         if not raw.strip():
             bad.append(UnreadableRecord(rel, "empty"))

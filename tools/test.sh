@@ -9,12 +9,14 @@ for tool in bash dash zsh fish tcsh shellcheck git pypy3; do
 done
 # LLVM's OpenMP runtime: the audit's EK001 test loads a real libomp.so.5 before mkl-service.
 ldconfig -p | grep -q 'libomp\.so\.5 ' || need+=(libomp5-14)
+# the system's python3 with venv: tests/test_shared_env.py runs envkit as another user from it
+/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing from Debian: ${need[*]}"
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     # pypy3 is Python 3.9: the in-env probe's floor, run for real by the tests
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git libomp5-14 pypy3 >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git libomp5-14 pypy3 python3-venv >/dev/null
 fi
 
 PY="${PYTHON:-python3}"
@@ -23,14 +25,14 @@ PY="${PYTHON:-python3}"
 
 # A real conda (26.7.1, from ../shared/conda) for the tests that run conda's own commands on
 # envkit's envs and envkit on conda's. Elsewhere, ENVKIT_TEST_CONDA or CONDA_EXE names one; with
-# neither, those tests report themselves skipped and say why.
+# neither, those tests fail and say how to get one.
 if [ -z "${ENVKIT_TEST_CONDA:-}" ] && [ -f ../shared/conda/install.sh ]; then
     bash ../shared/conda/install.sh "$PWD/.conda-test" >/dev/null
     # envkit in that conda's base, as a user installs it: conda finds the plugin by its entry point
     .conda-test/bin/python -m pip install --quiet --disable-pip-version-check -e .
     export ENVKIT_TEST_CONDA="$PWD/.conda-test/bin/conda"
 fi
-echo "conda for the tests: ${ENVKIT_TEST_CONDA:-${CONDA_EXE:-none (those tests will be skipped)}}"
+echo "conda for the tests: ${ENVKIT_TEST_CONDA:-${CONDA_EXE:-none (those tests will fail)}}"
 
 .venv/bin/ruff check envkit tests bench tools
 .venv/bin/ruff format --check envkit tests bench

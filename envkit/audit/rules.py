@@ -329,13 +329,15 @@ def activation_drift(inv: Inventory) -> list[str]:
 
 
 def unreadable_records(inv: Inventory) -> list[str]:
-    return [f"{bad.path}: {bad.reason}" for bad in inv.unreadable]
+    # a record this user may not read may well be sound: EK030 says why and who can fix it
+    return [f"{bad.path}: {bad.reason}" for bad in inv.unreadable if not bad.denied]
 
 
 def env_drift(inv: Inventory) -> list[str]:
     # only envs whose packages envkit installed (create, sync) have a package list to drift from;
-    # `audit --fix` on an env conda made writes a record of activation settings alone
-    if inv.record is None or not isinstance(inv.record.get("packages"), list):
+    # `audit --fix` on an env conda made writes a record of activation settings alone. Records this
+    # user may not read hide packages that are there: no drift can be told then (EK030 says so).
+    if inv.record is None or not isinstance(inv.record.get("packages"), list) or any(bad.denied for bad in inv.unreadable):
         return []
     return drift(inv.record, inv.packages, inv.pip)
 

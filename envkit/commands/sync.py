@@ -3,6 +3,8 @@ first; applies it all or nothing (envkit.journal); probes the result."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -42,10 +44,36 @@ def _record_or_fail(prefix: Path) -> dict[str, Any]:
     return record
 
 
+def _must_be_writable(prefix: Path) -> None:
+    """Before the journal: a sync changes the env in place, so one who may only read it (a team's
+    env in /opt/envs) is told so, with the difference shown, and nothing is touched."""
+    for where in (prefix, prefix / "conda-meta", prefix / "etc"):
+        if where.is_dir() and not os.access(where, os.W_OK):
+            owner = _owner(where)
+            raise UsageError(
+                f"{where}: you may not write to it{f' (it belongs to {owner})' if owner else ''}, and a sync changes the env in place",
+                hint="run the sync as the env's owner; --dry-run shows the difference to anyone",
+            )
+
+
+def _owner(path: Path) -> str | None:
+    try:
+        import pwd
+
+        return pwd.getpwuid(path.stat().st_uid).pw_name
+    except (ImportError, KeyError, OSError):
+        return None
+
+
 def _installed(prefix: Path) -> dict[str, str]:
     packages, unreadable = read_conda_meta(prefix)
     if unreadable:
-        raise UsageError(f"{prefix}: {unreadable[0].path} is not a readable package record", hint="see 'envkit audit' (EK022)")
+        bad = unreadable[0]
+        if bad.denied:
+            raise UsageError(
+                f"{prefix}: you may not read {bad.path}", hint="see 'envkit audit --explain EK030'; the env's owner can fix it"
+            )
+        raise UsageError(f"{prefix}: {bad.path} is not a readable package record", hint="see 'envkit audit' (EK022)")
     return {name: f"{p.version} {p.build}" for name, p in packages.items()}
 
 
@@ -120,13 +148,15 @@ def sync(
         provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
         if not (changes.packages or changes.variables or changes.pip):
             if not dry_run:
-                with env_lock(prefix):
-                    write_record(prefix, {**record, **provenance})  # remember the new fingerprints: next time is quick
+                # remember the new fingerprints, so next time is quick; one who may only read the env skips it
+                with env_lock(prefix), contextlib.suppress(PermissionError):
+                    write_record(prefix, {**record, **provenance})
             return Result("sync", replace(changes, noop=True), messages=(f"{prefix} already matches its {changes.source}: nothing to do",))
         if dry_run:
             return Result("sync", changes, messages=("dry run: nothing was changed",))
         if show is not None:
             show(changes)
+        _must_be_writable(prefix)
         if confirm is not None and not confirm(changes):
             return Result("sync", replace(changes, aborted=True), messages=("aborted: nothing was changed",))
         assert installer is not None  # started unless a dry run, which returned above

@@ -1,0 +1,79 @@
+"""An env one user made and another uses (a team's /opt/envs): what the other user, run for real
+as uid nobody, can do with it and how they are told what they cannot. Nothing they try may leave a
+traceback or change the env."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_envkit
+from tests.support.condapkg import PkgMeta
+from tests.support.otheruser import other_user_envkit, run_as_other
+from tests.support.tiny import tiny_channel, tiny_recipe
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A directory everyone may enter and read, no one but root write (pytest's own are 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="envkit-shared-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def one_line_error(proc: object, code: int) -> str:
+    assert getattr(proc, "returncode", None) == code, (getattr(proc, "stdout", ""), getattr(proc, "stderr", ""))
+    err = str(getattr(proc, "stderr", ""))
+    assert err.count("\n") == 1 and err.startswith("envkit: error: ") and "Traceback" not in err, err
+    return err
+
+
+def test_a_teammate_reads_an_env_they_may_not_change(shared: Path, tmp_path: Path) -> None:
+    channel = tiny_channel(shared, extra=(PkgMeta("extra", "1.0", "0"),))
+    recipe = tiny_recipe(shared, channel)
+    prefix = shared / "envs" / "tiny"
+    assert run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe").returncode == 0
+    # the same recipe from a channel only root may read (in pytest's 0700 tmp dir)
+    private = tiny_recipe(shared, tiny_channel(tmp_path, extra=(PkgMeta("extra", "1.0", "0"),)), name="private")
+    private_env = shared / "envs" / "private"
+    assert run_envkit("create", str(private), "-p", str(private_env), "--yes", "--no-probe").returncode == 0
+    envkit = other_user_envkit(shared / "home")
+    listing = sorted(p.name for p in (prefix / "conda-meta").iterdir())
+
+    audit = run_as_other(envkit, "audit", "-p", str(prefix), "--json")
+    assert audit.returncode == 0, audit.stderr
+    assert [f["rule_id"] for f in json.loads(audit.stdout)["data"]["audits"][0]["findings"]] == []
+
+    # the recipe gained a package: a dry run shows it to anyone, a sync is refused with the difference shown
+    for path in (recipe, private):
+        path.write_text(path.read_text().replace("packages: [tool]", "packages: [tool, extra]"))
+    dry = run_as_other(envkit, "sync", "-p", str(prefix), "--dry-run")
+    assert dry.returncode == 0 and "+ extra 1.0 0" in dry.stdout, dry.stderr
+    refused = run_as_other(envkit, "sync", "-p", str(prefix), "--yes", "--no-probe")
+    assert "+ extra 1.0 0" in refused.stdout
+    assert f"{prefix}: you may not write to it (it belongs to root)" in one_line_error(refused, 2)
+    unreadable = run_as_other(envkit, "sync", "-p", str(private_env), "--yes", "--no-probe")
+    assert "cannot read" in one_line_error(unreadable, 2) and "(Permission denied)" in unreadable.stderr
+
+    made = run_as_other(envkit, "create", str(recipe), "-p", str(shared / "envs" / "mine"), "--yes", "--no-probe")
+    assert f"{shared / 'envs'} is not writable by you" in one_line_error(made, 2)
+
+    script = prefix / "etc" / "conda" / "activate.d" / "envkit-tiny.sh"
+    script.write_text(script.read_text() + "# edited\n")  # EK014: --fix would rewrite it
+    fixed = run_as_other(envkit, "audit", "-p", str(prefix), "--fix", "--yes")
+    assert f"permission denied: {script}" in one_line_error(fixed, 2)
+
+    # records only root may read (as rattler writes them): one finding that says so, not a
+    # corrupt record and a removed package per file
+    for path in (prefix / "conda-meta").glob("*.json"):
+        path.chmod(0o600)
+    audit = run_as_other(envkit, "audit", "-p", str(prefix), "--json")
+    ids = [f["rule_id"] for f in json.loads(audit.stdout)["data"]["audits"][0]["findings"]]
+    assert ids == ["EK014", "EK030"], audit.stdout
+    assert sorted(p.name for p in (prefix / "conda-meta").iterdir()) == listing  # nothing the other user ran changed the env
