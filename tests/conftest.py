@@ -24,6 +24,18 @@ settings.register_profile("ci", derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory everyone may enter and read, only root write, for what others sharing an env
+    see (pytest's own directories are 0700: nobody else may enter them)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="envkit-shared-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own HOME, config, cache and envs dir; no conda or envkit settings leak in."""

@@ -4,11 +4,8 @@ rattler leaves 0600 (prefix-dev/pixi#4284), so the others who share an env can r
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,15 +26,6 @@ def written(prefix: Path) -> dict[str, int]:
     """The modes of what the install and envkit wrote about the env (not the packages' own files)."""
     paths = [*(prefix / "conda-meta").glob("*.json"), prefix / "conda-meta" / "history", prefix / "etc" / "envkit" / "record.json"]
     return {str(p.relative_to(prefix)): p.stat().st_mode & 0o777 for p in paths}
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory others can enter (pytest's own are 0700), for the check as another user."""
-    path = Path(tempfile.mkdtemp(prefix="envkit-shared-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])

@@ -5,12 +5,8 @@ traceback or change the env."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator
+import subprocess
 from pathlib import Path
-
-import pytest
 
 from tests.conftest import run_envkit
 from tests.support.condapkg import PkgMeta
@@ -18,23 +14,14 @@ from tests.support.otheruser import other_user_envkit, run_as_other
 from tests.support.tiny import tiny_channel, tiny_recipe
 
 
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A directory everyone may enter and read, no one but root write (pytest's own are 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="envkit-shared-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def one_line_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("envkit: error: "), proc.stderr
+    return proc.stderr
 
 
-def one_line_error(proc: object, code: int) -> str:
-    assert getattr(proc, "returncode", None) == code, (getattr(proc, "stdout", ""), getattr(proc, "stderr", ""))
-    err = str(getattr(proc, "stderr", ""))
-    assert err.count("\n") == 1 and err.startswith("envkit: error: ") and "Traceback" not in err, err
-    return err
-
-
-def test_a_teammate_reads_an_env_they_may_not_change(shared: Path, tmp_path: Path) -> None:
+def test_a_teammate_reads_an_env_they_may_not_change(shared_dir: Path, tmp_path: Path) -> None:
+    shared = shared_dir
     channel = tiny_channel(shared, extra=(PkgMeta("extra", "1.0", "0"),))
     recipe = tiny_recipe(shared, channel)
     prefix = shared / "envs" / "tiny"
