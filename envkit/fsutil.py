@@ -81,7 +81,12 @@ def exclusive_lock(lock_path: Path, what: str, *, wait: float = 0) -> Iterator[N
     """flock: a second envkit working on the same target fails at once (or after `wait` seconds,
     for short critical sections such as a registry update)."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies
+        mine = True
+    except PermissionError:  # another user's lock file (an env beside others'): flock needs only a read
+        fd = os.open(lock_path, os.O_RDONLY)
+        mine = False
     deadline = time.monotonic() + wait
     try:
         while True:
@@ -97,8 +102,9 @@ def exclusive_lock(lock_path: Path, what: str, *, wait: float = 0) -> Iterator[N
                         hint="wait for it to finish, then retry",
                     ) from None
                 time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        if mine:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
         yield
     finally:
         os.close(fd)

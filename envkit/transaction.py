@@ -5,8 +5,9 @@ Beside the target, on the same filesystem so that every rename is atomic:
     .NAME.envkit-staging-PID   the env being built; complete once its record is written (last)
     .NAME.envkit-old-PID       the env being replaced, between the two renames of the swap
 
-All of it runs under the target's lock (an flock in envkit's cache, which dies with its holder), so
-a staging or old directory found while holding the lock belongs to a run that is gone: SIGKILL by
+All of it runs under the target's lock (an flock, which dies with its holder, on `.NAME.envkit-lock`
+beside the env, so every user who may change a shared env takes the same one), so a staging or old
+directory found while holding the lock belongs to a run that is gone: SIGKILL by
 the OOM killer or a job scheduler, a closed SSH session. `recover` settles them: a half-built env
 is removed; an old env whose replacement never arrived is put back; a replacement that was
 complete but not yet moved in is moved in. Each is reported (envkit.notices).
@@ -34,6 +35,15 @@ LEFTOVER_RE = re.compile(r"^\.(?P<name>.+)\.envkit-(?P<kind>staging|old|removing
 
 
 def lock_for(prefix: Path) -> Path:
+    """Beside the env: a lock in each user's own cache would let a teammate's envkit "recover" (roll
+    back, delete) what another user's envkit is in the middle of. In envkit's cache only where no
+    lock beside the env can be had (a directory this user may not create it in)."""
+    beside = prefix.with_name(f".{prefix.name}.envkit-lock")
+    # the directory it goes in, or the nearest one there is (create makes the rest): the same answer
+    # before and after the env's directory exists
+    nearest = next((d for d in (prefix.parent, *prefix.parent.parents) if d.exists()), None)
+    if os.access(beside, os.R_OK) or (nearest is not None and os.access(nearest, os.W_OK | os.X_OK)):
+        return beside
     digest = hashlib.sha256(str(prefix).encode()).hexdigest()[:16]
     return paths.cache_dir() / "locks" / f"{digest}.lock"
 

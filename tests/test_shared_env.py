@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
+from envkit.transaction import lock_for
 from tests.conftest import run_envkit
 from tests.support.condapkg import PkgMeta
-from tests.support.otheruser import other_user_envkit, run_as_other
+from tests.support.otheruser import NOBODY, other_user_envkit, run_as_other
 from tests.support.tiny import tiny_channel, tiny_recipe
 
 
@@ -64,3 +66,28 @@ def test_a_teammate_reads_an_env_they_may_not_change(shared_dir: Path, tmp_path:
     ids = [f["rule_id"] for f in json.loads(audit.stdout)["data"]["audits"][0]["findings"]]
     assert ids == ["EK014", "EK030"], audit.stdout
     assert sorted(p.name for p in (prefix / "conda-meta").iterdir()) == listing  # nothing the other user ran changed the env
+
+
+def test_a_teammate_who_may_write_waits_for_the_env_s_lock(shared_dir: Path) -> None:
+    """Two users who may both change one env take one lock: the file beside the env. A lock in each
+    user's cache let the second run "recover" (roll back) what the first was in the middle of."""
+    recipe = tiny_recipe(shared_dir, tiny_channel(shared_dir, extra=(PkgMeta("extra", "1.0", "0"),)))
+    prefix = shared_dir / "envs" / "tiny"
+    assert run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe").returncode == 0
+    lock = lock_for(prefix)
+    assert lock == shared_dir / "envs" / ".tiny.envkit-lock" and lock.is_file()
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(prefix)], check=True)  # the teammate may change it
+    envkit = other_user_envkit(shared_dir / "home")
+    recipe.write_text(recipe.read_text().replace("packages: [tool]", "packages: [tool, extra]"))
+    script = f"import time; from pathlib import Path; from envkit.fsutil import exclusive_lock\nwith exclusive_lock(Path({str(lock)!r}), 'x'):\n    print('held', flush=True); time.sleep(60)"
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        busy = run_as_other(envkit, "sync", "-p", str(prefix), "--yes", "--no-probe")
+        assert "locked by another envkit process" in one_line_error(busy, 2)
+        assert not (prefix / "conda-meta" / "extra-1.0-0.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    synced = run_as_other(envkit, "sync", "-p", str(prefix), "--yes", "--no-probe")
+    assert synced.returncode == 0 and (prefix / "conda-meta" / "extra-1.0-0.json").is_file(), synced.stderr
