@@ -27,6 +27,7 @@ from urllib.parse import unquote, urlparse
 from envkit import __version__, backend, condameta, envs, pkgcache
 from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, write_files
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
+from envkit.fsutil import may_create_in
 from envkit.history import Linked, append_block, block
 from envkit.installed import pip_dists
 from envkit.notices import notify
@@ -87,10 +88,10 @@ def _is_populated(prefix: Path) -> bool:
 def ensure_creatable(prefix: Path, *, force: bool) -> None:
     """Refuse a target that exists (unless --force, and then only a conda env), or whose directory
     this user may not write to: the env is built beside it and renamed into place."""
-    parent = next((p for p in prefix.absolute().parents if p.exists()), None)
-    if parent is not None and not os.access(parent, os.W_OK | os.X_OK):
+    denied = may_create_in(prefix.absolute().parent)
+    if denied is not None:
         raise UsageError(
-            f"{prefix}: you may not create it, {parent} is not writable by you",
+            f"{prefix}: you may not create it, {denied} is not writable by you",
             hint="pick a prefix in a directory you own (-p), or ask the directory's owner to create the env",
         )
     if not _is_populated(prefix):

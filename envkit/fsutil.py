@@ -34,6 +34,15 @@ def created_mode() -> int:
     return 0o666 & ~umask()
 
 
+def may_create_in(directory: Path) -> Path | None:
+    """None when this user may create entries in `directory` (or, where it is not there yet, in the
+    nearest directory above it that is, where the rest would be made); else that directory."""
+    nearest = next((d for d in (directory, *directory.absolute().parents) if d.exists()), None)
+    if nearest is None or os.access(nearest, os.W_OK | os.X_OK):
+        return None
+    return nearest
+
+
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
     """Write via a temp file in the same directory and rename over the target. The file keeps the
     mode it had, or gets the one open() would have given it: mkstemp's 0600 would make a shared

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from envkit import paths
-from envkit.fsutil import exclusive_lock
+from envkit.fsutil import exclusive_lock, may_create_in
 from envkit.notices import notify
 from envkit.record import partial_journals, record_path, sync_journal_path
 
@@ -39,10 +39,9 @@ def lock_for(prefix: Path) -> Path:
     back, delete) what another user's envkit is in the middle of. In envkit's cache only where no
     lock beside the env can be had (a directory this user may not create it in)."""
     beside = prefix.with_name(f".{prefix.name}.envkit-lock")
-    # the directory it goes in, or the nearest one there is (create makes the rest): the same answer
-    # before and after the env's directory exists
-    nearest = next((d for d in (prefix.parent, *prefix.parent.parents) if d.exists()), None)
-    if os.access(beside, os.R_OK) or (nearest is not None and os.access(nearest, os.W_OK | os.X_OK)):
+    # judged on the nearest directory there is (create makes the rest): the same answer before and
+    # after the env's directory exists
+    if os.access(beside, os.R_OK) or may_create_in(prefix.parent) is None:
         return beside
     digest = hashlib.sha256(str(prefix).encode()).hexdigest()[:16]
     return paths.cache_dir() / "locks" / f"{digest}.lock"

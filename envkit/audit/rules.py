@@ -7,6 +7,7 @@ says what else that command would take with it."""
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -353,7 +354,9 @@ def shared_env_private_records(inv: Inventory) -> list[str]:
         return []
     names = [rel for rel, _ in inv.private_records]
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    who = " and ".join(w for bit, w in ((0o040, "its group"), (0o004, "other users")) if any(lack & bit for _, lack in inv.private_records))
+    who = " and ".join(
+        w for bit, w in ((stat.S_IRGRP, "its group"), (stat.S_IROTH, "other users")) if any(lack & bit for _, lack in inv.private_records)
+    )
     return [f"{len(names)} package record(s) that only their owner can read, in an env {who} can reach: {shown}"]
 
 

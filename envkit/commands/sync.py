@@ -28,6 +28,7 @@ from envkit.journal import rollback, write_journal
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.loader import load_recorded
+from envkit.recipe.sources import is_git_source_name
 from envkit.record import read_record, sync_journal_path, write_record
 from envkit.solve import Plan, solve_recipe
 from envkit.sync import SyncOutcome, diff_packages, diff_variables
@@ -98,10 +99,9 @@ def sync(
     made_from = Path(str(origin["path"]))
     if not made_from.exists() and not made_from.is_symlink():
         source = str(origin.get("source") or "file")
-        local = source in ("file", "builtin", "user") or source.startswith("path")
         raise UsageError(
             f"{prefix} was made from recipe '{origin.get('name')}' at {made_from}, which is gone"
-            + ("" if local else f" from the '{source}' recipe repo"),
+            + (f" from the '{source}' recipe repo" if is_git_source_name(source) else ""),
             hint=f"if it was renamed or moved, make the env from the new one: envkit create NEW -p {prefix} --force",
         )
     installer = None if dry_run else Installer(prefix)  # its start-up overlaps the solve and journal below

@@ -15,11 +15,11 @@ from typing import Literal
 
 from envkit.errors import SourceError
 from envkit.fsutil import atomic_write_text, exclusive_lock
-from envkit.names import NAME_RE
 from envkit.recipe.sources import (
     SOURCES_FILE_VERSION,
     GitSourceEntry,
     git_checkout_dir,
+    is_git_source_name,
     read_git_sources,
     sources_file,
 )
@@ -89,9 +89,9 @@ def default_name(url: str) -> str:
 
 def add_source(url: str, name: str | None = None, ref: str | None = None) -> GitSourceEntry:
     name = name or default_name(url)
-    if not NAME_RE.match(name) or name in ("user", "builtin") or name.startswith("path"):
+    if not is_git_source_name(name):
         raise SourceError(
-            f"invalid source name {name!r}", hint="use lowercase letters, digits, '-' and '_' (not 'user', 'builtin', 'path*')"
+            f"invalid source name {name!r}", hint="use lowercase letters, digits, '-' and '_' (not 'user', 'builtin', 'file', 'path*')"
         )
     with _lock():
         entries = read_git_sources()

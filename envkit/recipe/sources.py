@@ -41,6 +41,12 @@ class GitSourceEntry:
 SOURCES_FILE_VERSION = 1
 
 
+def is_git_source_name(name: str) -> bool:
+    """Whether `name` can name a team repo: the other sources' names ('user', 'builtin', 'path0'...)
+    and a recorded 'file' are never given to one."""
+    return bool(NAME_RE.match(name)) and name not in ("user", "builtin", "file") and not name.startswith("path")
+
+
 def sources_file() -> Path:
     return paths.config_dir() / "sources.json"
 
