@@ -9,6 +9,9 @@ certain: SIGKILL, wait, and nothing writes to the prefix any more. The child als
 
 The records travel as a lock file (rattler's format, which keeps every field an install needs);
 the job itself comes on the child's stdin, so a sync can start the child before it has solved.
+While it waits, the child reads the env's installed records (they are what its install needs, and
+the parent's difference is taken from them: one read of conda-meta, not two) and, asked to, lists
+every path of the env for the journal. Each is announced on its stdout as one JSON line.
 """
 
 from __future__ import annotations
@@ -50,21 +53,54 @@ def _write_records(records: list[Any], path: Path) -> None:
 
 class Installer:
     """One installer child, started before it is needed: its interpreter and rattler imports (about
-    150 ms) and its reading of the env's installed records (30-40 ms for a torch env) overlap the
-    parent's solve and journal. It takes one change, then exits; closed unused, it is killed (it has
-    touched nothing: it only reads)."""
+    150 ms), its reading of the env's installed records (30-40 ms for a torch env) and its listing
+    of the env (50-60 ms) overlap the parent's imports and solve. It takes one change, then exits;
+    closed unused, it is killed (it has changed nothing: it reads, and writes only `list_to`)."""
 
-    def __init__(self, prefix: Path | None = None) -> None:
-        """With `prefix`, the child also reads that env's installed records while it waits."""
+    def __init__(self, prefix: Path | None = None, *, list_to: Path | None = None) -> None:
+        """With `prefix`, the child also reads that env's installed records while it waits, and
+        with `list_to` writes there every path the env holds (envkit.journal's listing): the
+        caller holds the env's lock, so the listing still holds when the change comes."""
+        extra = ([str(prefix)] if prefix else []) + (["--list-to", str(list_to)] if prefix and list_to else [])
         self._child = subprocess.Popen(
-            [sys.executable, "-m", "envkit.inplace", *([str(prefix)] if prefix else [])],
+            [sys.executable, "-m", "envkit.inplace", *extra],
             stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONSAFEPATH": "1"},
             preexec_fn=_die_with_parent,  # noqa: PLW1509 - a prctl and a signal disposition, no locks taken
         )
+        self._expected = {"installed"} if prefix else set()
+        if prefix and list_to:
+            self._expected.add("listed")
+        self._heard: dict[str, dict[str, Any]] = {}
+
+    def _hear(self, kind: str) -> dict[str, Any] | None:
+        """The child's announcement of `kind`, waited for; None when it will not come (not asked
+        for, or the child is gone)."""
+        while kind in self._expected and kind not in self._heard:
+            line = self._child.stdout.readline() if self._child.stdout else ""
+            if not line:
+                self._expected.clear()  # the child is gone: nothing more will come
+                break
+            with contextlib.suppress(ValueError, AttributeError):
+                message = json.loads(line)
+                self._heard[str(message["kind"])] = message
+        return self._heard.get(kind)
+
+    def installed(self) -> dict[str, str] | None:
+        """name -> "version build" of every package record the env holds, as the child read them;
+        None when it could not read them all (the caller reads conda-meta itself, to say which)."""
+        heard = self._hear("installed")
+        if heard is None or not heard.get("complete"):
+            return None
+        return {str(name): str(what) for name, what in heard["packages"].items()}
+
+    def listed(self) -> bool:
+        """Whether the child wrote the listing to `list_to` (it could not, or was not asked)."""
+        heard = self._hear("listed")
+        return bool(heard and heard.get("ok"))
 
     def __enter__(self) -> Installer:
         return self
@@ -154,14 +190,37 @@ def _child(plan: Path, prefix: Path, cache: Path, specs: list[str], early: tuple
     return 0
 
 
-def _serve(prefix: Path | None) -> int:
-    """Load what an install needs (and read `prefix`'s installed records), then wait for the job
-    (none: the parent closed it unused)."""
+def _announce(kind: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"kind": kind, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def _list(prefix: Path, to: Path) -> bool:
+    from envkit.journal import write_listing
+
+    try:
+        write_listing(prefix, to)
+    except OSError:  # a prefix this user may not write (a sync that will be refused): the parent lists
+        return False
+    return True
+
+
+def _serve(prefix: Path | None, list_to: Path | None) -> int:
+    """Load what an install needs (and read `prefix`'s installed records, and list its paths to
+    `list_to`), then wait for the job (none: the parent closed it unused)."""
     import rattler  # noqa: F401 - loaded now, while the parent solves
 
     from envkit import backend, condameta  # noqa: F401
 
-    early = (prefix, *_read_installed(prefix)) if prefix is not None else None
+    early = None
+    if prefix is not None:
+        state, installed = _read_installed(prefix)
+        early = (prefix, state, installed)
+        packages = {r.name.normalized: f"{r.version} {r.build}" for r in installed}
+        # complete: every *.json was a record rattler could read (else the parent says which is not)
+        _announce("installed", packages=packages, complete=len(installed) == len(state) == len(packages))
+        if list_to is not None:
+            _announce("listed", ok=_list(prefix, list_to))
     line = sys.stdin.readline()
     if not line.strip():
         return 0
@@ -169,7 +228,13 @@ def _serve(prefix: Path | None) -> int:
     return _child(Path(job["plan"]), Path(job["prefix"]), Path(job["cache"]), list(job["specs"]), early)
 
 
+def _arguments(argv: list[str]) -> tuple[Path | None, Path | None]:
+    prefix = Path(argv[0]) if argv and not argv[0].startswith("--") else None
+    list_to = Path(argv[argv.index("--list-to") + 1]) if "--list-to" in argv else None
+    return prefix, list_to
+
+
 if __name__ == "__main__":
-    code = _serve(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
+    code = _serve(*_arguments(sys.argv[1:]))
     sys.stderr.flush()
     os._exit(code)  # past rattler's runtime teardown (see envkit.cli.hard_exit)

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from envkit.record import record_path, sync_journal_path, write_record
-from envkit.sync import pip_state
+
+PATHS = "paths"  # the listing's name in the journal
 
 
 def _entries(prefix: Path) -> set[str]:
@@ -43,23 +44,44 @@ def _entries(prefix: Path) -> set[str]:
     return out
 
 
-def write_journal(prefix: Path) -> None:
-    """Copy conda-meta's records and envkit's record aside, list every path the env has, then
-    rename the copy into place: the journal exists whole or not at all (a copy left half-made by a
-    kill or a full disk is deleted by the next run, envkit.transaction). The list lets a rollback
-    remove what a killed install half-linked (files no conda-meta record owns yet)."""
+def draft_path(prefix: Path) -> Path:
+    """Where this process builds the journal before renaming it into place."""
     final = sync_journal_path(prefix)
-    tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "conda-meta").mkdir(parents=True)
+    return final.with_name(final.name + f".tmp-{os.getpid()}")
+
+
+def write_listing(prefix: Path, to: Path) -> None:
+    """Every path the env has, one a line, unsorted (a rollback reads them into a set; sorting
+    20,000 costs 10 ms). Taken ahead by the installer child when the caller holds the env's lock
+    and nothing may change the env before the journal is written (envkit.inplace)."""
+    text = "".join(f"{p}\n" for p in _entries(prefix))  # before the draft's folders are made
+    to.parent.mkdir(parents=True, exist_ok=True)
+    to.write_text(text, encoding="utf-8")
+
+
+def write_journal(prefix: Path, *, listed: bool = False) -> None:
+    """Copy conda-meta's records and envkit's record aside beside the env's listing, then rename
+    the copy into place: the journal exists whole or not at all (a copy left half-made by a kill or
+    a full disk is deleted by the next run, envkit.transaction). The listing lets a rollback remove
+    what a killed install half-linked (files no conda-meta record owns yet); `listed`: it is in the
+    draft already (write_listing), else it is taken now."""
+    final, tmp = sync_journal_path(prefix), draft_path(prefix)
+    if not listed:
+        shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "conda-meta").mkdir(parents=True, exist_ok=True)
     for path in [*(prefix / "conda-meta").glob("*.json"), prefix / "conda-meta" / "history"]:
         if path.is_file():
             shutil.copy2(path, tmp / "conda-meta" / path.name)
     if record_path(prefix).is_file():
         shutil.copy2(record_path(prefix), tmp / "record.json")
-    # one path a line, unsorted: a rollback reads them into a set (sorting 20,000 costs 10 ms)
-    (tmp / "paths").write_text("".join(f"{p}\n" for p in _entries(prefix)), encoding="utf-8")
+    if not listed:
+        write_listing(prefix, tmp / PATHS)
     os.replace(tmp, final)
+
+
+def discard_draft(prefix: Path) -> None:
+    """A sync that ends before its change leaves no draft behind."""
+    shutil.rmtree(draft_path(prefix), ignore_errors=True)
 
 
 def _remove_strays(prefix: Path, known: set[str]) -> None:
@@ -89,7 +111,7 @@ def rollback(prefix: Path, cache: Path) -> None:
     for path in [*saved_meta, journal / "conda-meta" / "history"]:
         if path.is_file():
             shutil.copy2(path, prefix / "conda-meta" / path.name)
-    listed = journal / "paths"
+    listed = journal / PATHS
     if listed.is_file():
         _remove_strays(prefix, set(listed.read_text(encoding="utf-8").splitlines()))
     saved = journal / "record.json"
@@ -107,6 +129,8 @@ def _restore_pip(prefix: Path, record: dict[str, Any]) -> None:
     """pip wheels back to the recorded ones: drop what the sync added, reinstall what it removed
     or changed, by the exact URLs (and hashes) the record keeps."""
     import subprocess
+
+    from envkit.sync import pip_state
 
     wanted = {(str(p["name"]), str(p["version"])): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)}
     have = pip_state(prefix)

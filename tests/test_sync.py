@@ -3,6 +3,7 @@ packages, rolled back on failure, Ctrl-C or (by the next run) kill -9."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -74,10 +75,19 @@ def test_add_change_remove_and_variables(tmp_path: Path, monkeypatch: pytest.Mon
 
     mark = new_mark()
     monkeypatch.setenv(MARK, mark)
-    declined, screen = converse([sys.executable, "-m", "envkit", "sync", "-n", "tiny"], b"n", question=b"Apply these changes? [y/N]")
+    meanwhile: list[subprocess.CompletedProcess[str]] = []
+    declined, screen = converse(
+        [sys.executable, "-m", "envkit", "sync", "-n", "tiny"],
+        b"n",
+        question=b"Apply these changes? [y/N]",
+        while_asked=lambda: meanwhile.append(run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")),
+    )
     assert declined == 0 and "+ extra 1.0 0" in screen and "aborted: nothing was changed" in screen
+    # the env's lock is held from the look to the change: what was shown is what would be applied
+    assert meanwhile[0].returncode != 0 and "is locked by another envkit process" in meanwhile[0].stderr
     assert snapshot(prefix) == before
     assert none_left(mark), "the installer child started ahead outlived a declined sync"
+    assert not list(sync_journal_path(prefix).parent.glob("sync-journal*")), "a declined sync left its journal's draft"
     monkeypatch.delenv(MARK)
 
     added = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
@@ -142,6 +152,32 @@ def unextractable(channel: Path, meta: PkgMeta) -> None:
         for name, data in members.items():
             zf.writestr(name, b"not zstd at all" * 64 if name.startswith("pkg-") else data)
     index_channel(channel)
+
+
+def test_a_sync_stopped_before_its_change_leaves_no_draft_and_no_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the difference is shown, the child's listing for the journal already written:
+    the child is killed first, then its draft deleted, and the env is as it was."""
+    from envkit.commands.sync import sync
+    from envkit.journal import PATHS, draft_path
+
+    _, recipe, prefix = tiny_env(tmp_path)
+    edit(recipe, "packages: [tool]", "packages: [tool, extra 1.0]")
+    before = snapshot(prefix)
+    mark = new_mark()
+    monkeypatch.setenv(MARK, mark)
+
+    def interrupt_once_listed(changes: object) -> None:
+        deadline = time.monotonic() + 60
+        while not (draft_path(prefix) / PATHS).is_file():
+            assert time.monotonic() < deadline, "the child never listed the env"
+            time.sleep(0.01)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sync(prefix, probe=False, show=interrupt_once_listed)
+    assert not list(sync_journal_path(prefix).parent.glob("sync-journal*"))
+    assert none_left(mark), "the installer child outlived the interrupted sync"
+    assert snapshot(prefix) == before
 
 
 def test_a_failed_sync_leaves_the_env_as_it_was(tmp_path: Path) -> None:
@@ -312,3 +348,36 @@ def test_a_team_recipe_keeps_its_source_and_moves_to_the_new_commit(tmp_path: Pa
     assert (
         "train.yaml, which is gone from the 'team' recipe repo" in gone.stderr and f"envkit create NEW -p {prefix} --force" in gone.stderr
     )
+
+
+def test_a_synced_env_is_probed_and_its_record_says_how_it_went(tmp_path: Path, wheel_channel: Path, session_pkgs: Path) -> None:
+    """The probe runs in the synced env (its new activation included) once the env's lock is
+    released, and its verdict lands in the record, as after create."""
+    from envkit.fsutil import LockBusy, exclusive_lock
+    from envkit.transaction import lock_for
+
+    recipe = payload_recipe(tmp_path / "r", wheel_channel, name="probed", threading="threading: {omp_num_threads: 2}")
+    env = dict(os.environ, ENVKIT_PKGS_DIR=str(session_pkgs))
+    prefix = tmp_path / "envs" / "probed"
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
+    edit(recipe, "omp_num_threads: 2", "omp_num_threads: 1")
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envkit", "sync", "-p", str(prefix), "--yes", "--json"], stdout=subprocess.PIPE, text=True, env=env
+    )
+    script = prefix / "etc" / "conda" / "activate.d" / "envkit-probed.sh"
+    free_while_probing = False
+    while proc.poll() is None and not free_while_probing:
+        if "OMP_NUM_THREADS='1'" in script.read_text():  # the change is applied; the probe comes next
+            with contextlib.suppress(LockBusy), exclusive_lock(lock_for(prefix), "env"):
+                free_while_probing = proc.poll() is None
+        time.sleep(0.05)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    assert free_while_probing, "the env's lock was held while the probe ran"
+    data = json.loads(out)["data"]
+    assert data["applied"] is True and data["variables"] == [{"name": "OMP_NUM_THREADS", "old": "= '2'", "new": "= '1'"}]
+    assert data["probe"]["status"] != "fail", data["probe"]
+    record = read_record(prefix)
+    assert record is not None and record["healthy"] is True and record["probe"]["status"] == data["probe"]["status"]
+    assert record["probe"]["checks"]["ddp-seed"] == "pass"

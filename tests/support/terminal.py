@@ -8,10 +8,18 @@ import re
 import select
 import subprocess
 import time
+from collections.abc import Callable
 
 
-def converse(args: list[str], answer: bytes, question: bytes = b"Proceed? [y/N]", timeout: float = 120) -> tuple[int, str]:
-    """Type `answer` when `question` appears; return the exit code and the screen's text."""
+def converse(
+    args: list[str],
+    answer: bytes,
+    question: bytes = b"Proceed? [y/N]",
+    timeout: float = 120,
+    while_asked: Callable[[], object] | None = None,
+) -> tuple[int, str]:
+    """Type `answer` when `question` appears (after calling `while_asked`, when given); return the
+    exit code and the screen's text."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         args, stdin=slave, stdout=slave, stderr=slave, env=dict(os.environ, TERM="xterm", COLUMNS="200"), close_fds=True
@@ -31,6 +39,8 @@ def converse(args: list[str], answer: bytes, question: bytes = b"Proceed? [y/N]"
                 break
             screen += chunk
         if not answered and question in screen:
+            if while_asked is not None:
+                while_asked()
             os.write(master, answer + b"\r")
             answered = True
         if proc.poll() is not None and not ready:

@@ -1,0 +1,191 @@
+"""The full look of `envkit sync` (recipe or lock -> plan -> the difference) and the change itself,
+all or nothing under a journal (envkit.journal). The solver, YAML and rattler load with this
+module: envkit.commands.sync imports it once the installer child has started, so that the child's
+own start-up runs alongside."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from envkit import envs
+from envkit.activation.writer import RecordedActivation, activation_json, recorded_activation, remove_stale, write_files
+from envkit.audit.engine import audit_plan
+from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
+from envkit.commands.sync_quick import recorded_lock
+from envkit.create import pip_install, verify_archives
+from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
+from envkit.history import Linked, append_block, block
+from envkit.inplace import Installer
+from envkit.installed import read_conda_meta
+from envkit.journal import rollback, write_journal
+from envkit.recipe.compile import compile_recipe
+from envkit.recipe.consistency import require_consistent
+from envkit.recipe.loader import load_recorded
+from envkit.recipe.model import Recipe
+from envkit.record import sync_journal_path, write_record
+from envkit.solve import Plan, solve_recipe
+from envkit.sync import SyncOutcome, diff_packages, diff_variables
+
+
+@dataclass(frozen=True)
+class Look:
+    """What a sync would do, before it does anything."""
+
+    recipe: Recipe
+    plan: Plan
+    records: list[Any]  # rattler's, for the installer
+    changes: SyncOutcome
+    provenance: dict[str, Any]  # the record's "recipe" and "lock" entries after the sync
+
+
+def look(
+    prefix: Path,
+    record: dict[str, Any],
+    *,
+    locked: bool,
+    lock: str | None,
+    frozen: bool,
+    dry_run: bool,
+    installer: Installer | None,
+) -> Look:
+    """The plan from the recorded recipe (or its lock) and its difference from the env; `installer`
+    (when one was started) has read the env's records already."""
+    origin = record["recipe"]
+    recipe = load_recorded(str(origin.get("source") or "file"), str(origin["path"]))
+    recipe_findings = require_consistent(recipe)
+    compiled = compile_recipe(recipe)
+    warnings = tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings)
+    lock_path = recorded_lock(record, lock) if (locked or lock or frozen) else None
+    lock_info: dict[str, Any] | None = None
+    if lock_path is not None:
+        request = CreateRequest(str(origin["path"]), prefix=str(prefix), locked=True, lock=str(lock_path), frozen=frozen)
+        outcome, lock_info = plan_from_lock(request, recipe, compiled, prefix, warnings)
+    else:
+        # the channels the env was made from, mirrors included
+        recorded = {
+            str(c["name"]): str(c["url"]) for c in record.get("channels", []) if isinstance(c, dict) and c.get("name") != c.get("url")
+        }
+        outcome = solve_recipe(compiled, prefix, extra_channels=[], override_channels=False, mirrors=recorded, warnings=warnings)
+    plan = outcome.plan
+    installed = _installed(prefix, installer)
+    planned = {p.name: f"{p.version} {p.build}" for p in plan.packages}
+    changes = SyncOutcome(
+        str(prefix),
+        "lock" if lock_path else "recipe",
+        noop=False,
+        dry_run=dry_run,
+        packages=diff_packages(installed, planned),
+        variables=diff_variables(recorded_activation(prefix, record).ops, plan.activation),
+        pip=_pip_change(record, plan),
+        findings=tuple(audit_plan(plan, recipe.force)),
+    )
+    provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
+    return Look(recipe, plan, outcome.records, changes, provenance)
+
+
+def _installed(prefix: Path, installer: Installer | None) -> dict[str, str]:
+    """name -> "version build": the child's read when it read every record, else conda-meta read
+    here, so that a record nobody can read is named."""
+    if installer is not None and (read := installer.installed()) is not None:
+        return read
+    packages, unreadable = read_conda_meta(prefix)
+    if unreadable:
+        bad = unreadable[0]
+        if bad.denied:
+            raise UsageError(
+                f"{prefix}: you may not read {bad.path}", hint="see 'envkit audit --explain EK030'; the env's owner can fix it"
+            )
+        raise UsageError(f"{prefix}: {bad.path} is not a readable package record", hint="see 'envkit audit' (EK022)")
+    return {name: f"{p.version} {p.build}" for name, p in packages.items()}
+
+
+def _pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
+    if plan.pip_locked:
+        before = {str(p.get("url")) for p in record.get("pip_installed", []) if isinstance(p, dict)}
+        after = {spec.partition(" @ ")[2] for spec in plan.pip_specs}
+    else:
+        before, after = set(record.get("pip") or []), set(plan.pip_specs)
+    return tuple([f"+ {s}" for s in sorted(after - before)] + [f"- {s}" for s in sorted(before - after)])
+
+
+def remember(prefix: Path, record: dict[str, Any], seen: Look) -> None:
+    """Nothing differs: keep the new fingerprints, so that next time is quick."""
+    write_record(prefix, {**record, **seen.provenance})
+
+
+def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Installer) -> SyncOutcome:
+    """All or nothing under a journal, with the installer child started ahead. The caller holds the
+    env's lock and has settled what earlier runs left (envkit.transaction.recover)."""
+    plan, cache = seen.plan, envs.pkgs_dir()
+    try:
+        verify_archives(seen.records, cache)
+    except EnvkitError as exc:
+        raise InstallError(f"{exc.message}; {prefix} was not changed", hint=exc.hint) from None
+    write_journal(prefix, listed=installer.listed())
+    try:
+        installer.change(seen.records, prefix, cache, [s.spec for s in plan.specs])
+        pip_installed = _sync_pip(prefix, plan, record)
+        before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
+        after = {(p.name, p.version, p.build): p for p in plan.packages}
+        added = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for key, p in after.items() if key not in before]
+        gone = [Linked(str(p.get("channel", "")), str(p.get("subdir", "")), *key) for key, p in before.items() if key not in after]
+        append_block(prefix, block(["envkit", "sync", "-p", str(prefix)], added, gone, [s.spec for s in plan.specs]))
+        activation = RecordedActivation(plan.recipe, plan.activation, recorded_activation(prefix, record).tag)
+        files = activation.files(prefix)
+        write_files(files)
+        remove_stale(prefix, files)
+        write_record(
+            prefix,
+            {
+                **record,
+                **seen.provenance,
+                "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+                "packages": [asdict(p) for p in plan.packages],
+                "activation": activation_json(activation, prefix, files),
+                "pip": list(plan.pip_specs),
+                "pip_installed": pip_installed,
+                "virtual_packages": list(plan.virtual_packages),
+                "assumed": list(plan.assumed),
+                "probe": None,
+                "healthy": None,
+            },
+        )
+        shutil.rmtree(sync_journal_path(prefix), ignore_errors=True)
+    except BaseException as exc:
+        rollback(prefix, cache)
+        if isinstance(exc, KeyboardInterrupt):
+            raise Interrupted(f"interrupted: {prefix} was rolled back to what it was") from None
+        if isinstance(exc, EnvkitError):
+            raise InstallError(f"{exc.message}; {prefix} was rolled back to what it was", hint=exc.hint) from None
+        raise InstallError(f"syncing {prefix} failed ({exc}); it was rolled back to what it was") from None
+    return replace(seen.changes, applied=True)
+
+
+def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any]) -> list[dict[str, str]]:
+    old = [p for p in record.get("pip_installed", []) if isinstance(p, dict)]
+    if _pip_change(record, plan) == ():
+        return old
+    gone = sorted({str(p["name"]) for p in old} - set(_names(plan)))
+    if gone:
+        subprocess.run(
+            [str(prefix / "bin" / "python"), "-m", "pip", "uninstall", "--yes", *gone], capture_output=True, check=False, timeout=600
+        )
+    return pip_install(prefix, plan.pip_specs, locked=plan.pip_locked)
+
+
+def _names(plan: Plan) -> set[str]:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    out = set()
+    for spec in plan.pip_specs:
+        try:
+            out.add(str(canonicalize_name(Requirement(spec).name)))
+        except InvalidRequirement:  # a locked URL: its file name starts with the name
+            out.add(str(canonicalize_name(spec.rsplit("/", 1)[-1].split("-", 1)[0])))
+    return out
