@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text
+from envkit.fsutil import atomic_write_text, created_mode
 
 RECORD_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -57,7 +57,12 @@ def write_record(prefix: Path, record: dict[str, Any]) -> None:
     """Write atomically at the current location; a record at the old location is then removed."""
     # The version is this writer's, whatever a record read back earlier carried.
     data = {**record, "envkit_record_version": RECORD_VERSION}
-    atomic_write_text(record_path(prefix), json.dumps(data, indent=2, sort_keys=True) + "\n")
+    path = record_path(prefix)
+    try:  # never narrowed; a record an older envkit wrote 0600 gets the bits open() gives (EK030)
+        mode: int | None = (path.stat().st_mode & 0o7777) | created_mode()
+    except OSError:
+        mode = None
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=mode)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(legacy_record_path(prefix))
 
@@ -69,6 +74,10 @@ def existing_record_path(prefix: Path) -> Path | None:
     return None
 
 
+class RecordDenied(UsageError):
+    """The record is there, but this user may not read it (a teammate's env, written 0600)."""
+
+
 def read_record(prefix: Path) -> dict[str, Any] | None:
     path = existing_record_path(prefix)
     if path is None:
@@ -77,6 +86,11 @@ def read_record(prefix: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, RecursionError) as exc:
         raise UsageError(f"{path}: not valid JSON ({str(exc)[:120]})", hint="delete it and run 'envkit audit --fix'") from None
+    except PermissionError as exc:
+        raise RecordDenied(
+            f"{path}: cannot be read ({exc.strerror})",
+            hint="envkit once wrote it for its owner alone: the env's owner can open it with 'envkit audit --fix' (see EK030)",
+        ) from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read ({exc.strerror})", hint="check its permissions") from None
     version = data.get("envkit_record_version") if isinstance(data, dict) else None

@@ -4,6 +4,7 @@ it), the move from envkit 0.1's conda-meta/envkit.json, and envs that are moved 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -88,3 +89,21 @@ def test_edited_script_is_still_drift(tmp_path: Path) -> None:
     assert finding_ids(prefix)["EK014"] == [
         "etc/conda/activate.d/envkit-tiny.sh differs from what the env's record (etc/envkit/record.json) asks for"
     ]
+
+
+def test_a_write_opens_a_record_an_older_envkit_kept_private(tmp_path: Path) -> None:
+    """A record written 0600 (envkit's writes used mkstemp's mode once) gets the bits open() gives
+    at the next write, a sync's or a fix's; one its owner opened wider stays as it is."""
+    prefix = tmp_path / "env"
+    old = os.umask(0o022)
+    try:
+        write_record(prefix, {"recipe": {"name": "x"}})
+        assert record_path(prefix).stat().st_mode & 0o777 == 0o644
+        record_path(prefix).chmod(0o600)
+        write_record(prefix, {"recipe": {"name": "x"}})
+        assert record_path(prefix).stat().st_mode & 0o777 == 0o644
+        record_path(prefix).chmod(0o664)
+        write_record(prefix, {"recipe": {"name": "y"}})
+        assert record_path(prefix).stat().st_mode & 0o777 == 0o664
+    finally:
+        os.umask(old)

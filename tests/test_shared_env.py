@@ -91,3 +91,34 @@ def test_a_teammate_who_may_write_waits_for_the_env_s_lock(shared_dir: Path) -> 
         holder.wait()
     synced = run_as_other(envkit, "sync", "-p", str(prefix), "--yes", "--no-probe")
     assert synced.returncode == 0 and (prefix / "conda-meta" / "extra-1.0-0.json").is_file(), synced.stderr
+
+
+def test_a_record_an_older_envkit_kept_private_is_found_and_opened(shared_dir: Path) -> None:
+    """envkit wrote etc/envkit/record.json 0600 until it set its writes right: in a shared env every
+    teammate's envkit then failed on it. The audit still runs for them and says so (EK030); the
+    other commands say who can fix it; the owner's --fix opens it."""
+    recipe = tiny_recipe(shared_dir, tiny_channel(shared_dir))
+    prefix = shared_dir / "envs" / "tiny"
+    assert run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe").returncode == 0
+    record = prefix / "etc" / "envkit" / "record.json"
+    record.chmod(0o600)
+    envkit = other_user_envkit(shared_dir / "home")
+
+    audit = run_as_other(envkit, "audit", "-p", str(prefix), "--json")
+    assert audit.returncode == 0, audit.stderr
+    findings = json.loads(audit.stdout)["data"]["audits"][0]["findings"]
+    assert [(f["rule_id"], f["evidence"]) for f in findings] == [
+        (
+            "EK030",
+            "etc/envkit/record.json, envkit's record of the env, only its owner can read, in an env its group and other users can reach",
+        )
+    ]
+    assert run_as_other(envkit, "toolchain", "-p", str(prefix)).returncode == 0  # it reads the env as the audit does
+    for args in (("sync", "--dry-run"), ("export", "--format", "explicit"), ("activation", "show")):
+        refused = run_as_other(envkit, *args, "-p", str(prefix))
+        assert "cannot be read (Permission denied)" in one_line_error(refused, 2) and "envkit audit --fix' (see EK030)" in refused.stderr
+
+    fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+    assert fixed.returncode == 0 and "chmod go+r etc/envkit/record.json" in fixed.stdout, fixed.stdout
+    assert record.stat().st_mode & 0o777 == 0o644
+    assert run_as_other(envkit, "sync", "-p", str(prefix), "--dry-run").returncode == 0

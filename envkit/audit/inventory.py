@@ -13,7 +13,7 @@ from envkit.activation import FILE_PREFIX
 from envkit.fsutil import read_exact
 from envkit.installed import CondaPackage, PipDist, UnreadableRecord, conda_env_vars, pip_dists, read_conda_meta, site_packages
 from envkit.recipe.model import EnvOp
-from envkit.record import legacy_record_path, read_record
+from envkit.record import RecordDenied, legacy_record_path, read_record, record_path
 
 # (kind, api, basename pattern): runtimes only, not their helpers (libiomp5_db, libomptarget, ...).
 NATIVE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
@@ -70,7 +70,8 @@ class Inventory:
     # the advice variables in the environment envkit itself runs in (a ~/.bashrc export, a Dockerfile
     # ENV): they reach every process started from there, the env's included
     shell: dict[str, str] = field(default_factory=dict)
-    # conda-meta records the others who can reach the env cannot read, with the bits they lack
+    # conda-meta records (and envkit's record) the others who can reach the env cannot read, with
+    # the bits they lack
     private_records: tuple[tuple[str, int], ...] = ()
 
     def advice_setting(self, name: str) -> tuple[str, str] | None:
@@ -267,35 +268,50 @@ ADVICE_VARS = (
 )
 
 
-def private_records(prefix: Path) -> tuple[tuple[str, int], ...]:
-    """Package records missing read bits that the env's directories grant: group or others who can
-    enter every directory down to conda-meta and list it cannot read these. rattler writes records
-    0600 (prefix-dev/pixi#4284); conda creates them under the umask. ACLs are not looked at."""
+def _bits_granted(folder: Path) -> int:
+    """The read bits (group, others) that those who may enter every directory down to `folder` and
+    list it expect of the files in it."""
     try:
-        meta = (prefix / "conda-meta").absolute()
-        modes = [meta.stat().st_mode, *(d.stat().st_mode for d in meta.parents)]
+        folder = folder.absolute()
+        modes = [folder.stat().st_mode, *(d.stat().st_mode for d in folder.parents)]
     except OSError:
-        return ()
+        return 0
     wanted = 0
     if modes[0] & stat.S_IRGRP and all(m & (stat.S_IXGRP | stat.S_IXOTH) for m in modes):
         wanted |= stat.S_IRGRP
     if modes[0] & stat.S_IROTH and all(m & stat.S_IXOTH for m in modes):
         wanted |= stat.S_IROTH
-    if not wanted:
-        return ()
+    return wanted
+
+
+def private_records(prefix: Path) -> tuple[tuple[str, int], ...]:
+    """Package records, and envkit's own record, missing read bits that the env's directories
+    grant: group or others who can reach them cannot read them. rattler writes package records
+    0600 (prefix-dev/pixi#4284), and envkit wrote its record 0600 until it set its writes right;
+    conda creates files under the umask. ACLs are not looked at."""
     out = []
-    for path in sorted(meta.glob("*.json")):
-        try:
-            lacking = wanted & ~path.stat().st_mode
-        except OSError:
+    for folder, files in (
+        (prefix / "conda-meta", sorted((prefix / "conda-meta").glob("*.json"))),
+        (record_path(prefix).parent, [record_path(prefix)]),
+    ):
+        wanted = _bits_granted(folder)
+        if not wanted:
             continue
-        if lacking:
-            out.append((f"conda-meta/{path.name}", lacking))
+        for path in files:
+            try:
+                lacking = wanted & ~path.stat().st_mode
+            except OSError:
+                continue
+            if lacking:
+                out.append((str(path.relative_to(prefix)), lacking))
     return tuple(out)
 
 
 def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: str | None = None) -> Inventory:
-    record = read_record(prefix)
+    try:
+        record = read_record(prefix)
+    except RecordDenied:  # the rest can still be audited; EK030 says why and who can fix it
+        record = None
     pip = pip_dists(prefix)
     activation, files = _read_activation(prefix, record)
     packages, unreadable = read_conda_meta(prefix)

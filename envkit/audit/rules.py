@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from envkit.audit.inventory import Inventory
 from envkit.installed import dependents, wheel_torch_build
+from envkit.record import RECORD_REL
 from envkit.sync import drift
 
 if TYPE_CHECKING:
@@ -352,12 +353,17 @@ def legacy_record(inv: Inventory) -> list[str]:
 def shared_env_private_records(inv: Inventory) -> list[str]:
     if not inv.private_records:
         return []
-    names = [rel for rel, _ in inv.private_records]
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     who = " and ".join(
         w for bit, w in ((stat.S_IRGRP, "its group"), (stat.S_IROTH, "other users")) if any(lack & bit for _, lack in inv.private_records)
     )
-    return [f"{len(names)} package record(s) that only their owner can read, in an env {who} can reach: {shown}"]
+    names = [rel for rel, _ in inv.private_records if rel.startswith("conda-meta/")]
+    out = []
+    if names:
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        out.append(f"{len(names)} package record(s) that only their owner can read, in an env {who} can reach: {shown}")
+    if len(names) < len(inv.private_records):
+        out.append(f"{RECORD_REL}, envkit's record of the env, only its owner can read, in an env {who} can reach")
+    return out
 
 
 def cuda_without_driver(inv: Inventory) -> list[str]:
@@ -771,13 +777,15 @@ RULES: tuple[Rule, ...] = (
         "EK030",
         "private-package-records",
         "warning",
-        "package records only their owner can read, in an env others can reach",
+        "package records (or envkit's record) only their owner can read, in an env others can reach",
         "rattler's installer (pixi's, and envkit's before it set them right) writes every conda-meta/*.json with mode 0600, "
-        "where conda creates them under the umask (0644 as a rule). In an env the team shares (/opt/envs on a GPU node, a "
-        "project directory), nobody but its creator can read the records, so what reads them (conda list, conda install, "
-        "envkit's own audit, which then reports the files as unreadable under EK022) fails for everyone else.",
+        "where conda creates them under the umask (0644 as a rule); envkit itself wrote etc/envkit/record.json 0600 until "
+        "it did the same. In an env the team shares (/opt/envs on a GPU node, a project directory), nobody but its creator "
+        "can read those files, so what reads them fails for everyone else: conda list and conda install on package records, "
+        "envkit's own audit (which would report them as unreadable under EK022), and, on envkit's record, the envkit "
+        "commands that need it (sync, export, activation show).",
         "envkit audit --fix, run by the env's owner (or root), adds the read bits the env's directories already give "
-        "(chmod g+r,o+r on the records named); nothing else changes.",
+        "(chmod g+r,o+r on the files named); nothing else changes. A sync by the owner opens envkit's record as well.",
         ("https://github.com/prefix-dev/pixi/issues/4284",),
         shared_env_private_records,
         "open-records",
