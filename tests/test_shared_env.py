@@ -12,7 +12,7 @@ from pathlib import Path
 from envkit.transaction import lock_for
 from tests.conftest import run_envkit
 from tests.support.condapkg import PkgMeta
-from tests.support.otheruser import NOBODY, other_user_envkit, run_as_other
+from tests.support.otheruser import NOBODY, other_user_conda, other_user_envkit, run_as_other
 from tests.support.tiny import tiny_channel, tiny_recipe
 
 
@@ -122,3 +122,30 @@ def test_a_record_an_older_envkit_kept_private_is_found_and_opened(shared_dir: P
     assert fixed.returncode == 0 and "chmod go+r etc/envkit/record.json" in fixed.stdout, fixed.stdout
     assert record.stat().st_mode & 0o777 == 0o644
     assert run_as_other(envkit, "sync", "-p", str(prefix), "--dry-run").returncode == 0
+
+
+def test_a_teammate_s_own_conda_reads_and_activates_an_env_envkit_made_and_synced(shared_dir: Path) -> None:
+    """The real client, run as the teammate (uid nobody): conda's own list, explicit list, export
+    and activate on an env envkit created and then synced, records added by the sync included."""
+    recipe = tiny_recipe(shared_dir, tiny_channel(shared_dir, extra=(PkgMeta("extra", "1.0", "0"),)))
+    prefix = shared_dir / "envs" / "tiny"
+    assert run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe").returncode == 0
+    recipe.write_text(
+        recipe.read_text().replace("packages: [tool]", "packages: [tool, extra]").replace("omp_num_threads: 2", "omp_num_threads: 3")
+    )
+    assert run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe").returncode == 0
+    as_nobody, conda = other_user_conda(shared_dir / "home")
+
+    listed = run_as_other(as_nobody, str(conda), "list", "-p", str(prefix), "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(p["name"] for p in json.loads(listed.stdout)) == ["extra", "helper", "tool"]
+    explicit = run_as_other(as_nobody, str(conda), "list", "--explicit", "-p", str(prefix))
+    assert explicit.returncode == 0 and explicit.stdout.count(".tar.bz2") == 3, explicit.stderr
+    exported = run_as_other(as_nobody, str(conda), "env", "export", "-p", str(prefix))
+    assert exported.returncode == 0 and "extra=1.0=0" in exported.stdout, exported.stderr
+    script = (
+        f'eval "$({conda} shell.bash hook)"; conda activate {prefix} && echo "in: $OMP_NUM_THREADS"; '
+        'conda deactivate; echo "out: ${OMP_NUM_THREADS-unset}"'
+    )
+    activated = run_as_other(as_nobody, "bash", "-c", script)
+    assert activated.returncode == 0 and activated.stdout.splitlines() == ["in: 3", "out: unset"], (activated.stdout, activated.stderr)

@@ -75,5 +75,33 @@ def other_user_envkit(home: Path) -> list[str]:
     ]  # fmt: skip
 
 
+# a real conda base (../shared/conda's wheel) on the system's python3, which nobody may run: the
+# tests' own conda sits on an interpreter under /root
+CONDA_BASE = Path(f"/tmp/envkit-tests-other-conda-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:10]}")
+CONDA_INSTALL = ROOT.parent / "shared" / "conda" / "install.sh"
+
+
+def other_user_conda(home: Path) -> tuple[list[str], Path]:
+    """(argv prefix that runs a command as nobody with `home` as HOME, the conda it may run): what
+    a teammate's own conda makes of an env. Fails, saying why, where that cannot be done."""
+    why = _can_switch() or (None if CONDA_INSTALL.is_file() else f"{CONDA_INSTALL} is missing (a real conda to run)")
+    if why is not None:
+        pytest.fail(f"cannot run conda as another user: {why}")
+    conda = CONDA_BASE / "bin" / "conda"
+    if not conda.exists() or subprocess.run([str(conda), "--version"], capture_output=True, check=False).returncode:
+        shutil.rmtree(CONDA_BASE, ignore_errors=True)
+        env = {**os.environ, "PYTHON": str(SYSTEM_PYTHON)}
+        subprocess.run(["bash", str(CONDA_INSTALL), str(CONDA_BASE)], env=env, check=True, capture_output=True)
+        subprocess.run(["chmod", "-R", "a+rX", str(CONDA_BASE)], check=True)
+    home.mkdir(parents=True, exist_ok=True)
+    os.chown(home, NOBODY, NOBODY)
+    argv = [
+        "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+        "env", "-i", f"HOME={home}", f"PATH={os.environ.get('PATH', '/usr/bin:/bin')}",
+        f"CONDA_PKGS_DIRS={home / 'pkgs'}", "CONDA_ADD_PIP_AS_PYTHON_DEPENDENCY=false",
+    ]  # fmt: skip
+    return argv, conda
+
+
 def run_as_other(argv: list[str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=600, check=False)
