@@ -7,7 +7,7 @@
 - `diff` names every change: packages added, removed, changed; activation variables changed.
 - `drift` names what changed since envkit installed the env.
 
-Applying a difference (envkit.commands.sync) is all or nothing, under a journal (envkit.journal).
+Applying a difference (envkit.commands.sync_change) is all or nothing, under a journal (envkit.journal).
 """
 
 from __future__ import annotations
