@@ -93,8 +93,14 @@ def doctor_fix(prefix: str, args: Namespace, confirm: Any) -> int:
         print(f"  {reason}")
     confirm("Apply envkit's fixes?")  # raises on no, and in dry-run mode
     from envkit.audit.fix import apply_fix
+    from envkit.errors import EnvkitError
 
-    for path in apply_fix(plan):
+    try:
+        written = apply_fix(plan)
+    except EnvkitError as exc:  # changed or locked since the plan was shown: nothing was written
+        print(f"envkit: error: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""), file=sys.stderr)
+        return 1
+    for path in written:
         print(f"wrote {path}")
     return 0
 

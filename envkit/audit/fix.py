@@ -5,6 +5,7 @@ and what else it would take with it."""
 from __future__ import annotations
 
 import difflib
+import hashlib
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from envkit import __version__
+from envkit.activation import FILE_PREFIX
 from envkit.activation.writer import (
     ActivationFile,
     RecordedActivation,
@@ -28,12 +30,13 @@ from envkit.audit.rules import RULES_BY_ID
 from envkit.errors import UsageError
 from envkit.fsutil import read_exact
 from envkit.recipe.model import EnvOp
-from envkit.record import LEGACY_RECORD_REL, RECORD_REL, legacy_record_path, move_legacy_record, read_record, write_record
+from envkit.record import LEGACY_RECORD_REL, RECORD_REL, legacy_record_path, move_legacy_record, read_record, record_path, write_record
+from envkit.transaction import env_lock
 
 
 @dataclass(frozen=True)
 class FixPlan:
-    JSON_EXCLUDE: ClassVar[tuple[str, ...]] = ("files",)  # the diff says what changes
+    JSON_EXCLUDE: ClassVar[tuple[str, ...]] = ("files", "basis")  # the diff says what changes
 
     prefix: Path
     activation: RecordedActivation
@@ -42,6 +45,7 @@ class FixPlan:
     diff: str
     reasons: tuple[str, ...]
     open_records: tuple[tuple[str, int], ...] = ()  # (relative path, read bits to add)
+    basis: str = ""  # fix_basis when planned: the plan holds only while it is unchanged
 
     @property
     def changes(self) -> bool:
@@ -59,11 +63,30 @@ SAFE_FIXES: dict[str, tuple[Callable[[tuple[EnvOp, ...]], tuple[EnvOp, ...]], st
     "threading-layer-gnu": (lambda ops: _with(ops, EnvOp("MKL_THREADING_LAYER", "set", value="GNU")), "export MKL_THREADING_LAYER=GNU"),
     "rewrite-activation": (lambda ops: ops, f"rewrite activation scripts from {RECORD_REL}"),
     "move-record": (lambda ops: ops, f"move {LEGACY_RECORD_REL} to {RECORD_REL}, where conda does not read it"),
-    "open-records": (lambda ops: ops, "let the others who can reach the env read its package records"),
+    "open-records": (lambda ops: ops, "let the others who can reach the env read its records"),
 }
 
 
+def fix_basis(prefix: Path) -> str:
+    """A digest of what a fix is planned from and writes over: envkit's record (at either place),
+    envkit's activation files and the records' modes. Between the plan shown and its answer, a sync
+    may have changed the env; a fix planned before would write the old settings back over it."""
+    digest = hashlib.sha256()
+    paths = [record_path(prefix), legacy_record_path(prefix)]
+    for sub in ("activate.d", "deactivate.d"):
+        paths += sorted((prefix / "etc" / "conda" / sub).glob(f"{FILE_PREFIX}*"))
+    for path in paths:
+        digest.update(f"{path}\0".encode())
+        try:
+            digest.update(path.read_bytes())
+        except OSError as exc:
+            digest.update(f"\0{exc.errno}".encode())
+    digest.update(repr(private_records(prefix)).encode())
+    return digest.hexdigest()
+
+
 def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
+    basis = fix_basis(prefix)  # before reading: a change while planning shows as a mismatch
     record = read_record(prefix)
     activation = recorded_activation(prefix, record) if record else RecordedActivation("audit", (), prefix_tag(prefix))
     ops = activation.ops
@@ -88,14 +111,28 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
         if old != f.text:
             rel = str(f.path.relative_to(prefix))
             diff_parts.append("".join(difflib.unified_diff(old.splitlines(True), f.text.splitlines(True), f"a/{rel}", f"b/{rel}")))
-    return FixPlan(prefix, activation, tuple(files), move, "".join(diff_parts), tuple(dict.fromkeys(reasons)), opening)
+    return FixPlan(prefix, activation, tuple(files), move, "".join(diff_parts), tuple(dict.fromkeys(reasons)), opening, basis)
 
 
 def _who(bits: int) -> str:
     return ("g" if bits & stat.S_IRGRP else "") + ("o" if bits & stat.S_IROTH else "")
 
 
+class FixOutdated(UsageError):
+    """The env changed between the plan shown and its answer."""
+
+
 def apply_fix(plan: FixPlan) -> list[Path]:
+    """Write `plan` under the env's lock, and only while the env is as it was planned on: a sync
+    (or a second fix) may have run while the question waited, and the plan would write the old
+    settings back over it. Raises LockBusy or FixOutdated, and then writes nothing."""
+    with env_lock(plan.prefix):
+        if fix_basis(plan.prefix) != plan.basis:
+            raise FixOutdated(f"{plan.prefix} changed after it was audited", hint="run envkit audit --fix again")
+        return _write_fix(plan)
+
+
+def _write_fix(plan: FixPlan) -> list[Path]:
     if not plan.changes:
         return []
     changed = write_files(list(plan.files))

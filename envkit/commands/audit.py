@@ -9,12 +9,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envkit.audit.engine import EnvAudit, audit_many
-from envkit.audit.fix import FixPlan, apply_fix, plan_fix
+from envkit.audit.fix import FixOutdated, FixPlan, apply_fix, plan_fix
 from envkit.audit.inventory import cuda_driver_version
 from envkit.audit.rules import RULES, SEVERITY_ORDER, Rule, lookup
 from envkit.commands import Result
 from envkit.envs import all_envs, find_env, select_env
 from envkit.errors import ExitCode, UsageError
+from envkit.fsutil import LockBusy
 from envkit.recipe.consistency import RULES_BY_ID as RECIPE_RULES
 from envkit.recipe.consistency import ConsistencyRule
 
@@ -101,15 +102,23 @@ def fixes_pending(result: Result) -> bool:
 
 
 def apply_fixes(result: Result) -> Result:
-    """Write the planned fixes, then audit those envs again: the result is the state after."""
+    """Write the planned fixes, then audit those envs again: the result is the state after. An env
+    that changed since its plan, or is locked by another envkit, is left alone and said so (exit 2)."""
     outcome: AuditOutcome = result.data
     applied: list[str] = []
+    skipped: list[str] = []
     for plan in outcome.fixes:
-        applied += [str(p) for p in apply_fix(plan)]
+        try:
+            applied += [str(p) for p in apply_fix(plan)]
+        except (FixOutdated, LockBusy) as exc:
+            skipped.append(f"fixes not applied: {exc.message} ({exc.hint})")
     fixed = {plan.prefix for plan in outcome.fixes}
     again = {a.prefix: a for a in audit_many(sorted(fixed), cuda_driver=cuda_driver_version())}
     audits = _at_or_above([again.get(a.prefix, a) for a in outcome.audits], outcome.min_severity)
-    return Result("audit", replace(outcome, audits=tuple(audits), applied=tuple(applied)), _exit_code(audits))
+    after = replace(outcome, audits=tuple(audits), applied=tuple(applied))
+    if skipped:
+        return Result("audit", after, int(ExitCode.USAGE), tuple(skipped), tuple(skipped))
+    return Result("audit", after, _exit_code(audits))
 
 
 def not_applied(result: Result, why: str) -> Result:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -148,6 +149,39 @@ def test_fix_on_a_terminal_lists_the_findings_then_the_diff_then_asks(replica: d
     assert (prefix / "etc" / "conda" / "activate.d" / "envkit-audit.sh").is_file()
     code, screen = converse([sys.executable, "-m", "envkit", "audit", "-p", str(prefix), "--fix"], b"n", b"Apply these changes? [y/N]")
     assert code == 0 and "Apply these changes?" not in screen  # nothing left to fix: no question
+
+
+def test_a_fix_answered_after_the_env_changed_or_while_it_is_locked_writes_nothing(replica: dict[str, Path], tmp_path: Path) -> None:
+    """The diff waits for an answer; meanwhile another envkit changes the env (here a second fix;
+    a sync would do the same) or holds its lock. The fix answered then would write settings planned
+    on what is gone: it is not applied, and says why (exit 2)."""
+    prefix = mkl_service_env(tmp_path / "envs" / "old-env", replica)
+    script = prefix / "etc" / "conda" / "activate.d" / "envkit-audit.sh"
+    ask = [sys.executable, "-m", "envkit", "audit", "-p", str(prefix), "--fix"]
+
+    def change_meanwhile() -> None:
+        assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes").returncode == 0
+        script.write_text(script.read_text() + "# the other fix, edited since\n")
+
+    code, screen = converse(ask, b"y", b"Apply these changes? [y/N]", while_asked=change_meanwhile)
+    assert code == 2 and f"fixes not applied: {prefix} changed after it was audited (run envkit audit --fix again)" in screen, screen
+    assert script.read_text().endswith("# the other fix, edited since\n")
+
+    script.write_text(script.read_text().replace("MKL_THREADING_LAYER", "MKL_THREADING_LAYER_X"))  # EK014: to fix again
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import time; from pathlib import Path; from envkit.fsutil import exclusive_lock; from envkit.transaction import lock_for\n"
+         f"with exclusive_lock(lock_for(Path({str(prefix)!r})), 'x'):\n    print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        edited = script.read_text()
+        code, screen = converse(ask, b"y", b"Apply these changes? [y/N]")
+        assert code == 2 and "is locked by another envkit process" in screen, screen
+        assert script.read_text() == edited
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_all_includes_the_base_env_of_the_conda_in_use(replica: dict[str, Path], tmp_path: Path) -> None:
