@@ -12,7 +12,6 @@ run removes.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -27,12 +26,12 @@ from urllib.parse import unquote, urlparse
 from envkit import __version__, backend, condameta, envs, pkgcache
 from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, write_files
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
-from envkit.fsutil import may_create_in
+from envkit.fsutil import LockBusy, may_create_in
 from envkit.history import Linked, append_block, block
 from envkit.installed import pip_dists
 from envkit.notices import notify
 from envkit.recipe.model import RecipeOrigin
-from envkit.record import read_record, write_record
+from envkit.record import read_record, record_digest, write_record
 from envkit.solve import Plan
 from envkit.transaction import env_lock, recover, remove_tree, swap_in, work_dir
 
@@ -223,12 +222,25 @@ def build_record(plan: Plan, origin: RecipeOrigin, activation: RecordedActivatio
     }
 
 
-def update_record_probe(prefix: Path, summary: dict[str, Any], healthy: bool) -> None:
-    record = read_record(prefix)
-    if record is None:
-        return
-    record["probe"] = summary
-    record["healthy"] = healthy
-    record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
-    with contextlib.suppress(OSError):
-        write_record(prefix, record)
+def keep_verdict(prefix: Path, summary: dict[str, Any], healthy: bool, basis: str | None) -> str | None:
+    """Keep a probe's verdict in the record the probe started from (`basis`, its record_digest);
+    returns why it was not kept. A sync, a fix or another probe that changed the record while this
+    one ran made the verdict about an env that is no longer there."""
+    if basis is None:
+        return None  # no record: an env envkit did not make keeps no verdict
+    try:
+        with env_lock(prefix, wait=10):
+            if record_digest(prefix) != basis:
+                return "the env changed while it was probed: its record keeps no verdict from this probe"
+            record = read_record(prefix)
+            if record is None:
+                return None
+            record["probe"] = summary
+            record["healthy"] = healthy
+            record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
+            write_record(prefix, record)
+    except LockBusy:
+        return "another envkit was changing the env: its record keeps no verdict from this probe"
+    except OSError as exc:
+        return f"the verdict is not kept in the env's record: {exc.strerror}"
+    return None

@@ -19,6 +19,7 @@ write, and reported by the audit (EK021) until then.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -72,6 +73,15 @@ def existing_record_path(prefix: Path) -> Path | None:
         if path.is_file():
             return path
     return None
+
+
+def record_digest(prefix: Path) -> str | None:
+    """The record's bytes, hashed: what a probe's verdict is about (envkit.create.keep_verdict)."""
+    path = existing_record_path(prefix)
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else None
+    except OSError:
+        return None
 
 
 class RecordDenied(UsageError):

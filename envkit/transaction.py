@@ -48,8 +48,8 @@ def lock_for(prefix: Path) -> Path:
 
 
 @contextmanager
-def env_lock(prefix: Path) -> Iterator[None]:
-    with exclusive_lock(lock_for(prefix), f"env {prefix}"):
+def env_lock(prefix: Path, *, wait: float = 0) -> Iterator[None]:
+    with exclusive_lock(lock_for(prefix), f"env {prefix}", wait=wait):
         yield
 
 

@@ -185,3 +185,34 @@ def test_the_legacy_recipe_passes_its_own_plan_audit(replica: dict[str, Path]) -
     assert channels == {"pytorch", "defaults"}
     evidence = next(f["evidence"] for f in data["findings"] if f["rule_id"] == "EK004")
     assert "on disk, not proven loaded" in evidence
+
+
+def test_a_probe_s_verdict_is_kept_only_for_the_record_it_started_from(tmp_path: Path) -> None:
+    """The probe runs outside the env's lock (seconds, a torch import, a DDP job). A sync or a fix
+    that changes the env meanwhile makes its verdict about an env that is gone: it is not written
+    over theirs. A short holder of the lock is waited for."""
+    from envkit.create import keep_verdict
+    from envkit.record import read_record, record_digest, write_record
+
+    prefix = tmp_path / "envs" / "tiny"
+    assert run_envkit("create", str(tiny_recipe(tmp_path, tiny_channel(tmp_path))), "--yes", "--no-probe").returncode == 0
+    basis = record_digest(prefix)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import time\nfrom pathlib import Path\nfrom envkit.fsutil import exclusive_lock\n"
+         f"with exclusive_lock(Path({str(lock_for(prefix))!r}), 'x'):\n    print('held', flush=True); time.sleep(1)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    assert keep_verdict(prefix, {"status": "pass"}, True, basis) is None  # waited for the holder
+    holder.wait()
+    record = read_record(prefix)
+    assert record is not None and record["healthy"] is True and record["probe"] == {"status": "pass"}
+
+    basis = record_digest(prefix)
+    write_record(prefix, {**record, "activation": {**record["activation"], "note": "a sync ran meanwhile"}})
+    changed = record_digest(prefix)
+    assert keep_verdict(prefix, {"status": "fail"}, False, basis) == (
+        "the env changed while it was probed: its record keeps no verdict from this probe"
+    )
+    after = read_record(prefix)
+    assert record_digest(prefix) == changed and after is not None and after["healthy"] is True

@@ -12,7 +12,7 @@ from envkit.activation.model import ActivationSettings, Setting, resolve
 from envkit.audit.engine import Finding, audit_plan, inventory_of_plan
 from envkit.channels import ResolvedChannel
 from envkit.commands import Result
-from envkit.create import CreatedEnv, create_env, ensure_creatable, update_record_probe
+from envkit.create import CreatedEnv, create_env, ensure_creatable, keep_verdict
 from envkit.envs import target_prefix
 from envkit.errors import ExitCode, UsageError
 from envkit.lock import LockedPlatform, lock_digest, read_lock
@@ -23,6 +23,7 @@ from envkit.recipe.digest import resolved_digest, sources_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import known_platform
+from envkit.record import record_digest
 from envkit.solve import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
 from envkit.toolchain import ToolchainMap, plan_toolchain
 
@@ -117,13 +118,14 @@ def create(
         return Result("create", CreateOutcome(plan, False, created, None, findings=findings))
     from envkit.probe.runner import run_probe, spec_for  # the probe's machinery only when it runs
 
+    basis = record_digest(prefix)
     report = run_probe(prefix, spec_for(prefix, recipe))
-    update_record_probe(prefix, report.summary(), report.healthy)
-    messages: tuple[str, ...] = ()
+    kept = keep_verdict(prefix, report.summary(), report.healthy, basis)
+    messages: tuple[str, ...] = (kept,) if kept else ()
     code = ExitCode.OK
     if not report.healthy:
         code = ExitCode.FINDINGS
-        messages = (
+        messages += (
             f"the env was created but its probe failed; it is kept at {prefix} and marked unhealthy in etc/envkit/record.json",
             f"fix: follow each failed check's remedy, then 'envkit probe -p {prefix}'; or remove it with 'rm -rf {prefix}'",
         )

@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from envkit.commands import Result
-from envkit.create import update_record_probe
+from envkit.create import keep_verdict
 from envkit.errors import ExitCode
 from envkit.probe.runner import run_probe
+from envkit.record import record_digest
 
 
 def probe(prefix: Path) -> Result:
+    basis = record_digest(prefix)
     report = run_probe(prefix)
-    update_record_probe(prefix, report.summary(), report.healthy)
-    return Result("probe", report, int(ExitCode.OK if report.healthy else ExitCode.FINDINGS))
+    kept = keep_verdict(prefix, report.summary(), report.healthy, basis)
+    return Result("probe", report, int(ExitCode.OK if report.healthy else ExitCode.FINDINGS), (kept,) if kept else ())

@@ -109,15 +109,15 @@ def sync(
     if applied is None or not probe:
         return result
     # as after create, the probe runs once the env's lock is released
-    from envkit.create import update_record_probe
+    from envkit.create import keep_verdict
     from envkit.probe.runner import run_probe, spec_for  # the probe's machinery only when it runs
+    from envkit.record import record_digest
 
+    basis = record_digest(prefix)
     report = run_probe(prefix, spec_for(prefix, applied.recipe))
-    update_record_probe(prefix, report.summary(), report.healthy)
-    code = ExitCode.OK if report.healthy else ExitCode.FINDINGS
-    return Result(
-        "sync", replace(result.data, probe=report), int(code), () if report.healthy else ("synced, but the probe failed: see its checks",)
-    )
+    kept = keep_verdict(prefix, report.summary(), report.healthy, basis)
+    messages = ((kept,) if kept else ()) + (() if report.healthy else ("synced, but the probe failed: see its checks",))
+    return Result("sync", replace(result.data, probe=report), int(ExitCode.OK if report.healthy else ExitCode.FINDINGS), messages)
 
 
 def _refused(seen: Look) -> Result | None:
