@@ -167,12 +167,12 @@ def lock_settings(locked: LockedPlatform) -> ActivationSettings:
 def _relock(request: CreateRequest, recipe: Recipe, path: Path, flags: str = "") -> str:
     """How to make the lock at `path` again. A team repo's lock is made in a clone of the repo and
     comes back through 'recipes update': envkit's checkout of it is not the place to edit."""
-    from envkit.recipe.sources import all_sources
+    from envkit.recipe.sources import sources_holding
 
-    for source in all_sources():
-        if source.kind == "git" and source.root.resolve() in path.resolve().parents:
-            file = Path(recipe.origin.path).name
-            return f"'envkit lock {file}{flags}' in a clone of the '{source.name}' repo, commit it, then 'envkit recipes update'"
+    repo = next((s for s in sources_holding(path) if s.kind == "git"), None)
+    if repo is not None:
+        file = Path(recipe.origin.path).name
+        return f"'envkit lock {file}{flags}' in a clone of the '{repo.name}' repo, commit it, then 'envkit recipes update'"
     return f"'envkit lock {request.recipe}{flags}" + (f" -o {request.lock}'" if request.lock else "'")
 
 

@@ -20,7 +20,7 @@ from envkit.recipe.model import (
     Toolchain,
 )
 from envkit.recipe.schema import Layer, validate_layer
-from envkit.recipe.sources import RecipeSource, all_sources, find_recipe
+from envkit.recipe.sources import RecipeSource, find_recipe, sources_holding
 from envkit.recipe.yamlsource import load_yaml
 
 
@@ -123,11 +123,8 @@ def load_recorded(source: str, path: str) -> Recipe:
     a plain file."""
     files: list[str] = []
     layer, found = _load_path(path, files)
-    origin = RecipeOrigin("file", str(found))
-    for candidate in all_sources():
-        if candidate.name == source and candidate.root.resolve() in found.resolve().parents:
-            origin = RecipeOrigin(candidate.name, str(found), candidate.commit)
-            break
+    holder = next((s for s in sources_holding(found) if s.name == source), None)
+    origin = RecipeOrigin(holder.name, str(found), holder.commit) if holder else RecipeOrigin("file", str(found))
     return build_recipe(layer, origin, tuple(files))
 
 

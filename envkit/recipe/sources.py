@@ -79,6 +79,12 @@ def all_sources() -> list[RecipeSource]:
     return out
 
 
+def sources_holding(path: Path) -> list[RecipeSource]:
+    """The sources whose folder holds `path` (links resolved), in lookup order."""
+    real = path.resolve()
+    return [source for source in all_sources() if source.root.resolve() in real.parents]
+
+
 def recipe_file(source: RecipeSource, name: str) -> Path | None:
     """The file for `name` in `source`, never outside its root (names are checked, links resolved)."""
     if not NAME_RE.match(name):
