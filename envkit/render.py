@@ -243,6 +243,7 @@ def _activation_show(c: Out, view: Any) -> None:
 
 def _sources_add(c: Out, entry: Any) -> None:
     c.print(f"added source [bold]{entry.name}[/bold] {escape(entry.url)} ({entry.ref} @ {entry.commit[:10]})")
+    c.print(f"  {len(entry.recipes)} recipe{'s' if len(entry.recipes) != 1 else ''}: {escape(', '.join(entry.recipes))}")
 
 
 def _sources_remove(c: Out, removed: Any) -> None:

@@ -36,6 +36,19 @@ def shared_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Module- and session-scoped fixtures run outside each test's own HOME (isolated, below): they
+    get this one, so that nothing they run writes into the real home (conda registering the envs it
+    creates in ~/.conda/environments.txt did, envs long deleted listed by every later conda)."""
+    home = tmp_path_factory.mktemp("session-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(home))
+        patch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+        patch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+        yield home
+
+
 @pytest.fixture(autouse=True)
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own HOME, config, cache and envs dir; no conda or envkit settings leak in."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -66,12 +67,18 @@ def mirrored(isolated: Path, replica: dict[str, Path]) -> None:
 )
 def test_readme_commands_run(mirrored: None, argv: list[str], tmp_path: Path) -> None:
     """Run in an empty working dir: `lock` of a built-in recipe writes ./NAME.lock there, and
-    `recipes check` checks the recipes there (none)."""
+    `recipes check` checks a recipe repo made there of a built-in recipe and its lock (in an empty
+    one it would check nothing, which is an error)."""
     assert argv in COMMANDS or argv[:2] == ["audit", "--explain"] or argv[0] == "create"
     work = tmp_path / "work"
     work.mkdir()
+    if argv == ["recipes", "check"]:
+        shutil.copy(ROOT / "recipes" / "yolov8-cpu.yaml", work / "yolov8-cpu.yaml")
+        assert run_envkit("lock", "yolov8-cpu.yaml", cwd=work).returncode == 0
     proc = run_envkit(*argv, "--json", cwd=work)
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["ok"] is True, proc.stdout + proc.stderr
     if argv[0] == "lock":
         assert (work / f"{argv[1]}.lock").is_file()
+    if argv == ["recipes", "check"]:
+        assert [(r["name"], r["problems"]) for r in doc["data"]] == [("yolov8-cpu", [])]

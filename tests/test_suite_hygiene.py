@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.conftest import REAL_HOME
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -34,3 +38,16 @@ def test_a_passing_session_leaves_no_temp_dirs(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stdout
     leftovers = [p for p in temproot.rglob("*") if p.is_file() and not p.name.endswith(".lock")]
     assert leftovers == []
+
+
+@pytest.fixture(scope="module")
+def home_seen_by_module_fixtures() -> Path:
+    return Path(os.environ["HOME"])
+
+
+def test_module_fixtures_never_see_the_real_home(home_seen_by_module_fixtures: Path) -> None:
+    """A module-scoped fixture that runs conda (tests/audit/test_rules.py's layouts) must not
+    register its envs in the real ~/.conda/environments.txt."""
+    assert home_seen_by_module_fixtures != REAL_HOME
+    assert home_seen_by_module_fixtures.name.startswith("session-home")
+    assert Path(os.environ["HOME"]) != home_seen_by_module_fixtures  # each test has its own again

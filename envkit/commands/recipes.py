@@ -8,7 +8,7 @@ from pathlib import Path
 from envkit.channels import resolve_channels
 from envkit.commands import Result
 from envkit.commands.lock import lock_platforms, solve_for_lock
-from envkit.errors import EnvkitError, ExitCode
+from envkit.errors import EnvkitError, ExitCode, UsageError
 from envkit.lock import read_lock
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
@@ -17,7 +17,7 @@ from envkit.recipe.gitsource import add_source, remove_source, update_sources
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
 from envkit.recipe.platforms import known_platform
-from envkit.recipe.sources import all_sources, list_names, recipe_file, unusable_files
+from envkit.recipe.sources import all_sources, folders_with_recipe_files, list_names, recipe_file, unusable_files
 
 
 @dataclass(frozen=True)
@@ -110,13 +110,25 @@ class CheckedRecipe:
 
 
 def _recipe_files(paths: list[str]) -> list[Path]:
+    """The files named, and in each folder named the YAML files a recipe source there would offer
+    or list as unusable (dot-files such as .pre-commit-config.yaml are not recipes)."""
     out: list[Path] = []
     for given in paths or ["."]:
         path = Path(given)
         if path.is_dir():
-            out += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+            out += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("."))
         else:
             out.append(path)
+    if not out:
+        folders = [f"{Path(given) / f}" for given in paths or ["."] if Path(given).is_dir() for f in folders_with_recipe_files(Path(given))]
+        where = " or ".join(paths or ["the current folder"])
+        raise UsageError(
+            f"no recipe file (*.yaml, *.yml) in {where}: nothing was checked",
+            hint=f"name the folder that holds them: envkit recipes check {' '.join(folders[:3])}; but note that "
+            "'envkit recipes add-source' reads recipes at a repo's top level only"
+            if folders
+            else "run it in a recipe repo's checkout, or name the recipe files",
+        )
     return out
 
 

@@ -18,8 +18,11 @@ from envkit.fsutil import atomic_write_text, exclusive_lock
 from envkit.recipe.sources import (
     SOURCES_FILE_VERSION,
     GitSourceEntry,
+    RecipeSource,
+    folders_with_recipe_files,
     git_checkout_dir,
     is_git_source_name,
+    list_names,
     read_git_sources,
     sources_file,
 )
@@ -39,6 +42,15 @@ class SourceUpdate:
     changes: tuple[RecipeChange, ...]
     applied: bool
     orphaned: tuple[str, ...] = ()  # envs made from a recipe the update removes: nothing to sync them to
+
+
+@dataclass(frozen=True)
+class AddedSource:
+    name: str
+    url: str
+    ref: str
+    commit: str
+    recipes: tuple[str, ...]  # the names it offers at that commit
 
 
 @dataclass(frozen=True)
@@ -87,7 +99,21 @@ def default_name(url: str) -> str:
     return re.sub(r"[^a-z0-9_-]", "-", stem.lower()).strip("-") or "recipes"
 
 
-def add_source(url: str, name: str | None = None, ref: str | None = None) -> GitSourceEntry:
+def _offers_recipes(checkout: Path, url: str, commit: str) -> tuple[str, ...]:
+    """The recipe names a checkout offers; none is refused: recipes are read from a repo's top
+    level only, and a source that offers nothing would look added and give every teammate nothing."""
+    names = tuple(list_names(RecipeSource("new", "git", checkout)))
+    if names:
+        return names
+    folders = folders_with_recipe_files(checkout)
+    where = f"; it has YAML files in {', '.join(f + '/' for f in folders[:3])}" if folders else ""
+    raise SourceError(
+        f"{url} has no recipe (NAME.yaml) at its top level at {commit[:10]}{where}",
+        hint="envkit reads a recipe repo's top level: move the recipes and their locks there, commit, then add it again",
+    )
+
+
+def add_source(url: str, name: str | None = None, ref: str | None = None) -> AddedSource:
     name = name or default_name(url)
     if not is_git_source_name(name):
         raise SourceError(
@@ -106,14 +132,14 @@ def add_source(url: str, name: str | None = None, ref: str | None = None) -> Git
             target = ref or _git(["symbolic-ref", "--short", "HEAD"], tmp)
             commit = _resolve(tmp, target)
             _git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit], tmp)
+            recipes = _offers_recipes(tmp, url, commit)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         shutil.rmtree(dest, ignore_errors=True)
         tmp.rename(dest)
-        entry = GitSourceEntry(name, url, target, commit)
-        _save([*entries, entry])
-        return entry
+        _save([*entries, GitSourceEntry(name, url, target, commit)])
+        return AddedSource(name, url, target, commit, recipes)
 
 
 def remove_source(name: str) -> RemovedSource:

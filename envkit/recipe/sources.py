@@ -113,6 +113,19 @@ def list_names(source: RecipeSource) -> list[str]:
     return sorted(names)
 
 
+def folders_with_recipe_files(root: Path) -> list[str]:
+    """Sub-folders of `root` (two levels down, hidden ones skipped) that hold YAML files: where a
+    repo that offers no recipe at its top level keeps them, named in the error that says so."""
+    out = []
+    for depth in ("*", "*/*"):
+        for folder in sorted(root.glob(depth)):
+            rel = folder.relative_to(root)
+            hidden = any(part.startswith(".") for part in rel.parts)
+            if folder.is_dir() and not hidden and any(f.suffix in (".yaml", ".yml") and f.is_file() for f in folder.iterdir()):
+                out.append(rel.as_posix())
+    return out
+
+
 def unusable_files(source: RecipeSource) -> list[tuple[Path, str]]:
     """YAML files in a source that no name can reach, with the reason: listed, not skipped silently."""
     if not source.root.is_dir():
@@ -120,7 +133,7 @@ def unusable_files(source: RecipeSource) -> list[tuple[Path, str]]:
     out = []
     for path in sorted(source.root.iterdir()):
         match = re.match(r"^(.*)\.ya?ml$", path.name)
-        if not match:
+        if not match or path.name.startswith("."):  # a tool's dot-file (.pre-commit-config.yaml), not a recipe
             continue
         if not NAME_RE.match(match.group(1)):
             out.append((path, f"'{match.group(1)}' is not a recipe name (lowercase letters, digits, '-' and '_'); rename the file"))

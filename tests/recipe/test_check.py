@@ -70,3 +70,24 @@ def test_check_reports_a_missing_lock_and_a_missing_platform(tmp_path: Path) -> 
     assert run_envkit("lock", str(recipe), "--platform", "linux-64").returncode == 0
     partial = run_envkit("recipes", "check", str(recipe))
     assert partial.returncode == 1 and "lacks osx-arm64, which the recipe declares" in partial.stdout + partial.stderr
+
+
+def test_check_that_finds_no_recipe_fails_instead_of_passing(tmp_path: Path) -> None:
+    """CI running `envkit recipes check` where the recipes are not (a repo keeping them in recipes/)
+    must not pass having checked nothing; the error names the folder that holds them."""
+    channel = two_platform_channel(tmp_path)
+    repo = tmp_path / "repo"
+    team_recipe(repo / "recipes", channel)
+    (repo / ".pre-commit-config.yaml").write_text("repos: []\n")  # a dot-file: neither a recipe nor a problem
+    none = run_envkit("recipes", "check", cwd=repo)
+    assert none.returncode == 2, none.stdout + none.stderr
+    lines = none.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no recipe file (*.yaml, *.yml) in the current folder: nothing was checked" in lines[0]
+    assert "envkit recipes check recipes" in lines[0]
+    for name in ("team-base", "team"):
+        assert run_envkit("lock", str(repo / "recipes" / f"{name}.yaml")).returncode == 0
+    named = run_envkit("recipes", "check", "recipes", cwd=repo)
+    assert named.returncode == 0, named.stdout + named.stderr
+    assert "ok recipes/team.yaml" in named.stdout
+    (repo / "recipes" / ".pre-commit-config.yaml").write_text("repos: []\n")
+    assert run_envkit("recipes", "check", "recipes", cwd=repo).returncode == 0

@@ -129,3 +129,35 @@ def test_remove_source_forgets_it_and_names_the_envs_made_from_it(tmp_path: Path
     # the name is free again
     assert run_envkit("recipes", "add-source", repo.as_uri(), "--name", "team").returncode == 0
     assert "nothing to do" in run_envkit("sync", "-n", "tinyteam").stdout
+
+
+def test_a_repo_with_no_recipe_at_its_top_level_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    """Recipes kept in recipes/ would be added as a source offering nothing: every teammate's
+    `create NAME` would fail later with 'no recipe named'. The add is refused, saying where the
+    YAML files are; nothing is saved or left in the cache."""
+    repo = tmp_path / "nested"
+    (repo / "recipes").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.invalid")
+    git(repo, "config", "user.name", "t")
+    (repo / "recipes" / "trainer.yaml").write_text("envkit: 1\nname: trainer\nchannels: [conda-forge]\n")
+    (repo / ".pre-commit-config.yaml").write_text("repos: []\n")  # a tool's dot-file is no recipe
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "nested")
+
+    proc = run_envkit("recipes", "add-source", repo.as_uri(), "--name", "team")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "has no recipe (NAME.yaml) at its top level" in lines[0] and "in recipes/" in lines[0]
+    assert "move the recipes and their locks there" in lines[0]
+    assert not sources_file().exists() or json.loads(sources_file().read_text())["sources"] == []
+    assert not git_checkout_dir("team").exists() and not git_checkout_dir("team").with_name("team.partial").exists()
+
+    # moved up, it is added and says what it offers; the dot-file is not listed as an unusable recipe
+    git(repo, "mv", "recipes/trainer.yaml", "trainer.yaml")
+    git(repo, "commit", "-q", "-m", "top level")
+    added = run_envkit("recipes", "add-source", repo.as_uri(), "--name", "team")
+    assert added.returncode == 0, added.stderr
+    assert "1 recipe: trainer" in added.stdout
+    listing = json.loads(run_envkit("recipes", "list", "--json").stdout)["data"]
+    assert [r["name"] for r in listing if r["source"] == "team"] == ["trainer"]
