@@ -359,23 +359,28 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
         done = quick(prefix, locked=args.locked, lock=args.lock)
         if done is not None:
             return done, False
-    from envkit.commands.sync import sync
-    from envkit.render import render_sync
-    from envkit.sync import SyncOutcome
+    from envkit.inplace import Installer
 
-    def show(changes: SyncOutcome) -> None:
-        render_sync(ui.out, changes)
+    # the installer child's interpreter and rattler load while this process loads the rest
+    with contextlib.nullcontext(None) if args.dry_run else Installer() as early:
+        from envkit.commands.sync import sync
+        from envkit.render import render_sync
+        from envkit.sync import SyncOutcome
 
-    result = sync(
-        prefix,
-        locked=args.locked,
-        lock=args.lock,
-        frozen=args.frozen,
-        dry_run=args.dry_run,
-        probe=not args.no_probe,
-        show=None if ui.as_json else show,
-        confirm=(lambda changes: ui.ask("Apply these changes?")) if ui.interactive and not args.yes else None,
-    )
+        def show(changes: SyncOutcome) -> None:
+            render_sync(ui.out, changes)
+
+        result = sync(
+            prefix,
+            locked=args.locked,
+            lock=args.lock,
+            frozen=args.frozen,
+            dry_run=args.dry_run,
+            probe=not args.no_probe,
+            show=None if ui.as_json else show,
+            confirm=(lambda changes: ui.ask("Apply these changes?")) if ui.interactive and not args.yes else None,
+            installer=early,
+        )
     return result, False
 
 

@@ -8,10 +8,11 @@ certain: SIGKILL, wait, and nothing writes to the prefix any more. The child als
 (parent-death signal), so a killed sync leaves no installer behind for the next run to race.
 
 The records travel as a lock file (rattler's format, which keeps every field an install needs);
-the job itself comes on the child's stdin, so a sync can start the child before it has solved.
-While it waits, the child reads the env's installed records (they are what its install needs, and
-the parent's difference is taken from them: one read of conda-meta, not two) and, asked to, lists
-every path of the env for the journal. Each is announced on its stdout as one JSON line.
+the job itself comes on the child's stdin, so a sync can start the child before it has solved, and
+even before it has taken the env's lock. Asked to (a line on its stdin, once the lock is held), the
+child reads the env's installed records while it waits (they are what its install needs, and the
+parent's difference and journal are taken from them: one read of conda-meta, not two), and
+announces them on its stdout as one JSON line.
 """
 
 from __future__ import annotations
@@ -53,17 +54,15 @@ def _write_records(records: list[Any], path: Path) -> None:
 
 class Installer:
     """One installer child, started before it is needed: its interpreter and rattler imports (about
-    150 ms), its reading of the env's installed records (30-40 ms for a torch env) and its listing
-    of the env (50-60 ms) overlap the parent's imports and solve. It takes one change, then exits;
-    closed unused, it is killed (it has changed nothing: it reads, and writes only `list_to`)."""
+    150 ms) and its reading of the env's installed records (30-40 ms for a torch env) overlap the
+    parent's imports and solve. It takes one change, then exits; closed unused, it is killed (it
+    has changed nothing: it only reads)."""
 
-    def __init__(self, prefix: Path | None = None, *, list_to: Path | None = None) -> None:
-        """With `prefix`, the child also reads that env's installed records while it waits, and
-        with `list_to` writes there every path the env holds (envkit.journal's listing): the
-        caller holds the env's lock, so the listing still holds when the change comes."""
-        extra = ([str(prefix)] if prefix else []) + (["--list-to", str(list_to)] if prefix and list_to else [])
+    def __init__(self, prefix: Path | None = None) -> None:
+        """With `prefix`, the child also reads that env's installed records while it waits (see
+        read: a caller that starts the child before it holds the env's lock asks later)."""
         self._child = subprocess.Popen(
-            [sys.executable, "-m", "envkit.inplace", *extra],
+            [sys.executable, "-m", "envkit.inplace"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -71,10 +70,21 @@ class Installer:
             env={**os.environ, "PYTHONSAFEPATH": "1"},
             preexec_fn=_die_with_parent,  # noqa: PLW1509 - a prctl and a signal disposition, no locks taken
         )
-        self._expected = {"installed"} if prefix else set()
-        if prefix and list_to:
-            self._expected.add("listed")
+        self._expected: set[str] = set()
         self._heard: dict[str, dict[str, Any]] = {}
+        if prefix is not None:
+            self.read(prefix)
+
+    def read(self, prefix: Path) -> None:
+        """Have the waiting child read `prefix`'s installed records now (see installed); the
+        caller holds the env's lock, so the read still holds when the change comes."""
+        try:
+            if self._child.stdin:
+                self._child.stdin.write(json.dumps({"read": str(prefix)}) + "\n")
+                self._child.stdin.flush()
+        except OSError:  # the child is gone: installed() says so, and the change fails in one line
+            return
+        self._expected.add("installed")
 
     def _hear(self, kind: str) -> dict[str, Any] | None:
         """The child's announcement of `kind`, waited for; None when it will not come (not asked
@@ -97,10 +107,13 @@ class Installer:
             return None
         return {str(name): str(what) for name, what in heard["packages"].items()}
 
-    def listed(self) -> bool:
-        """Whether the child wrote the listing to `list_to` (it could not, or was not asked)."""
-        heard = self._hear("listed")
-        return bool(heard and heard.get("ok"))
+    def installed_sha256(self) -> dict[str, str | None] | None:
+        """name -> the sha256 (hex) of the archive each installed package came from, where its
+        record has one; None when the child could not read every record."""
+        heard = self._hear("installed")
+        if heard is None or not heard.get("complete"):
+            return None
+        return {str(name): None if sha is None else str(sha) for name, sha in heard.get("sha256", {}).items()}
 
     def __enter__(self) -> Installer:
         return self
@@ -195,46 +208,31 @@ def _announce(kind: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-def _list(prefix: Path, to: Path) -> bool:
-    from envkit.journal import write_listing
-
-    try:
-        write_listing(prefix, to)
-    except OSError:  # a prefix this user may not write (a sync that will be refused): the parent lists
-        return False
-    return True
-
-
-def _serve(prefix: Path | None, list_to: Path | None) -> int:
-    """Load what an install needs (and read `prefix`'s installed records, and list its paths to
-    `list_to`), then wait for the job (none: the parent closed it unused)."""
+def _serve() -> int:
+    """Load what an install needs, then wait for the job (none: the parent closed it unused); a
+    request to read an env's installed records may come first."""
     import rattler  # noqa: F401 - loaded now, while the parent solves
 
     from envkit import backend, condameta  # noqa: F401
 
     early = None
-    if prefix is not None:
+    line = sys.stdin.readline()
+    if line.strip() and "read" in (request := json.loads(line)):
+        prefix = Path(request["read"])
         state, installed = _read_installed(prefix)
         early = (prefix, state, installed)
         packages = {r.name.normalized: f"{r.version} {r.build}" for r in installed}
+        sha256 = {r.name.normalized: None if r.sha256 is None else bytes(r.sha256).hex() for r in installed}
         # complete: every *.json was a record rattler could read (else the parent says which is not)
-        _announce("installed", packages=packages, complete=len(installed) == len(state) == len(packages))
-        if list_to is not None:
-            _announce("listed", ok=_list(prefix, list_to))
-    line = sys.stdin.readline()
+        _announce("installed", packages=packages, sha256=sha256, complete=len(installed) == len(state) == len(packages))
+        line = sys.stdin.readline()
     if not line.strip():
         return 0
     job = json.loads(line)
     return _child(Path(job["plan"]), Path(job["prefix"]), Path(job["cache"]), list(job["specs"]), early)
 
 
-def _arguments(argv: list[str]) -> tuple[Path | None, Path | None]:
-    prefix = Path(argv[0]) if argv and not argv[0].startswith("--") else None
-    list_to = Path(argv[argv.index("--list-to") + 1]) if "--list-to" in argv else None
-    return prefix, list_to
-
-
 if __name__ == "__main__":
-    code = _serve(*_arguments(sys.argv[1:]))
+    code = _serve()
     sys.stderr.flush()
     os._exit(code)  # past rattler's runtime teardown (see envkit.cli.hard_exit)

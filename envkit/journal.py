@@ -1,10 +1,13 @@
 """Sync's journal: what an env was before a sync changed it, so the change is all or nothing.
 
-The journal is a copy of conda-meta's records and envkit's record plus the list of every path the
-env held, taken before anything changes and renamed into place whole. On failure or Ctrl-C the
-journal's packages are installed back (from the package cache), what the interrupted install
-half-linked is removed and the record restored; a sync killed outright is rolled back the same way
-by the next envkit run that touches the env (envkit.transaction).
+The journal is a copy of conda-meta's records and envkit's record plus a listing of what the env
+held, taken before anything changes and renamed into place whole. The listing is of the folders the
+change can add entries to (envkit.linkscope), each with the names it held, or where those cannot be
+known beforehand, of every path in the env. On failure or Ctrl-C the journal's packages are
+installed back (from the package cache), what the interrupted install half-linked is removed and
+the record restored; a sync killed outright is rolled back the same way by the next envkit run that
+touches the env (envkit.transaction). A rollback only ever removes an entry the listing shows was
+not there before: a folder it did not list is left as it is.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from typing import Any
 
 from envkit.record import record_path, sync_journal_path, write_record
 
-PATHS = "paths"  # the listing's name in the journal
+PATHS = "paths"  # the listing of every path, one a line
+FOLDERS = "folders.json"  # the listing of some folders: {"folders": {folder: [name, ...]}}
 
 
 def _entries(prefix: Path) -> set[str]:
     """Every path in the env (files, links, dirs), relative, the journal (and its half-made copies)
-    left out. A scandir walk: a torch env has some 20,000 entries, and this runs before every sync."""
+    left out. A scandir walk: a torch env has some 24,000 entries."""
     journal = str(sync_journal_path(prefix).relative_to(prefix))
     out: set[str] = set()
     stack = [("", str(prefix))]
@@ -44,44 +48,62 @@ def _entries(prefix: Path) -> set[str]:
     return out
 
 
+def _names_in(prefix: Path, folder: str) -> set[str] | None:
+    """The entries of one folder of the env (None: it is not a folder), the journal left out."""
+    path = prefix / folder
+    if path.is_symlink() or not path.is_dir():
+        return None
+    journal = sync_journal_path(prefix)
+    names = {entry.name for entry in os.scandir(path)}
+    if path == journal.parent:
+        names = {n for n in names if not n.startswith(journal.name)}
+    return names
+
+
 def draft_path(prefix: Path) -> Path:
     """Where this process builds the journal before renaming it into place."""
     final = sync_journal_path(prefix)
     return final.with_name(final.name + f".tmp-{os.getpid()}")
 
 
-def write_listing(prefix: Path, to: Path) -> None:
-    """Every path the env has, one a line, unsorted (a rollback reads them into a set; sorting
-    20,000 costs 10 ms). Taken ahead by the installer child when the caller holds the env's lock
-    and nothing may change the env before the journal is written (envkit.inplace)."""
-    text = "".join(f"{p}\n" for p in _entries(prefix))  # before the draft's folders are made
-    to.parent.mkdir(parents=True, exist_ok=True)
-    to.write_text(text, encoding="utf-8")
-
-
-def write_journal(prefix: Path, *, listed: bool = False) -> None:
-    """Copy conda-meta's records and envkit's record aside beside the env's listing, then rename
-    the copy into place: the journal exists whole or not at all (a copy left half-made by a kill or
-    a full disk is deleted by the next run, envkit.transaction). The listing lets a rollback remove
-    what a killed install half-linked (files no conda-meta record owns yet); `listed`: it is in the
-    draft already (write_listing), else it is taken now."""
+def write_journal(prefix: Path, *, folders: tuple[str, ...] | None = None) -> None:
+    """Copy conda-meta's records and envkit's record aside with the listing, then rename the copy
+    into place: the journal exists whole or not at all (a copy left half-made by a kill or a full
+    disk is deleted by the next run, envkit.transaction). The listing lets a rollback remove what a
+    killed install half-linked (files no conda-meta record owns yet): of `folders` when given (the
+    ones the change can add entries to, envkit.linkscope), else of every path."""
     final, tmp = sync_journal_path(prefix), draft_path(prefix)
-    if not listed:
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        (tmp / "conda-meta").mkdir(parents=True)
+        for path in [*(prefix / "conda-meta").glob("*.json"), prefix / "conda-meta" / "history"]:
+            if path.is_file():
+                shutil.copy2(path, tmp / "conda-meta" / path.name)
+        if record_path(prefix).is_file():
+            shutil.copy2(record_path(prefix), tmp / "record.json")
+        if folders is None:
+            (tmp / PATHS).write_text("".join(f"{p}\n" for p in _entries(prefix)), encoding="utf-8")
+        else:
+            listed = {folder: sorted(names) for folder in folders if (names := _names_in(prefix, folder)) is not None}
+            (tmp / FOLDERS).write_text(json.dumps({"folders": listed}), encoding="utf-8")
+        os.replace(tmp, final)
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "conda-meta").mkdir(parents=True, exist_ok=True)
-    for path in [*(prefix / "conda-meta").glob("*.json"), prefix / "conda-meta" / "history"]:
-        if path.is_file():
-            shutil.copy2(path, tmp / "conda-meta" / path.name)
-    if record_path(prefix).is_file():
-        shutil.copy2(record_path(prefix), tmp / "record.json")
-    if not listed:
-        write_listing(prefix, tmp / PATHS)
-    os.replace(tmp, final)
+        raise
 
 
-def discard_draft(prefix: Path) -> None:
-    """A sync that ends before its change leaves no draft behind."""
-    shutil.rmtree(draft_path(prefix), ignore_errors=True)
+def _remove_new_entries(prefix: Path, folders: dict[str, list[str]]) -> None:
+    """Delete each entry of a listed folder that it did not hold before the sync (a new folder
+    whole: everything in it is new)."""
+    for folder, before in folders.items():
+        now = _names_in(prefix, folder)
+        for name in sorted((now or set()) - set(before)):
+            path = prefix / folder / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
 
 
 def _remove_strays(prefix: Path, known: set[str]) -> None:
@@ -111,8 +133,10 @@ def rollback(prefix: Path, cache: Path) -> None:
     for path in [*saved_meta, journal / "conda-meta" / "history"]:
         if path.is_file():
             shutil.copy2(path, prefix / "conda-meta" / path.name)
-    listed = journal / PATHS
-    if listed.is_file():
+    scoped, listed = journal / FOLDERS, journal / PATHS
+    if scoped.is_file():
+        _remove_new_entries(prefix, json.loads(scoped.read_text(encoding="utf-8"))["folders"])
+    elif listed.is_file():
         _remove_strays(prefix, set(listed.read_text(encoding="utf-8").splitlines()))
     saved = journal / "record.json"
     if saved.is_file():

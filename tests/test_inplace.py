@@ -116,38 +116,33 @@ def test_a_child_gone_before_its_job_fails_the_change_with_one_line(tmp_path: Pa
     assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == before
 
 
-def test_the_waiting_child_reads_and_lists_the_env(tmp_path: Path) -> None:
-    """What a sync takes from the child instead of doing it again: the installed packages (for the
-    difference) and the listing of every path (for the journal), the same as a walk by os.walk."""
-    from envkit.journal import PATHS, draft_path
-    from tests.test_journal import walked
+def test_the_waiting_child_reads_the_env(tmp_path: Path) -> None:
+    """What a sync takes from the child instead of reading it again: the installed packages (for
+    the difference) and their archives' sha256 (for the journal: a rebuilt package is relinked)."""
+    import rattler
 
     channel = tiny_channel(tmp_path)
     prefix, cache = tmp_path / "env", tmp_path / "cache"
     change_env(_records(channel, ["tool"]), prefix, cache, ["tool"])
-    (prefix / "bin").mkdir()
-    (prefix / "bin" / "python").symlink_to(sys.executable)
-    before = walked(prefix)
-    listing = draft_path(prefix) / PATHS
-    with Installer(prefix, list_to=listing) as installer:
+    on_disk = {
+        r.name.normalized: bytes(r.sha256 or b"").hex() for r in map(rattler.PrefixRecord.from_path, (prefix / "conda-meta").glob("*.json"))
+    }
+    with Installer(prefix) as installer:
         assert installer.installed() == {"tool": "1.0 0", "helper": "1.0 0"}
-        assert installer.listed()
-    assert set(listing.read_text().splitlines()) == before
+        assert installer.installed_sha256() == on_disk and len(on_disk) == 2
 
 
-def test_the_child_says_when_it_could_not_read_or_list(tmp_path: Path) -> None:
-    """A record rattler cannot read: the caller reads conda-meta itself, to name it. A listing that
-    cannot be written: the caller lists at the journal. A child gone: neither comes."""
+def test_the_child_says_when_it_could_not_read(tmp_path: Path) -> None:
+    """A record rattler cannot read: the caller reads conda-meta itself, to name it. A child gone:
+    nothing comes."""
     channel = tiny_channel(tmp_path)
     prefix, cache = tmp_path / "env", tmp_path / "cache"
     change_env(_records(channel, ["tool"]), prefix, cache, ["tool"])
     (prefix / "conda-meta" / "broken-1.0-0.json").write_text("{")
-    (tmp_path / "a-file").write_text("")
-    with Installer(prefix, list_to=tmp_path / "a-file" / "paths") as installer:
-        assert installer.installed() is None
-        assert installer.listed() is False
     with Installer(prefix) as installer:
-        assert installer.listed() is False  # not asked for
+        assert installer.installed() is None and installer.installed_sha256() is None
+    (prefix / "conda-meta" / "broken-1.0-0.json").unlink()
+    with Installer(prefix) as installer:
         os.kill(installer._child.pid, signal.SIGKILL)
         installer._child.wait()
         assert installer.installed() is None

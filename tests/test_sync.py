@@ -154,11 +154,10 @@ def unextractable(channel: Path, meta: PkgMeta) -> None:
     index_channel(channel)
 
 
-def test_a_sync_stopped_before_its_change_leaves_no_draft_and_no_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ctrl-C while the difference is shown, the child's listing for the journal already written:
-    the child is killed first, then its draft deleted, and the env is as it was."""
+def test_a_sync_stopped_before_its_change_leaves_no_journal_and_no_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the difference is shown (the child has read the env by then: the difference
+    comes from its read): the child is killed, no journal is begun, and the env is as it was."""
     from envkit.commands.sync import sync
-    from envkit.journal import PATHS, draft_path
 
     _, recipe, prefix = tiny_env(tmp_path)
     edit(recipe, "packages: [tool]", "packages: [tool, extra 1.0]")
@@ -166,15 +165,11 @@ def test_a_sync_stopped_before_its_change_leaves_no_draft_and_no_child(tmp_path:
     mark = new_mark()
     monkeypatch.setenv(MARK, mark)
 
-    def interrupt_once_listed(changes: object) -> None:
-        deadline = time.monotonic() + 60
-        while not (draft_path(prefix) / PATHS).is_file():
-            assert time.monotonic() < deadline, "the child never listed the env"
-            time.sleep(0.01)
+    def interrupt(changes: object) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        sync(prefix, probe=False, show=interrupt_once_listed)
+        sync(prefix, probe=False, show=interrupt)
     assert not list(sync_journal_path(prefix).parent.glob("sync-journal*"))
     assert none_left(mark), "the installer child outlived the interrupted sync"
     assert snapshot(prefix) == before
@@ -292,6 +287,36 @@ def test_killed_sync_is_rolled_back_by_the_next_run(wheel_channel: Path, tmp_pat
     assert f"rolled {prefix} back to what it was before an interrupted sync" in dry.stdout
     after = snapshot(prefix)
     assert after == before
+
+
+def test_killed_sync_from_a_warm_cache_is_rolled_back_from_its_folder_listing(
+    wheel_channel: Path, tmp_path: Path, seed_env: Path, session_pkgs: Path
+) -> None:
+    """Every package the sync links is extracted in the cache already, so its journal lists only the
+    folders the change can add entries to (envkit.linkscope), not the env's every path. Killed while
+    torch is being linked, the next run still puts the env back byte for byte."""
+    _, recipe, prefix = tiny_env(tmp_path)
+    heavy = payload_recipe(tmp_path / "heavy", wheel_channel, name="tiny")
+    recipe.write_text(heavy.read_text())
+    before = snapshot(prefix)
+    env = dict(os.environ, ENVKIT_PKGS_DIR=str(session_pkgs))  # torch extracted there by seed_env
+    cmd = [sys.executable, "-m", "envkit", "sync", "-p", str(prefix), "--yes", "--no-probe"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 180
+    while not (prefix / "lib" / "python3.11" / "site-packages" / "torch").is_dir():
+        assert proc.poll() is None, f"sync ended before it could be killed: {proc.stderr.read() if proc.stderr else ''}"
+        assert time.monotonic() < deadline, "sync never began linking torch"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    journal = sync_journal_path(prefix)
+    assert (journal / "folders.json").is_file() and not (journal / "paths").exists()
+    folders = json.loads((journal / "folders.json").read_text())["folders"]
+    assert "lib" not in folders[""] and set(folders) <= {"", "conda-meta", "etc", "share", "share/tool", "share/helper", "bin"}
+    dry = run_envkit("sync", "-p", str(prefix), "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert f"rolled {prefix} back to what it was before an interrupted sync" in dry.stdout
+    assert snapshot(prefix) == before
 
 
 def test_a_team_recipe_keeps_its_source_and_moves_to_the_new_commit(tmp_path: Path) -> None:

@@ -2,10 +2,10 @@
 first; applies it all or nothing (envkit.journal); probes the result.
 
 The order serves speed as much as safety. Under the env's lock, once what a killed run left is
-settled, the installer child starts first (envkit.inplace): its interpreter and rattler, its read of
-the env's records and its listing of the env for the journal run alongside this process's loading
-of YAML, the recipe and the solver (envkit.commands.sync_change, imported only then). The lock is
-held from before the child lists the env until the change is done, so that listing still holds.
+settled, the installer child starts first (envkit.inplace): its interpreter and rattler and its read
+of the env's records run alongside this process's loading of YAML, the recipe and the solver
+(envkit.commands.sync_change, imported only then). The lock is held from before the child reads
+the env until the change is done, so that the difference shown is the one applied.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from envkit.commands import Result
 from envkit.errors import ExitCode, UsageError
 from envkit.inplace import Installer
-from envkit.journal import PATHS, discard_draft, draft_path
 from envkit.recipe.sources import is_git_source_name
 from envkit.record import read_record
 from envkit.sync import SyncOutcome
@@ -82,10 +81,13 @@ def sync(
     probe: bool = True,
     show: Callable[[SyncOutcome], None] | None = None,
     confirm: Callable[[SyncOutcome], bool] | None = None,
+    installer: Installer | None = None,
 ) -> Result:
     """`show` sees the difference before anything changes (the CLI draws it); `confirm` may decline.
     The full look: a caller that wants the cheap no-op answer asks envkit.commands.sync_quick.quick
-    first (the CLI does, before this module is loaded)."""
+    first (the CLI does, before this module is loaded). `installer`: a child the caller started
+    earlier still (the CLI does, before loading this module), used for the change and closed when
+    it is done; the caller closes it too, for a sync that ends before (or a dry run)."""
     record = _record_or_fail(prefix)
     if dry_run:
         from envkit.commands.sync_change import look
@@ -96,16 +98,10 @@ def sync(
     with env_lock(prefix):
         if recover(prefix):
             record = _record_or_fail(prefix)
-        # the listing is taken ahead only when no question is asked: while one waits for an answer,
-        # someone may pip install into the env, and a rollback would delete what the listing lacks
-        list_to = draft_path(prefix) / PATHS if confirm is None else None
-        try:
-            with Installer(prefix, list_to=list_to) as installer:
-                result, applied = _sync_locked(
-                    prefix, record, installer, locked=locked, lock=lock, frozen=frozen, show=show, confirm=confirm
-                )
-        finally:
-            discard_draft(prefix)  # after the child is gone, so that it cannot write there again
+        installer = installer or Installer()
+        installer.read(prefix)
+        with installer:
+            result, applied = _sync_locked(prefix, record, installer, locked=locked, lock=lock, frozen=frozen, show=show, confirm=confirm)
     if applied is None or not probe:
         return result
     # as after create, the probe runs once the env's lock is released

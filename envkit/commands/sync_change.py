@@ -23,6 +23,7 @@ from envkit.history import Linked, append_block, block
 from envkit.inplace import Installer
 from envkit.installed import read_conda_meta
 from envkit.journal import rollback, write_journal
+from envkit.linkscope import change_folders
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.loader import load_recorded
@@ -126,7 +127,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         verify_archives(seen.records, cache)
     except EnvkitError as exc:
         raise InstallError(f"{exc.message}; {prefix} was not changed", hint=exc.hint) from None
-    write_journal(prefix, listed=installer.listed())
+    write_journal(prefix, folders=_journal_folders(prefix, cache, record, seen, installer))
     try:
         installer.change(seen.records, prefix, cache, [s.spec for s in plan.specs])
         pip_installed = _sync_pip(prefix, plan, record)
@@ -164,6 +165,15 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
             raise InstallError(f"{exc.message}; {prefix} was rolled back to what it was", hint=exc.hint) from None
         raise InstallError(f"syncing {prefix} failed ({exc}); it was rolled back to what it was") from None
     return replace(seen.changes, applied=True)
+
+
+def _journal_folders(prefix: Path, cache: Path, record: dict[str, Any], seen: Look, installer: Installer) -> tuple[str, ...] | None:
+    """The folders the change can add entries to (envkit.linkscope), for the journal to list; None
+    (list every path) when pip changes too, since pip writes where its wheels say."""
+    installed, sha256 = installer.installed(), installer.installed_sha256()
+    if _pip_change(record, seen.plan) or installed is None or sha256 is None:
+        return None
+    return change_folders(prefix, cache, installed, sha256, seen.records)
 
 
 def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any]) -> list[dict[str, str]]:
