@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from envkit.commands import Result
 from envkit.errors import ExitCode, UsageError
 from envkit.inplace import Installer
-from envkit.recipe.sources import is_git_source_name
+from envkit.recipe.sources import is_git_source_name, read_git_sources
 from envkit.record import read_record
 from envkit.sync import SyncOutcome
 from envkit.transaction import env_lock, recover
@@ -42,10 +42,16 @@ def _record_or_fail(prefix: Path) -> dict[str, Any]:
     made_from = Path(str(origin["path"]))
     if not made_from.exists() and not made_from.is_symlink():
         source = str(origin.get("source") or "file")
+        remake = f"make the env from the new one: envkit create NEW -p {prefix} --force"
+        if is_git_source_name(source) and all(entry.name != source for entry in read_git_sources()):
+            raise UsageError(
+                f"{prefix} was made from recipe '{origin.get('name')}' of the '{source}' recipe repo, which was removed from envkit's sources",
+                hint=f"add the repo again (envkit recipes add-source URL --name {source}), or {remake}",
+            )
         raise UsageError(
             f"{prefix} was made from recipe '{origin.get('name')}' at {made_from}, which is gone"
             + (f" from the '{source}' recipe repo" if is_git_source_name(source) else ""),
-            hint=f"if it was renamed or moved, make the env from the new one: envkit create NEW -p {prefix} --force",
+            hint=f"if it was renamed or moved, {remake}",
         )
     return record
 

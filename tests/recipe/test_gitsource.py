@@ -125,7 +125,9 @@ def test_remove_source_forgets_it_and_names_the_envs_made_from_it(tmp_path: Path
         and human.stderr == "envkit: error: no recipe source named 'team' (sources: none) (see 'envkit recipes list' for sources)\n"
     )
     gone = run_envkit("sync", "-n", "tinyteam", "--yes", "--no-probe")
-    assert gone.returncode == 2 and "which is gone from the 'team' recipe repo" in gone.stderr, gone.stderr
+    assert gone.returncode == 2 and gone.stderr.count("\n") == 1, gone.stderr
+    assert "of the 'team' recipe repo, which was removed from envkit's sources" in gone.stderr
+    assert "envkit recipes add-source URL --name team" in gone.stderr
     # the name is free again
     assert run_envkit("recipes", "add-source", repo.as_uri(), "--name", "team").returncode == 0
     assert "nothing to do" in run_envkit("sync", "-n", "tinyteam").stdout
