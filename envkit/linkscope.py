@@ -4,12 +4,12 @@ paths; listing them all took longer than anything else in a sync that changes on
 
 rattler links each package's files at the paths its `info/paths.json` names (noarch: python ones
 moved under site-packages and bin), writes entry points to bin/ and records to conda-meta/, and
-renames a clobbered file beside the file that wins. Unlinking a package removes its files and puts
-back files it had clobbered, beside them too. envkit runs no link scripts, so every entry a change
-adds is in the env's root, conda-meta/, bin/, or a folder on the way to a path of a package it
-links or unlinks. Where that cannot be known beforehand (a package rattler has not extracted into
-the cache yet, a python that changes, which relinks every noarch package), the answer is None:
-list it all.
+renames a clobbered file beside the file that wins. Unlinking adds nothing: it removes a package's
+files, and where one had won a clobber, renames the loser back to the name the removed file had.
+envkit runs no link scripts. So every entry a change adds is in the env's root, conda-meta/, bin/,
+or a folder on the way to a path of a package it links. Where that cannot be known beforehand (a
+package rattler has not extracted into the cache yet, a python that changes, which relinks every
+noarch package), the answer is None: list it all.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def change_folders(
     """The folders (relative, '' the root) a change from `installed` (name -> "version build",
     and each archive's sha256, as the env's records say) to `target` (rattler records) can add
     entries to; None when that cannot be known. A package rebuilt under the same version and build
-    is relinked by rattler (its sha256 differs), so it counts as both unlinked and linked."""
+    is relinked by rattler (its sha256 differs)."""
     rebuilt = {
         r.name.normalized
         for r in target
@@ -36,18 +36,13 @@ def change_folders(
     }
     wanted = {r.name.normalized: f"{r.version} {r.build}" for r in target}
     linked = [r for r in target if r.name.normalized in rebuilt or installed.get(r.name.normalized) != wanted[r.name.normalized]]
-    unlinked = [name for name, what in installed.items() if name in rebuilt or wanted.get(name) != what]
-    if "python" in unlinked:  # a python that changes or goes: rattler relinks every noarch package
+    if ("python" in installed and installed["python"] != wanted.get("python", "")) or "python" in rebuilt:
+        # a python that changes or goes: rattler relinks every noarch package
         return None
     site_packages = _site_packages(target)
     folders = set(ALWAYS)
     for record in linked:
         paths = _cached_paths(cache / f"{record.name.normalized}-{record.version}-{record.build}", site_packages)
-        if paths is None:
-            return None
-        folders |= _ancestors(paths)
-    for name in unlinked:
-        paths = _installed_paths(prefix, name, installed[name])
         if paths is None:
             return None
         folders |= _ancestors(paths)
@@ -104,13 +99,3 @@ def _moved(path: str, site_packages: str) -> str:
     if head == "python-scripts":
         return f"bin/{rest}"
     return path
-
-
-def _installed_paths(prefix: Path, name: str, what: str) -> list[str] | None:
-    """The paths an installed package's record says it linked."""
-    version, _, build = what.partition(" ")
-    try:
-        record = json.loads((prefix / "conda-meta" / f"{name}-{version}-{build}.json").read_text(encoding="utf-8"))
-        return [str(p) for p in record["files"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
