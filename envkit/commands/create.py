@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envkit import backend
 from envkit.activation.model import ActivationSettings, Setting, resolve
@@ -15,8 +15,6 @@ from envkit.commands import Result
 from envkit.create import CreatedEnv, create_env, ensure_creatable, keep_verdict
 from envkit.envs import target_prefix
 from envkit.errors import ExitCode, UsageError
-from envkit.lock import LockedPlatform, lock_digest, read_lock
-from envkit.probe.model import ProbeReport
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.digest import resolved_digest, sources_digest
@@ -25,7 +23,11 @@ from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import known_platform
 from envkit.record import record_digest
 from envkit.solve import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
-from envkit.toolchain import ToolchainMap, plan_toolchain
+
+if TYPE_CHECKING:  # for annotations: a sync to its recipe, which imports this module, needs none of them
+    from envkit.lock import LockedPlatform
+    from envkit.probe.model import ProbeReport
+    from envkit.toolchain import ToolchainMap
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,8 @@ def create(
         )
         return Result("create", refused, int(ExitCode.FINDINGS), why, errors)
     if request.dry_run:
+        from envkit.toolchain import plan_toolchain
+
         toolchain = plan_toolchain(inventory_of_plan(plan), [s.name for s in plan.specs], list(findings))
         return Result("create", CreateOutcome(plan, True, None, None, findings=findings, toolchain=toolchain))
     if show_plan is not None:
@@ -180,6 +184,8 @@ def plan_from_lock(
     request: CreateRequest, recipe: Recipe, compiled: CompiledRecipe, prefix: Path, warnings: tuple[str, ...]
 ) -> tuple[SolveOutcome, dict[str, Any]]:
     """No solve: the lock's records for this machine's platform, if the lock has them and is fresh."""
+    from envkit.lock import lock_digest, read_lock
+
     path = lock_file_for(request.lock, recipe)
     if not path.is_file():
         raise UsageError(f"no lock file at {path}", hint=f"make one with 'envkit lock {request.recipe}', or give --lock FILE")
