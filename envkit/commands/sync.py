@@ -1,11 +1,12 @@
 """`envkit sync`: bring an existing env to its recipe (or its lock) in place. Shows the difference
 first; applies it all or nothing (envkit.journal); probes the result.
 
-The order serves speed as much as safety. Under the env's lock, once what a killed run left is
-settled, the installer child starts first (envkit.inplace): its interpreter and rattler and its read
-of the env's records run alongside this process's loading of YAML, the recipe and the solver
-(envkit.commands.sync_change, imported only then). The lock is held from before the child reads
-the env until the change is done, so that the difference shown is the one applied.
+The order serves speed as much as safety. The installer child (envkit.inplace) is started first,
+by the CLI before it loads this module: its interpreter and rattler load alongside this process's
+loading of the sync machinery, YAML, the recipe and the solver (envkit.commands.sync_change,
+imported only once the lock is held). Under the env's lock, once what a killed run left is settled,
+the child is asked to read the env's records; the lock is held from then until the change is done,
+so that the difference shown is the one applied.
 """
 
 from __future__ import annotations
