@@ -180,7 +180,13 @@ def _args_audit(p: Parser) -> None:
         "--min-severity",
         default="info",
         choices=("info", "warning", "error"),
-        help="report findings of this severity and above (default: info); the exit code counts errors only",
+        help="report findings of this severity and above (default: info)",
+    )
+    p.add_argument(
+        "--fail-on",
+        default="error",
+        choices=("info", "warning", "error"),
+        help="exit 1 on a finding of this severity or above (default: error; warning makes drift, EK024, fail CI)",
     )
     _json_flag(p)
 
@@ -441,6 +447,7 @@ def _audit(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
         probe=args.probe,
         fix=args.fix,
         min_severity=args.min_severity,
+        fail_on=args.fail_on,
     )
     if not audit.fixes_pending(result):
         return result, False

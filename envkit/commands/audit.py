@@ -27,6 +27,7 @@ class AuditOutcome:
     fixes: tuple[FixPlan, ...]
     applied: tuple[str, ...]
     searched: tuple[str, ...] = ()  # where --all looked, for an empty result
+    fail_on: str = "error"  # the lowest severity that makes the exit code 1
 
 
 def explain(rule_id: str) -> Result:
@@ -47,8 +48,9 @@ def _at_or_above(audits: list[EnvAudit], min_severity: str) -> list[EnvAudit]:
     return [replace(a, findings=tuple(f for f in a.findings if SEVERITY_ORDER[f.severity] >= floor)) for a in audits]
 
 
-def _exit_code(audits: tuple[EnvAudit, ...] | list[EnvAudit]) -> int:
-    failing = any(f.severity == "error" for a in audits for f in a.findings) or any(a.error for a in audits)
+def _exit_code(audits: tuple[EnvAudit, ...] | list[EnvAudit], fail_on: str) -> int:
+    floor = SEVERITY_ORDER[fail_on]
+    failing = any(SEVERITY_ORDER[f.severity] >= floor for a in audits for f in a.findings) or any(a.error for a in audits)
     return int(ExitCode.FINDINGS if failing else ExitCode.OK)
 
 
@@ -72,9 +74,18 @@ def audit(
     probe: bool = False,
     fix: bool = False,
     min_severity: str = "info",
+    fail_on: str = "error",
 ) -> Result:
-    if min_severity not in SEVERITY_ORDER:
-        raise UsageError(f"--min-severity {min_severity!r}: expected info, warning or error")
+    """`fail_on`: the lowest severity that makes the exit code 1 (a CI that gates on drift, EK024,
+    a warning, passes "warning")."""
+    for flag, value in (("--min-severity", min_severity), ("--fail-on", fail_on)):
+        if value not in SEVERITY_ORDER:
+            raise UsageError(f"{flag} {value!r}: expected info, warning or error")
+    if SEVERITY_ORDER[fail_on] < SEVERITY_ORDER[min_severity]:
+        raise UsageError(
+            f"--fail-on {fail_on} would fail on findings that --min-severity {min_severity} does not show",
+            hint=f"lower --min-severity to {fail_on}, or raise --fail-on",
+        )
     prefixes = _targets(targets, name, prefix, all_envs_flag)
     audits = _at_or_above(audit_many(prefixes, probe=probe, cuda_driver=cuda_driver_version()), min_severity)
     fixes: list[FixPlan] = []
@@ -86,8 +97,8 @@ def audit(
                 if plan.changes:
                     fixes.append(plan)
     searched = tuple(str(p) for p in _searched()) if all_envs_flag and not prefixes else ()
-    outcome = AuditOutcome(tuple(audits), min_severity, tuple(fixes), (), searched)
-    return Result("audit", outcome, _exit_code(audits))
+    outcome = AuditOutcome(tuple(audits), min_severity, tuple(fixes), (), searched, fail_on)
+    return Result("audit", outcome, _exit_code(audits, fail_on))
 
 
 def _searched() -> list[Path]:
@@ -118,7 +129,7 @@ def apply_fixes(result: Result) -> Result:
     after = replace(outcome, audits=tuple(audits), applied=tuple(applied))
     if skipped:
         return Result("audit", after, int(ExitCode.USAGE), tuple(skipped), tuple(skipped))
-    return Result("audit", after, _exit_code(audits))
+    return Result("audit", after, _exit_code(audits, outcome.fail_on))
 
 
 def not_applied(result: Result, why: str) -> Result:

@@ -33,7 +33,11 @@ def test_json_contract_and_error_exit(raw_payload_env: Path) -> None:
     assert set(doc) == {"envkit_json", "envkit_version", "command", "ok", "exit_code", "data", "messages", "errors", "hint"}
     assert (doc["envkit_json"], doc["command"], doc["ok"], doc["exit_code"]) == (1, "audit", False, 1)
     data = doc["data"]
-    assert isinstance(data, dict) and set(data) == {"audits", "min_severity", "fixes", "applied", "searched"}
+    assert (
+        isinstance(data, dict)
+        and set(data) == {"audits", "min_severity", "fail_on", "fixes", "applied", "searched"}
+        and data["fail_on"] == "error"
+    )
     audit = data["audits"][0]
     assert set(audit) == {"prefix", "findings", "envkit_managed", "packages", "error"}
     assert all(set(f) == FINDING_KEYS for f in audit["findings"])

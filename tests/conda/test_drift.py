@@ -33,6 +33,12 @@ def test_conda_changes_are_drift_and_sync_undoes_them(conda: Conda, tmp_path: Pa
     found = audit(prefix)  # one finding per difference
     assert {str(f["evidence"]) for f in found} == {"- tool 1.0 0 (removed since)", "+ extra 1.0 0 (added since envkit installed the env)"}
     assert all(f["severity"] == "warning" and "envkit sync" in str(f["fix"]) for f in found)
+    # drift is a warning: the exit code counts errors unless CI asks to fail on warnings
+    assert run_envkit("audit", "-p", str(prefix)).returncode == 0
+    gated = run_envkit("audit", "-p", str(prefix), "--fail-on", "warning", "--json")
+    assert gated.returncode == 1 and json.loads(gated.stdout)["exit_code"] == 1
+    hidden = run_envkit("audit", "-p", str(prefix), "--fail-on", "warning", "--min-severity", "error")
+    assert hidden.returncode == 2 and hidden.stderr.count("\n") == 1 and "does not show" in hidden.stderr
     listed = {e["prefix"]: e for e in json.loads(run_envkit("list", "--json").stdout)["data"]}
     assert "- tool 1.0 0 (removed since)" in listed[str(prefix)]["drift"]
 
@@ -40,6 +46,7 @@ def test_conda_changes_are_drift_and_sync_undoes_them(conda: Conda, tmp_path: Pa
     assert synced.returncode == 0, synced.stderr
     assert "+ tool 1.0 0" in synced.stdout and "- extra 1.0 0" in synced.stdout
     assert audit(prefix) == []
+    assert run_envkit("audit", "-p", str(prefix), "--fail-on", "warning").returncode == 0
     assert "tool" in conda.ok("list", "-p", str(prefix))
 
 
