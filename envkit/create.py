@@ -43,21 +43,6 @@ class CreatedEnv:
     replaced_existing: bool
 
 
-def cached_sha256(cache: Path, rec: Any) -> bytes | None:
-    """The sha256 of the archive rattler extracted into its cache for this record, if any.
-
-    rattler writes `<cache>/<name>-<version>-<build>.lock` as an 8-byte revision followed by the
-    archive's 32-byte sha256; an entry whose hash matches is reused without reading the archive.
-    Anything unexpected means "unknown", and the archive is hashed.
-    """
-    lock = cache / f"{rec.name.normalized}-{rec.version}-{rec.build}.lock"
-    try:
-        data = lock.read_bytes()
-    except OSError:
-        return None
-    return data[8:40] if len(data) == 40 and (cache / lock.stem / "info" / "index.json").is_file() else None
-
-
 def verify_archives(records: list[Any], cache: Path | None = None) -> None:
     """Check sha256 of local archives against repodata (rattler skips this for file://)."""
     for rec in records:
@@ -65,7 +50,7 @@ def verify_archives(records: list[Any], cache: Path | None = None) -> None:
         parsed = urlparse(url)
         if parsed.scheme != "file" or rec.sha256 is None:
             continue
-        if cache is not None and cached_sha256(cache, rec) == bytes(rec.sha256):
+        if cache is not None and pkgcache.cached_sha256(cache, rec) == bytes(rec.sha256):
             continue
         path = Path(unquote(parsed.path))
         try:

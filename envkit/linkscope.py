@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from envkit.pkgcache import cached_sha256
+
 ALWAYS = ("", "conda-meta", "bin", "Scripts")  # the root, records, entry points (Scripts: Windows)
 
 
@@ -42,6 +44,8 @@ def change_folders(
     site_packages = _site_packages(target)
     folders = set(ALWAYS)
     for record in linked:
+        if record.sha256 is not None and cached_sha256(cache, record) != bytes(record.sha256):
+            return None  # not extracted yet, or another archive of that name is: rattler extracts it afresh
         paths = _cached_paths(cache / f"{record.name.normalized}-{record.version}-{record.build}", site_packages)
         if paths is None:
             return None

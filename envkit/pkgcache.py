@@ -1,4 +1,5 @@
-"""What interrupted installs leave in rattler's package cache, and how to clean it safely.
+"""rattler's package cache as envkit reads it: which archive an extracted entry came from, what
+interrupted installs leave in it, and how to clean that safely.
 
 rattler extracts each package into a temporary `.<name>-<version>-<build><6 random chars>`
 directory beside its `<name>-<version>-<build>.lock` and renames it into place when done. An
@@ -20,6 +21,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 GLOBAL_LOCK = ".cache.lock"
 _TEMP_SUFFIX = re.compile(r"^[A-Za-z0-9]{6}$")
@@ -68,3 +70,18 @@ def sweep(cache: Path) -> list[Path]:
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def cached_sha256(cache: Path, rec: Any) -> bytes | None:
+    """The sha256 of the archive rattler extracted into its cache for this record, if any.
+
+    rattler writes `<cache>/<name>-<version>-<build>.lock` as an 8-byte revision followed by the
+    archive's 32-byte sha256; an entry whose hash matches is reused without reading the archive.
+    Anything unexpected means "unknown", and the archive is hashed.
+    """
+    lock = cache / f"{rec.name.normalized}-{rec.version}-{rec.build}.lock"
+    try:
+        data = lock.read_bytes()
+    except OSError:
+        return None
+    return data[8:40] if len(data) == 40 and (cache / lock.stem / "info" / "index.json").is_file() else None

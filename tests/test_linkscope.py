@@ -137,3 +137,9 @@ def test_what_cannot_be_known_beforehand_lists_everything(tmp_path: Path) -> Non
     newer = _records(channel, ["python 3.12.*", "nap ==1.0"])
     change_env(newer, tmp_path / "warm", cache, [])
     assert change_folders(prefix, cache, installed, sha256, newer) is None  # python changes
+    other = tmp_path / "other-build"  # the cache holds another archive under nap 2.0's name: rattler extracts afresh
+    write_tar_bz2(other, PkgMeta("nap", "2.0", "py_0", subdir="noarch", noarch="python"), [PkgFile("site-packages/elsewhere.py", b"")])
+    index_channel(other)
+    change_env(_records(channel, ["python 3.11.*"]) + _records(other, ["nap ==2.0"]), tmp_path / "warm-other", cache, [])
+    assert (cache / "nap-2.0-py_0" / "info" / "paths.json").is_file()
+    assert change_folders(prefix, cache, installed, sha256, _records(channel, ["python 3.11.*", "nap ==2.0"])) is None
