@@ -312,7 +312,7 @@ def test_killed_sync_from_a_warm_cache_is_rolled_back_from_its_folder_listing(
     journal = sync_journal_path(prefix)
     assert (journal / "folders.json").is_file() and not (journal / "paths").exists()
     folders = json.loads((journal / "folders.json").read_text())["folders"]
-    assert "lib" not in folders[""] and set(folders) <= {"", "conda-meta", "etc", "share", "share/tool", "share/helper", "bin"}
+    assert "lib" not in folders[""] and "conda-meta" in folders and len(folders) < 20  # a few folders, not the env's every path
     dry = run_envkit("sync", "-p", str(prefix), "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     assert f"rolled {prefix} back to what it was before an interrupted sync" in dry.stdout
