@@ -37,3 +37,23 @@ def test_the_journal_lists_every_path_but_its_own(tmp_path: Path) -> None:
     assert set((journal / "paths").read_text().splitlines()) == before
     assert sorted(p.name for p in (journal / "conda-meta").iterdir()) == ["pkg-1.0-0.json"]
     assert not journal.with_name(journal.name + f".tmp-{os.getpid()}").exists()
+
+
+def test_a_scoped_journal_lists_its_folders_names_but_never_its_own(tmp_path: Path) -> None:
+    """The listing of some folders (envkit.linkscope): each existing folder with the names it holds;
+    a folder that is not there (yet) is left out, as is the journal in its own folder."""
+    import json
+
+    prefix = tmp_path / "env"
+    for d in ("conda-meta", "etc/envkit", "share/tool"):
+        (prefix / d).mkdir(parents=True)
+    (prefix / "etc" / "envkit" / "record.json").write_text("{}")
+    (prefix / "share" / "tool" / "a.txt").write_text("")
+    (prefix / "share" / "link").symlink_to(prefix / "share" / "tool")
+
+    write_journal(prefix, folders=("", "etc/envkit", "share/tool", "share/link", "share/new"))
+
+    journal = sync_journal_path(prefix)
+    assert not (journal / "paths").exists()
+    listed = json.loads((journal / "folders.json").read_text())["folders"]
+    assert listed == {"": ["conda-meta", "etc", "share"], "etc/envkit": ["record.json"], "share/tool": ["a.txt"]}
