@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from envkit import __version__, backend, condameta, envs, pkgcache
@@ -30,10 +30,13 @@ from envkit.fsutil import LockBusy, may_create_in
 from envkit.history import Linked, append_block, block
 from envkit.installed import pip_dists
 from envkit.notices import notify
-from envkit.recipe.model import RecipeOrigin
+from envkit.recipe.model import ProbeSpec, RecipeOrigin
 from envkit.record import read_record, record_digest, write_record
 from envkit.solve import Plan
 from envkit.transaction import env_lock, recover, remove_tree, swap_in, work_dir
+
+if TYPE_CHECKING:
+    from envkit.probe.model import ProbeReport
 
 
 @dataclass(frozen=True)
@@ -229,3 +232,13 @@ def keep_verdict(prefix: Path, summary: dict[str, Any], healthy: bool, basis: st
     except OSError as exc:
         return f"the verdict is not kept in the env's record: {exc.strerror}"
     return None
+
+
+def probe_and_keep(prefix: Path, spec: ProbeSpec | None = None) -> tuple[ProbeReport, str | None]:
+    """Run the probe and keep its verdict in the record it started from (keep_verdict); with why it
+    was not kept, if it was not. Run with the env's lock released, as create, sync and probe do."""
+    from envkit.probe.runner import run_probe  # the probe's machinery only when it runs
+
+    basis = record_digest(prefix)
+    report = run_probe(prefix, spec)
+    return report, keep_verdict(prefix, report.summary(), report.healthy, basis)

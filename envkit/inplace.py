@@ -99,21 +99,22 @@ class Installer:
                 self._heard[str(message["kind"])] = message
         return self._heard.get(kind)
 
+    def _complete_read(self) -> dict[str, Any] | None:
+        """The child's read of the installed records, when it could read every one."""
+        heard = self._hear("installed")
+        return heard if heard is not None and heard.get("complete") else None
+
     def installed(self) -> dict[str, str] | None:
         """name -> "version build" of every package record the env holds, as the child read them;
         None when it could not read them all (the caller reads conda-meta itself, to say which)."""
-        heard = self._hear("installed")
-        if heard is None or not heard.get("complete"):
-            return None
-        return {str(name): str(what) for name, what in heard["packages"].items()}
+        read = self._complete_read()
+        return None if read is None else {str(name): str(what) for name, what in read["packages"].items()}
 
     def installed_sha256(self) -> dict[str, str | None] | None:
         """name -> the sha256 (hex) of the archive each installed package came from, where its
         record has one; None when the child could not read every record."""
-        heard = self._hear("installed")
-        if heard is None or not heard.get("complete"):
-            return None
-        return {str(name): None if sha is None else str(sha) for name, sha in heard.get("sha256", {}).items()}
+        read = self._complete_read()
+        return None if read is None else {str(name): None if sha is None else str(sha) for name, sha in read["sha256"].items()}
 
     def __enter__(self) -> Installer:
         return self

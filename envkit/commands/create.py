@@ -12,7 +12,7 @@ from envkit.activation.model import ActivationSettings, Setting, resolve
 from envkit.audit.engine import Finding, audit_plan, inventory_of_plan
 from envkit.channels import ResolvedChannel
 from envkit.commands import Result
-from envkit.create import CreatedEnv, create_env, ensure_creatable, keep_verdict
+from envkit.create import CreatedEnv, create_env, ensure_creatable, probe_and_keep
 from envkit.envs import target_prefix
 from envkit.errors import ExitCode, UsageError
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
@@ -21,7 +21,6 @@ from envkit.recipe.digest import resolved_digest, sources_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import known_platform
-from envkit.record import record_digest
 from envkit.solve import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
 
 if TYPE_CHECKING:  # for annotations: a sync to its recipe, which imports this module, needs none of them
@@ -120,11 +119,9 @@ def create(
     created = create_env(plan, outcome.records, recipe.origin, force=request.force, reporter=reporter, provenance=provenance)
     if not request.probe:
         return Result("create", CreateOutcome(plan, False, created, None, findings=findings))
-    from envkit.probe.runner import run_probe, spec_for  # the probe's machinery only when it runs
+    from envkit.probe.runner import spec_for  # the probe's machinery only when it runs
 
-    basis = record_digest(prefix)
-    report = run_probe(prefix, spec_for(prefix, recipe))
-    kept = keep_verdict(prefix, report.summary(), report.healthy, basis)
+    report, kept = probe_and_keep(prefix, spec_for(prefix, recipe))
     messages: tuple[str, ...] = (kept,) if kept else ()
     code = ExitCode.OK
     if not report.healthy:

@@ -17,7 +17,7 @@ from envkit.recipe.gitsource import add_source, remove_source, update_sources
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
 from envkit.recipe.platforms import known_platform
-from envkit.recipe.sources import all_sources, folders_with_recipe_files, list_names, recipe_file, unusable_files
+from envkit.recipe.sources import all_sources, folders_with_recipe_files, list_names, recipe_file, unusable_files, yaml_files
 
 
 @dataclass(frozen=True)
@@ -111,12 +111,12 @@ class CheckedRecipe:
 
 def _recipe_files(paths: list[str]) -> list[Path]:
     """The files named, and in each folder named the YAML files a recipe source there would offer
-    or list as unusable (dot-files such as .pre-commit-config.yaml are not recipes)."""
+    or list as unusable (sources.yaml_files)."""
     out: list[Path] = []
     for given in paths or ["."]:
         path = Path(given)
         if path.is_dir():
-            out += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("."))
+            out += [p for p in yaml_files(path) if p.is_file()]
         else:
             out.append(path)
     if not out:

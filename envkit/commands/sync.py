@@ -112,13 +112,10 @@ def sync(
     if applied is None or not probe:
         return result
     # as after create, the probe runs once the env's lock is released
-    from envkit.create import keep_verdict
-    from envkit.probe.runner import run_probe, spec_for  # the probe's machinery only when it runs
-    from envkit.record import record_digest
+    from envkit.create import probe_and_keep
+    from envkit.probe.runner import spec_for  # the probe's machinery only when it runs
 
-    basis = record_digest(prefix)
-    report = run_probe(prefix, spec_for(prefix, applied.recipe))
-    kept = keep_verdict(prefix, report.summary(), report.healthy, basis)
+    report, kept = probe_and_keep(prefix, spec_for(prefix, applied.recipe))
     messages = ((kept,) if kept else ()) + (() if report.healthy else ("synced, but the probe failed: see its checks",))
     return Result("sync", replace(result.data, probe=report), int(ExitCode.OK if report.healthy else ExitCode.FINDINGS), messages)
 

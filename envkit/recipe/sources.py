@@ -102,15 +102,17 @@ def recipe_file(source: RecipeSource, name: str) -> Path | None:
     return None
 
 
-def list_names(source: RecipeSource) -> list[str]:
-    if not source.root.is_dir():
+def yaml_files(folder: Path) -> list[Path]:
+    """The YAML files of a folder that are recipes or would-be recipes, sorted; a tool's dot-file
+    (.pre-commit-config.yaml) is neither. Entries that are not regular files are included (a
+    broken link): callers say why they are unusable."""
+    if not folder.is_dir():
         return []
-    names = set()
-    for path in source.root.iterdir():
-        match = re.match(r"^(.*)\.ya?ml$", path.name)
-        if match and NAME_RE.match(match.group(1)) and path.is_file():
-            names.add(match.group(1))
-    return sorted(names)
+    return sorted(p for p in folder.iterdir() if re.match(r"^[^.].*\.ya?ml$", p.name))
+
+
+def list_names(source: RecipeSource) -> list[str]:
+    return sorted({p.stem for p in yaml_files(source.root) if NAME_RE.match(p.stem) and p.is_file()})
 
 
 def folders_with_recipe_files(root: Path) -> list[str]:
@@ -120,23 +122,17 @@ def folders_with_recipe_files(root: Path) -> list[str]:
     for depth in ("*", "*/*"):
         for folder in sorted(root.glob(depth)):
             rel = folder.relative_to(root)
-            hidden = any(part.startswith(".") for part in rel.parts)
-            if folder.is_dir() and not hidden and any(f.suffix in (".yaml", ".yml") and f.is_file() for f in folder.iterdir()):
+            if not any(part.startswith(".") for part in rel.parts) and any(p.is_file() for p in yaml_files(folder)):
                 out.append(rel.as_posix())
     return out
 
 
 def unusable_files(source: RecipeSource) -> list[tuple[Path, str]]:
     """YAML files in a source that no name can reach, with the reason: listed, not skipped silently."""
-    if not source.root.is_dir():
-        return []
     out = []
-    for path in sorted(source.root.iterdir()):
-        match = re.match(r"^(.*)\.ya?ml$", path.name)
-        if not match or path.name.startswith("."):  # a tool's dot-file (.pre-commit-config.yaml), not a recipe
-            continue
-        if not NAME_RE.match(match.group(1)):
-            out.append((path, f"'{match.group(1)}' is not a recipe name (lowercase letters, digits, '-' and '_'); rename the file"))
+    for path in yaml_files(source.root):
+        if not NAME_RE.match(path.stem):
+            out.append((path, f"'{path.stem}' is not a recipe name (lowercase letters, digits, '-' and '_'); rename the file"))
         elif not path.is_file():
             out.append((path, "not a regular file" + (" (a broken link)" if path.is_symlink() and not path.exists() else "")))
     return out
