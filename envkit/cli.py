@@ -586,6 +586,8 @@ def run(argv: Sequence[str] | None = None) -> NoReturn:
     """Run one command and end the process (the console script, `python -m envkit`, `conda envkit`)."""
     try:
         code = main(argv)
+    except BrokenPipeError:  # `envkit audit | head`: the reader has all it wanted; nothing to say to it
+        code = int(ExitCode.OUTPUT_CLOSED)
     except ImportError as exc:  # a broken install, not a bug in envkit: one line, no traceback
         sys.stderr.write(f"envkit: error: {exc} (reinstall envkit with its dependencies)\n")
         code = int(ExitCode.INTERNAL)

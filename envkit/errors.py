@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     NOT_EXECUTABLE = 126  # envkit run: as shells and conda run report it
     NOT_FOUND = 127  # envkit run: as shells and conda run report it
     INTERRUPTED = 130
+    OUTPUT_CLOSED = 141  # the reader of envkit's output went away (`| head`): 128 + SIGPIPE, as shells report it
 
 
 class EnvkitError(Exception):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -211,3 +213,17 @@ def test_existing_env_is_refused_before_the_solve(tmp_path: Path, isolated: Path
     again = run_envkit("create", str(recipe), "--yes", "--no-probe")
     assert again.returncode == 2 and "already exists" in again.stderr and "Plan for" not in again.stdout
     assert sorted(p.name for p in (isolated / ".conda").iterdir()) == ["environments.txt"]
+
+
+def test_a_reader_that_goes_away_ends_envkit_quietly() -> None:
+    """`envkit audit --list-rules | head -1`: the pipe closes under envkit's output. That is the
+    reader's choice, not an envkit bug: no traceback, the exit code shells give SIGPIPE (141)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before envkit writes a byte
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "envkit", "audit", "--list-rules"], stdout=write_end, stderr=subprocess.PIPE, text=True, check=False
+        )
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, "")
