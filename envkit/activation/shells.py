@@ -183,7 +183,13 @@ def fish(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
             "    end",
         ]
     deact += [f"    set -e -g {_marker(ctx)}", "end"]
-    return ScriptPair("\n".join(act) + "\n", "\n".join(deact) + "\n")
+    return ScriptPair("\n".join([*act, *FISH_ZERO_STATUS]) + "\n", "\n".join([*deact, *FISH_ZERO_STATUS]) + "\n")
+
+
+# fish's `set VAR value` passes the status before it through, so one `set -e` of a variable that
+# was not set (status 4) would be the script's status, and conda's: `conda activate ENV; and train`
+# would not train.
+FISH_ZERO_STATUS = ("# leave status 0: `set` passes an earlier `set -e`'s failure through", "true")
 
 
 # ---------------------------------------------------------------- csh / tcsh

@@ -48,6 +48,7 @@ class ScriptState:
     path: str  # relative to the prefix
     expected: str
     current: str | None  # None: missing
+    as_written: bool = False  # byte for byte what the record says envkit wrote (an older envkit's text, if not `expected`)
 
 
 @dataclass(frozen=True)
@@ -213,11 +214,17 @@ def cuda_driver_version() -> str | None:
 def _envkit_scripts(prefix: Path, record: dict[str, Any] | None) -> tuple[ScriptState, ...]:
     if record is None:
         return ()
-    from envkit.activation.writer import recorded_activation  # renders scripts: envkit's envs only
+    from envkit.activation.writer import recorded_activation, text_sha256  # renders scripts: envkit's envs only
 
+    activation = record.get("activation")
+    written = activation.get("sha256") if isinstance(activation, dict) else None
+    written = written if isinstance(written, dict) else {}
     out = []
     for f in recorded_activation(prefix, record).files(prefix):
-        out.append(ScriptState(str(f.path.relative_to(prefix)), f.text, read_exact(f.path)))
+        path = str(f.path.relative_to(prefix))
+        current = read_exact(f.path)
+        as_written = current is not None and written.get(path) == text_sha256(current)
+        out.append(ScriptState(path, f.text, current, as_written))
     return tuple(out)
 
 

@@ -325,9 +325,18 @@ def activation_drift(inv: Inventory) -> list[str]:
     for script in inv.envkit_scripts:
         if script.current is None:
             out.append(f"{script.path} is missing")
-        elif script.current != script.expected:
+        elif script.current != script.expected and not script.as_written:
             out.append(f"{script.path} differs from what the env's record (etc/envkit/record.json) asks for")
     return out
+
+
+def activation_from_older_envkit(inv: Inventory) -> list[str]:
+    # untouched since envkit wrote them (the record keeps their digests), but this envkit writes them otherwise
+    return [
+        f"{s.path} is as an older envkit wrote it; this envkit writes it differently"
+        for s in inv.envkit_scripts
+        if s.current is not None and s.current != s.expected and s.as_written
+    ]
 
 
 def unreadable_records(inv: Inventory) -> list[str]:
@@ -789,6 +798,20 @@ RULES: tuple[Rule, ...] = (
         ("https://github.com/prefix-dev/pixi/issues/4284",),
         shared_env_private_records,
         "open-records",
+    ),
+    Rule(
+        "EK031",
+        "activation-from-older-envkit",
+        "warning",
+        "activation scripts as an older envkit wrote them",
+        "The scripts are untouched since envkit wrote them (the record keeps each one's digest), but this envkit writes them "
+        "otherwise: a later envkit mended how they behave in some shell. One such mend: envkit's fish scripts used to leave "
+        "status 4 when a variable they save was not set (fish's `set` passes an earlier failure through), so "
+        "`conda activate ENV; and python train.py` in fish never trained. Scripts edited by hand are EK014's.",
+        "envkit audit --fix rewrites them from etc/envkit/record.json (the settings stay the same).",
+        ("https://fishshell.com/docs/current/cmds/set.html",),
+        activation_from_older_envkit,
+        "rewrite-activation",
     ),
 )
 

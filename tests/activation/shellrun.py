@@ -22,7 +22,15 @@ def _q(path: Path, shell: str) -> str:
 
 
 def _source(shell: str, path: Path) -> str:
-    return f"source {_q(path, shell)}" if shell in ("fish", "tcsh", "zsh", "bash") else f". {_q(path, shell)}"
+    """Source `path`, and stop the run (exit 97) when it leaves a failing status: conda's activate
+    returns what its last hook left, so `conda activate ENV && train` would not train."""
+    failed = f"sourcing {path.name} left status"
+    if shell == "fish":
+        return f"source {_q(path, shell)}; or begin; echo '{failed}' $status >&2; exit 97; end"
+    if shell == "tcsh":
+        return f"source {_q(path, shell)}\nif ($status != 0) then\n  echo '{failed}' $status\n  exit 97\nendif"
+    command = "source" if shell in ("zsh", "bash") else "."
+    return f"{command} {_q(path, shell)} || {{ echo '{failed}' $? >&2; exit 97; }}"
 
 
 def script_for(shell: str, prefixes: list[Path], steps: list[str], dump: Path) -> str:

@@ -159,3 +159,27 @@ def test_property_any_value_any_prior_state(
     expected = [*entries, *old] if action == "prepend" else [*old, *entries]
     assert active["ENVKIT_P"] == ":".join(expected)
     assert clean(after) == clean(before)
+
+
+STATUS_SHAPES = {
+    "sets only (the yolov8 recipe)": (EnvOp("MKL_THREADING_LAYER", "set", value="GNU"), EnvOp("OMP_NUM_THREADS", "set", value="2")),
+    "ends with an unset": (EnvOp("MKL_THREADING_LAYER", "set", value="GNU"), EnvOp("KMP_DUPLICATE_LIB_OK", "unset")),
+    "ends with a prepend": (EnvOp("MKL_THREADING_LAYER", "set", value="GNU"), EnvOp("ENVKIT_P", "prepend", entries=("/x",))),
+}
+
+
+@pytest.mark.parametrize("shape", STATUS_SHAPES)
+@pytest.mark.parametrize("prior", ["unset", "set"])
+def test_sourcing_leaves_a_zero_status(shell: str, shape: str, prior: str, tmp_path: Path) -> None:
+    """conda's activate returns what its last hook left (fish's `set` passes an earlier failure
+    through), so a failing status would stop `conda activate ENV && train`; run_steps stops at
+    the first script that leaves one (shellrun._source)."""
+    ops = STATUS_SHAPES[shape]
+    prefix = make_env(tmp_path, "env", ops)
+    env = base_env()
+    for op in ops:
+        env.pop(op.name, None)
+        if prior == "set":
+            env[op.name] = "prior"
+    before, after = run_steps(shell, tmp_path, [prefix], ["dump:0", "a:0", "d:0", "d:0", "a:0", "a:0", "d:0", "dump:1"], env)
+    assert clean(after) == clean(before)

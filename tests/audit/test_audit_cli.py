@@ -74,6 +74,54 @@ def test_drift_is_found_and_repaired(seed_env: Path, tmp_path: Path) -> None:
     assert "EK014" not in run_envkit("audit", str(prefix)).stdout
 
 
+def test_scripts_an_older_envkit_wrote_are_told_from_edited_ones(seed_env: Path, tmp_path: Path) -> None:
+    """The fish scripts envkit wrote before it ended them with `true` left status 4 (fish's `set`
+    passes an earlier `set -e` failure through), so `conda activate ENV; and train` never trained.
+    Such a script, untouched since (its digest is the record's), is EK031's: a warning with the
+    same fix; a script edited by hand stays EK014's error."""
+    from envkit.activation.shells import FISH_ZERO_STATUS
+    from envkit.activation.writer import text_sha256
+
+    prefix = tmp_path / "older"
+    shutil.copytree(seed_env, prefix, symlinks=True)
+    rel = "etc/conda/activate.d/envkit-seedenv.fish"
+    script = prefix / rel
+    tail = "".join(f"{line}\n" for line in FISH_ZERO_STATUS)
+    older = script.read_text().removesuffix(tail)
+    assert older != script.read_text()
+    script.write_text(older)
+    record_file = prefix / "etc" / "envkit" / "record.json"
+    record = json.loads(record_file.read_text())
+    record["activation"]["sha256"][rel] = text_sha256(older)  # as that envkit recorded it
+    record_file.write_text(json.dumps(record))
+
+    def fish_status() -> str:
+        fish = shutil.which("fish")
+        assert fish, "fish is not installed: .ci/run installs it"
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+        proc = subprocess.run(
+            [fish, "--no-config", "-c", f"source '{script}'; echo $status"], env=env, capture_output=True, text=True, check=False
+        )
+        return proc.stdout.strip()
+
+    assert fish_status() == "4"
+    code, doc = audit_json(str(prefix))
+    found = {f["rule_id"]: f for f in doc["data"]["audits"][0]["findings"]}
+    assert code == 0 and "EK014" not in found, doc
+    assert found["EK031"]["severity"] == "warning" and found["EK031"]["fixable"]
+    assert f"{rel} is as an older envkit wrote it" in found["EK031"]["evidence"]
+
+    assert run_envkit("audit", str(prefix), "--fix", "--yes").returncode == 0
+    assert fish_status() == "0"
+    code, doc = audit_json(str(prefix))
+    assert not {"EK014", "EK031"} & {f["rule_id"] for f in doc["data"]["audits"][0]["findings"]}
+
+    script.write_text(script.read_text() + "set -gx OMP_NUM_THREADS 64\n")  # by hand
+    code, doc = audit_json(str(prefix))
+    ids = {f["rule_id"] for f in doc["data"]["audits"][0]["findings"]}
+    assert code == 1 and "EK014" in ids and "EK031" not in ids
+
+
 def test_all_envs_summary_and_min_severity(seed_env: Path, raw_payload_env: Path, isolated: Path) -> None:
     registry = isolated / ".conda" / "environments.txt"
     registry.parent.mkdir(parents=True)
