@@ -36,7 +36,8 @@ def _source(shell: str, path: Path) -> str:
 def script_for(shell: str, prefixes: list[Path], steps: list[str], dump: Path) -> str:
     """steps: 'a:<i>' activate prefixes[i], 'd:<i>' deactivate it, 'dump:<n>' write env to dump.n."""
     suffix = SUFFIX[shell]
-    lines = []
+    # CI scripts run `set -euo pipefail` before `conda activate`: the scripts must hold under it
+    lines = ["set -eu"] if SUFFIX[shell] == "sh" else []
     for step in steps:
         kind, _, arg = step.partition(":")
         if kind == "dump":
