@@ -121,43 +121,63 @@ def _base_env(root: Path) -> dict[str, str]:
     return env
 
 
-def _dump(shell: str) -> str:
-    """Each variable as NAME=<value> or NAME unset, NUL-separated, in the given shell."""
-    parts = [f"""if [ -n "${{{n}+x}}" ]; then printf '%s=%s\\0' {n} "${n}"; else printf '%s unset\\0' {n}; fi""" for n in NAMES]
-    return "; ".join(parts) + "; printf '|\\0'"
+HOOK_SCRIPTS = {
+    # conda activate && the job: each step must leave status 0 (exit 97/98 says which did not)
+    "bash": 'eval "$("$CONDA_EXE_FOR_TEST" shell.bash hook)"; {dump}; conda activate "$ENV_PREFIX" || exit 97; {dump}; conda deactivate || exit 98; {dump}',
+    "zsh": 'eval "$("$CONDA_EXE_FOR_TEST" shell.zsh hook)"; {dump}; conda activate "$ENV_PREFIX" || exit 97; {dump}; conda deactivate || exit 98; {dump}',
+    "fish": 'eval ("$CONDA_EXE_FOR_TEST" shell.fish hook | string collect); {dump}; conda activate "$ENV_PREFIX"; or exit 97; {dump}; conda deactivate; or exit 98; {dump}',
+}
+DUMP = "env -0; printf '|\\0'"  # the whole environment, NUL-separated, then a fence
 
 
 @pytest.mark.parametrize("prior", sorted(PRIOR_STATES))
-@pytest.mark.parametrize("shell", ["bash", "zsh"])
+@pytest.mark.parametrize("shell", sorted(HOOK_SCRIPTS))
 def test_conda_activate_and_deactivate_through_the_shell_hook(conda: Conda, hook_env: Path, shell: str, prior: str) -> None:
     if shutil.which(shell) is None:
         pytest.fail(f"{shell} is not installed (tools/test.sh installs it)")
-    script = f'eval "$("$CONDA_EXE_FOR_TEST" shell.{shell} hook)"; {_dump(shell)}; conda activate "$ENV_PREFIX"; {_dump(shell)}; conda deactivate; {_dump(shell)}'
+    script = HOOK_SCRIPTS[shell].format(dump=DUMP)
     env = conda.environ(CONDA_EXE_FOR_TEST=str(conda.exe), ENV_PREFIX=str(hook_env))
     for name in NAMES:
         env.pop(name, None)
     env.update(PRIOR_STATES[prior])
     proc = subprocess.run([shell, "-c", script], capture_output=True, env=env, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr.decode()}"
     before, during, after = (chunk.split(b"\0") for chunk in proc.stdout.split(b"|\0")[:3])
     state = {n: PRIOR_STATES[prior].get(n) for n in NAMES}
 
     def parse(items: list[bytes]) -> dict[str, str | None]:
-        out: dict[str, str | None] = {}
-        for item in items:
-            text = item.decode()
-            if text.endswith(" unset"):
-                out[text[: -len(" unset")]] = None
-            elif "=" in text:
-                name, _, value = text.partition("=")
-                out[name] = value
-        return out
+        seen = dict(item.decode().partition("=")[::2] for item in items if b"=" in item)
+        return {name: seen.get(name) for name in NAMES}
 
     assert parse(before) == state
     old_paths = PRIOR_STATES[prior].get("ENVKIT_PATHS")
     expected_paths = "/opt/x:/opt/y" + (":/usr/old" if old_paths == "/usr/old:/opt/y" else "")
     assert parse(during) == {"ENVKIT_A": "GNU", "ENVKIT_B": TRICKY, "ENVKIT_GONE": None, "ENVKIT_PATHS": expected_paths}
     assert parse(after) == state
+
+
+@pytest.mark.parametrize("shell", sorted(HOOK_SCRIPTS))
+def test_conda_activate_succeeds_for_a_recipe_of_plain_settings(conda: Conda, shell: str, tmp_path: Path) -> None:
+    """Settings only, none set before (the yolov8 recipe's shape): nothing in the script resets
+    fish's status after a `set -e` of a variable that was not there, so the script's status, and
+    conda activate's, was 4 until envkit's fish scripts ended with `true`."""
+    if shutil.which(shell) is None:
+        pytest.fail(f"{shell} is not installed (tools/test.sh installs it)")
+    body = f"envkit: 1\nname: plain\nchannels: [{tiny_channel(tmp_path).as_uri()}]\npackages: [tool]\n"
+    body += "threading:\n  env:\n    ENVKIT_A: GNU\n    ENVKIT_B: '2'\n"
+    prefix = tmp_path / "env"
+    proc = run_envkit(
+        "create", str(write_recipe(tmp_path / "recipes", "plain", body)), "-p", str(prefix), "--yes", "--no-probe", env=_base_env(tmp_path)
+    )
+    assert proc.returncode == 0, proc.stderr
+    env = conda.environ(CONDA_EXE_FOR_TEST=str(conda.exe), ENV_PREFIX=str(prefix))
+    for name in NAMES:
+        env.pop(name, None)
+    proc = subprocess.run(
+        [shell, "-c", HOOK_SCRIPTS[shell].format(dump="echo $ENVKIT_A")], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr}"
+    assert proc.stdout.split("\n")[:3] == ["", "GNU", ""]
 
 
 def test_conda_doctor_finds_no_altered_files_in_an_env_with_real_files(conda: Conda, wheel_channel: Path, tmp_path: Path) -> None:
