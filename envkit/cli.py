@@ -506,7 +506,8 @@ def _wants_json(argv: Sequence[str]) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command and return its exit code; output is written and flushed."""
+    """Run one command and return its exit code; output is written and flushed. -N (subprocess's
+    convention): the command `envkit run` ran ended by signal N, and envkit is to end by it too."""
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(argv)
     from envkit.interrupts import terminate_as_interrupt
@@ -553,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from envkit.render import render_human
 
         render_human(ui.out, result)
-    return result.exit_code
+    return -result.end_signal if result.end_signal else result.exit_code
 
 
 def _tell(notices: list[str]) -> None:
@@ -575,11 +576,32 @@ def _report_error(exc: EnvkitError, as_json: bool, command: str) -> int:
 
 
 def hard_exit(code: int) -> NoReturn:
-    """Flush what was written and end the process without interpreter finalization (see above)."""
+    """Flush what was written and end the process without interpreter finalization (see above);
+    -N: end by signal N (see main)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be said
             stream.flush()
+    if code < 0:
+        _end_by_signal(-code)
     os._exit(code)
+
+
+def _end_by_signal(signum: int) -> NoReturn:
+    """Die of `signum`, as sudo does when its command did: a shell loop stops on a Ctrl-C only when
+    the command it ran died of SIGINT (an exit code of 130 says the command handled it), and a
+    job scheduler tells a kill from an exit the same way. A signal that does not end a process
+    ends it with 128 + N."""
+    import resource
+    import signal
+
+    with contextlib.suppress(OSError, ValueError):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))  # its core, not envkit's
+    with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
+        signal.signal(signum, signal.SIG_DFL)
+    with contextlib.suppress(OSError, ValueError):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+        os.kill(os.getpid(), signum)
+    os._exit(128 + signum)
 
 
 def run(argv: Sequence[str] | None = None) -> NoReturn:

@@ -13,3 +13,6 @@ class Result:
     exit_code: int = 0
     messages: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()  # why a failing result failed, one line each (the envelope's `errors`)
+    # the command envkit ran ended by this signal: envkit ends by it too, once its output is out, so
+    # that a shell loop stops on Ctrl-C and a scheduler sees the kill (exit_code is 128 + it)
+    end_signal: int | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,23 @@ def show(prefix: Path, shell: str) -> Result:
 
 
 def run(prefix: Path, argv: list[str], capture: bool = False) -> Result:
+    """The command's exit code; one that a signal ended gives 128 + its number, as shells show it."""
     code, stdout, stderr = run_in_env(prefix, argv, capture=capture)
-    data = {"prefix": str(prefix), "argv": argv, "returncode": code, "stdout": stdout, "stderr": stderr}
-    return Result("run", data, code)
+    signum = -code if code < 0 else None
+    exit_code = 128 + signum if signum else code
+    data = {
+        "prefix": str(prefix),
+        "argv": argv,
+        "returncode": exit_code,
+        "signal": _signal_name(signum) if signum else None,
+        "stdout": stdout,
+        "stderr": stderr,
+    }
+    return Result("run", data, exit_code, end_signal=signum)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:  # a real-time signal, say: no name
+        return f"signal {signum}"

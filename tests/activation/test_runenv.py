@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from envkit.activation.runenv import activated_environment
@@ -80,3 +83,37 @@ def test_envkit_run_json_captures_output(tmp_path: Path) -> None:
     doc = json.loads(proc.stdout)
     assert proc.returncode == 3 and doc["exit_code"] == 3
     assert doc["data"]["stdout"] == "layer=GNU\n" and doc["data"]["stderr"] == "oops\n"
+
+
+def test_a_command_a_signal_ends_ends_envkit_by_the_same_signal(tmp_path: Path) -> None:
+    """As sudo does: the caller sees the signal (Python's returncode -N, a shell's 128 + N), so a
+    shell loop stops on Ctrl-C and a scheduler tells a kill from an exit; --json says which."""
+    prefix = fake_prefix(tmp_path)
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        proc = run_envkit("run", "-p", str(prefix), "--", "sh", "-c", f"kill -{signum.name[3:]} $$")
+        assert proc.returncode == -signum and "Traceback" not in proc.stderr, proc.stderr
+    as_json = run_envkit("run", "-p", str(prefix), "--json", "--", "sh", "-c", "echo before; kill -TERM $$")
+    doc = json.loads(as_json.stdout)
+    assert as_json.returncode == -signal.SIGTERM
+    assert (doc["exit_code"], doc["data"]["returncode"], doc["data"]["signal"], doc["data"]["stdout"]) == (143, 143, "SIGTERM", "before\n")
+    handled = run_envkit("run", "-p", str(prefix), "--", "sh", "-c", "exit 130")  # an exit code, not a signal
+    assert handled.returncode == 130
+
+
+def test_ctrl_c_sent_to_envkit_alone_ends_the_command_and_then_envkit_by_sigint(tmp_path: Path) -> None:
+    """A job runner's SIGINT reaches envkit only (no terminal): envkit passes it on, the command
+    dies of it, and so does envkit, without a traceback."""
+    prefix = fake_prefix(tmp_path)
+    code = "import time; print('ready', flush=True); time.sleep(60)"
+    envkit = subprocess.Popen(
+        [sys.executable, "-m", "envkit", "run", "-p", str(prefix), "--", "python3", "-c", code],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert envkit.stdout is not None and envkit.stdout.readline() == "ready\n"
+        envkit.send_signal(signal.SIGINT)
+        _, err = envkit.communicate(timeout=60)
+    finally:
+        envkit.kill()
+    # the traceback, if any, is the command's own (python's KeyboardInterrupt), not envkit's
+    assert envkit.returncode == -signal.SIGINT and "envkit" not in err, err
