@@ -3,6 +3,7 @@ inventory and the probe's default checks both start here, so they agree on what 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -150,14 +151,41 @@ def read_conda_meta(prefix: Path) -> tuple[dict[str, CondaPackage], tuple[Unread
     return out, tuple(bad)
 
 
-def conda_env_vars(prefix: Path) -> dict[str, str]:
-    """What `conda env config vars set` stored in conda-meta/state (`conda activate` applies it);
-    an unreadable or odd state file holds none."""
+CONDA_UNSET = "***unset***"  # what `conda env config vars unset` leaves in conda-meta/state: set by nobody
+CONDA_RESERVED = ("PATH",)  # names conda's activation will not take from env vars (RESERVED_ENV_VARS)
+STATE = "conda-meta/state"
+PACKAGE_VARS = "etc/conda/env_vars.d"
+
+
+def _json_vars(path: Path, key: str | None = None) -> dict[str, str]:
+    """A JSON object of variables (under `key`); an unreadable or odd file holds none."""
     try:
-        data = json.loads((prefix / "conda-meta" / "state").read_text())
-        return {str(k): str(v) for k, v in (data.get("env_vars") or {}).items()}
+        data = json.loads(path.read_text(encoding="utf-8"))
+        found = data.get(key) if key else data
+        return {str(k): str(v) for k, v in (found or {}).items()}
     except (OSError, ValueError, AttributeError, RecursionError):
         return {}
+
+
+def conda_env_vars(prefix: Path) -> dict[str, str]:
+    """What `conda env config vars set` stored in conda-meta/state, as `conda activate` applies it:
+    without the variables it marks unset."""
+    return {k: v for k, v in _json_vars(prefix / STATE, "env_vars").items() if v != CONDA_UNSET and k not in CONDA_RESERVED}
+
+
+def conda_activation_vars(prefix: Path) -> dict[str, tuple[str, str]]:
+    """name -> (value, the file it comes from): what `conda activate` (and `conda run`) sets before
+    it sources activate.d: the packages' etc/conda/env_vars.d files in name order, then
+    conda-meta/state, which wins; a variable the state marks unset is set by neither (conda's
+    activate.py, _get_environment_env_vars)."""
+    merged: dict[str, tuple[str, str]] = {}
+    folder = prefix / PACKAGE_VARS
+    with contextlib.suppress(OSError):
+        for path in sorted(entry.path for entry in os.scandir(folder)):
+            name = Path(path).name
+            merged.update({k: (v, f"{PACKAGE_VARS}/{name}") for k, v in _json_vars(Path(path)).items()})
+    merged.update({k: (v, STATE) for k, v in _json_vars(prefix / STATE, "env_vars").items()})
+    return {k: found for k, found in merged.items() if found[0] != CONDA_UNSET and k not in CONDA_RESERVED}
 
 
 def conda_packages(prefix: Path) -> dict[str, CondaPackage]:

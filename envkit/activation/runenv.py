@@ -22,9 +22,14 @@ env -0
 
 
 def activated_environment(prefix: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """As `conda activate` leaves it: conda's env vars (packages' env_vars.d, `conda env config
+    vars`) set first, then activate.d sourced over them."""
+    from envkit.installed import conda_activation_vars
+
     env = dict(os.environ if base is None else base)
     for stale in [k for k in env if k.startswith("_ENVKIT_")]:
         del env[stale]
+    env.update({name: value for name, (value, _) in conda_activation_vars(prefix).items()})
     env["CONDA_PREFIX"] = str(prefix)
     env["CONDA_DEFAULT_ENV"] = prefix.name
     env["CONDA_SHLVL"] = str(int(env.get("CONDA_SHLVL", "0") or 0) + 1)

@@ -11,7 +11,7 @@ from typing import Any
 
 from envkit.activation import FILE_PREFIX
 from envkit.fsutil import read_exact
-from envkit.installed import CondaPackage, PipDist, UnreadableRecord, conda_env_vars, pip_dists, read_conda_meta, site_packages
+from envkit.installed import CondaPackage, PipDist, UnreadableRecord, conda_activation_vars, pip_dists, read_conda_meta, site_packages
 from envkit.recipe.model import EnvOp
 from envkit.record import RecordDenied, legacy_record_path, read_record, record_path
 
@@ -148,11 +148,12 @@ def _read_libs(prefix: Path, pip: dict[str, PipDist], packages: dict[str, CondaP
 
 
 def _read_activation(prefix: Path, record: dict[str, Any] | None) -> tuple[dict[str, ActivationVar], tuple[str, ...]]:
-    """Variables the env's activation sets: conda-meta/state env_vars, envkit's record, simple exports."""
+    """Variables the env's activation sets: conda's env vars (packages' env_vars.d, conda-meta/state),
+    envkit's record, simple exports."""
     out: dict[str, ActivationVar] = {}
     files: list[str] = []
-    for name, value in conda_env_vars(prefix).items():
-        out[name] = ActivationVar(value, "conda-meta/state")
+    for name, (value, source) in conda_activation_vars(prefix).items():
+        out[name] = ActivationVar(value, source)
     folder = prefix / "etc" / "conda" / "activate.d"
     if folder.is_dir():
         for path in sorted(folder.glob("*.sh")):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tests.conftest import run_envkit
 from tests.support.conda import Conda
+from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 
 
 def probe(prefix: Path) -> tuple[int, dict[str, str]]:
@@ -57,3 +58,32 @@ def test_the_seed_env_as_conda_made_it(conda: Conda, wheel_channel: Path, tmp_pa
     assert {json.loads(p.read_text())["name"] for p in (prefix / "conda-meta").glob("*.json")} == before
     assert "❌" not in conda.ok("doctor", "-p", str(prefix))
     assert run_envkit("audit", "-p", str(prefix), "--min-severity", "error").returncode == 0
+
+
+def test_envkit_run_sets_condas_env_vars_as_conda_run_does(conda: Conda, tmp_path: Path) -> None:
+    """conda activate (and conda run) set the packages' etc/conda/env_vars.d variables, then
+    `conda env config vars`, which win, leaving out what `conda env config vars unset` marked
+    (`***unset***`); envkit run, the probe and the audit take the same set, and an export carries
+    no such marker."""
+    channel = tmp_path / "channel"
+    shipped = json.dumps({"KMP_DUPLICATE_LIB_OK": "TRUE", "PKG_ONLY": "from package", "BOTH": "package", "UNSET_LATER": "package"})
+    write_tar_bz2(channel, PkgMeta("shipsvars", "1.0", "0"), [PkgFile("etc/conda/env_vars.d/shipsvars.json", shipped.encode())])
+    index_channel(channel)
+    prefix = conda.create(tmp_path / "env", [channel], ["shipsvars"])
+    conda.ok("env", "config", "vars", "set", "-p", str(prefix), "BOTH=state", "STATE_ONLY=from state", "UNSET_LATER=state")
+    conda.ok("env", "config", "vars", "unset", "-p", str(prefix), "UNSET_LATER")
+    assert json.loads((prefix / "conda-meta" / "state").read_text())["env_vars"]["UNSET_LATER"] == "***unset***"
+
+    names = ("KMP_DUPLICATE_LIB_OK", "PKG_ONLY", "BOTH", "UNSET_LATER", "STATE_ONLY")
+    show = "; ".join(f'echo "{n}=${{{n}-<unset>}}"' for n in names)
+    by_conda = conda.ok("run", "-p", str(prefix), "sh", "-c", show)
+    by_envkit = run_envkit("run", "-p", str(prefix), "--", "sh", "-c", show)
+    assert by_envkit.returncode == 0, by_envkit.stderr
+    assert by_envkit.stdout.split() == by_conda.split()
+    assert "BOTH=state" in by_conda and "UNSET_LATER=<unset>" in by_conda and "PKG_ONLY=from" in by_conda
+
+    audit = json.loads(run_envkit("audit", "-p", str(prefix), "--json").stdout)
+    hidden = [f for f in audit["data"]["audits"][0]["findings"] if "KMP_DUPLICATE_LIB_OK" in f["evidence"]]
+    assert hidden and "etc/conda/env_vars.d/shipsvars.json" in hidden[0]["evidence"], audit
+    exported = run_envkit("export", "-p", str(prefix), "--format", "environment-yml")
+    assert exported.returncode == 0 and "***unset***" not in exported.stdout and "STATE_ONLY" in exported.stdout
