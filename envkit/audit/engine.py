@@ -123,7 +123,9 @@ def audit_many(prefixes: list[Path], *, probe: bool = False, cuda_driver: str | 
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
-    if probe:
+    if probe or not _single_threaded():
+        # a fork copies only the thread that forks: a lock another thread held (rattler's runtime,
+        # a probe's pipe reader) stays held for ever in the child
         with ThreadPoolExecutor(max_workers=workers) as threads:
             return list(threads.map(lambda p: _audit_one(p, probe, cuda_driver), prefixes))
     chunks = [prefixes[i::workers] for i in range(workers)]
@@ -131,6 +133,14 @@ def audit_many(prefixes: list[Path], *, probe: bool = False, cuda_driver: str | 
         parts = list(pool.map(_audit_chunk, chunks, [cuda_driver] * workers))
     by_prefix = {a.prefix: a for part in parts for a in part}
     return [by_prefix[p] for p in prefixes]
+
+
+def _single_threaded() -> bool:
+    """Whether this process runs one thread (native ones too, which `threading` does not see)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # no /proc: assume the worst
+        return False
 
 
 def _audit_chunk(prefixes: list[Path], cuda_driver: str | None) -> list[EnvAudit]:
