@@ -138,6 +138,12 @@ def fish_quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+# fish's `set VAR value` passes the status before it through, so one `set -e` of a variable that
+# was not set (status 4) would be the script's status, and conda's: `conda activate ENV; and train`
+# would not train.
+FISH_ZERO_STATUS = ("# leave status 0: `set` passes an earlier `set -e`'s failure through", "true")
+
+
 def fish(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
     head = [f"# {line}" for line in ctx.header]
     act = [*head, f"if not set -q {_marker(ctx)}"]
@@ -184,12 +190,6 @@ def fish(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
         ]
     deact += [f"    set -e -g {_marker(ctx)}", "end"]
     return ScriptPair("\n".join([*act, *FISH_ZERO_STATUS]) + "\n", "\n".join([*deact, *FISH_ZERO_STATUS]) + "\n")
-
-
-# fish's `set VAR value` passes the status before it through, so one `set -e` of a variable that
-# was not set (status 4) would be the script's status, and conda's: `conda activate ENV; and train`
-# would not train.
-FISH_ZERO_STATUS = ("# leave status 0: `set` passes an earlier `set -e`'s failure through", "true")
 
 
 # ---------------------------------------------------------------- csh / tcsh
