@@ -279,6 +279,13 @@ def _cmd_unrepresentable(name: str) -> str:
     return f"@ECHO envkit: {name} holds a newline, which cmd.exe cannot represent; it was not set 1>&2"
 
 
+# conda's cmd.exe activation (26.x) CALLs each hook and stops with "Activation script ... failed"
+# when its ERRORLEVEL is not 0, and in a .bat a SET that succeeds leaves ERRORLEVEL as it was (only
+# .cmd files reset it), so a script falling off its end returns whatever came before, or what a SET
+# deleting a variable that is not there left: every way out of a script says 0.
+CMD_ZERO_EXIT = "@EXIT /B 0"
+
+
 def cmd(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
     """cmd.exe has no unset-vs-empty distinction (an empty SET deletes), so none is kept here."""
     head = [f"@REM {line}" for line in ctx.header]
@@ -298,11 +305,12 @@ def cmd(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
             joined = _cmd_value(op.separator.join(op.entries))
             both = f"{joined}{op.separator}%{op.name}%" if op.action == "prepend" else f"%{op.name}%{op.separator}{joined}"
             act.append(f'@IF DEFINED {op.name} (SET "{op.name}={both}") ELSE (SET "{op.name}={joined}")')
-    deact = [*head, f"@IF NOT DEFINED {_marker(ctx)} GOTO :EOF"]
+    act.append(CMD_ZERO_EXIT)
+    deact = [*head, f"@IF NOT DEFINED {_marker(ctx)} {CMD_ZERO_EXIT[1:]}"]
     for name in reversed(_names(ops)):
         old = _old(ctx, name)
         deact += [f'@SET "{name}=%{old}%"', f'@SET "{old}="']
-    deact.append(f'@SET "{_marker(ctx)}="')
+    deact += [f'@SET "{_marker(ctx)}="', CMD_ZERO_EXIT]
     return ScriptPair("\r\n".join(act) + "\r\n", "\r\n".join(deact) + "\r\n")
 
 

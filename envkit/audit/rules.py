@@ -807,7 +807,8 @@ RULES: tuple[Rule, ...] = (
         "The scripts are untouched since envkit wrote them (the record keeps each one's digest), but this envkit writes them "
         "otherwise: a later envkit mended how they behave in some shell. One such mend: envkit's fish scripts used to leave "
         "status 4 when a variable they save was not set (fish's `set` passes an earlier failure through), so "
-        "`conda activate ENV; and python train.py` in fish never trained. Scripts edited by hand are EK014's.",
+        "`conda activate ENV; and python train.py` in fish never trained; and its cmd.exe scripts ended with whatever ERRORLEVEL "
+        "came before them, on which conda's cmd.exe activation stops (\"Activation script ... failed\"). Scripts edited by hand are EK014's.",
         "envkit audit --fix rewrites them from etc/envkit/record.json (the settings stay the same).",
         ("https://fishshell.com/docs/current/cmds/set.html",),
         activation_from_older_envkit,

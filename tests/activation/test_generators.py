@@ -72,3 +72,14 @@ def test_writer_owns_only_its_files(tmp_path: Path) -> None:
     assert foreign.read_text() == "export MKL_INTERFACE_LAYER=LP64,GNU\n"
     for f in files:
         assert f.path.stat().st_mode & 0o777 == 0o644
+
+
+def test_every_way_out_of_a_cmd_script_says_errorlevel_0() -> None:
+    """conda's cmd.exe activation (26.x, _conda_activate.bat) CALLs each hook with `|| (...EXIT /B 4)`:
+    a hook ending with a nonzero ERRORLEVEL stops activation, and in a .bat a SET that succeeds does
+    not reset it (what came before, or a SET deleting a variable that is not there, would stand).
+    No cmd.exe runs here, so this checks the shape: each exit is an explicit EXIT /B 0."""
+    pair = GENERATORS["bat"](CTX, OPS)
+    for text in (pair.activate, pair.deactivate):
+        assert text.endswith("@EXIT /B 0\r\n") and "GOTO :EOF" not in text
+    assert "@IF NOT DEFINED _ENVKIT_0123abcd_ACTIVE EXIT /B 0\r\n" in pair.deactivate

@@ -14,3 +14,4 @@
 @SET "KMP_DUPLICATE_LIB_OK="
 @IF DEFINED PATH (SET "PATH=C:\tools\bin;D:\x y;%PATH%") ELSE (SET "PATH=C:\tools\bin;D:\x y")
 @IF DEFINED PSModulePath (SET "PSModulePath=%PSModulePath%;C:\mods") ELSE (SET "PSModulePath=C:\mods")
+@EXIT /B 0
