@@ -79,9 +79,19 @@ def _git(args: list[str], cwd: Path | None = None) -> str:
     except subprocess.TimeoutExpired:
         raise SourceError(f"git {args[0]} timed out") from None
     if proc.returncode != 0:
-        msg = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-        raise SourceError(f"git {args[0]} failed: {msg}")
+        raise SourceError(f"git {args[0]} failed: {_git_reason(proc.stderr)}")
     return proc.stdout.strip()
+
+
+def _git_reason(stderr: str) -> str:
+    """git's first `fatal:`/`error:` line says what went wrong; the lines after it are advice
+    ("Please make sure you have the correct access rights\nand the repository exists.")."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        for prefix in ("fatal: ", "error: "):
+            if line.startswith(prefix):
+                return line.removeprefix(prefix)
+    return lines[-1] if lines else "failed"
 
 
 def _save(entries: list[GitSourceEntry]) -> None:
@@ -194,15 +204,16 @@ def _recipe_changes(repo: Path, old: str, new: str) -> tuple[RecipeChange, ...]:
 
 
 def update_sources(name: str | None = None, *, apply: bool = True) -> list[SourceUpdate]:
+    """Fetch every source (or `name`) first, and move nothing unless all were fetched: a source
+    that cannot be reached is named, and no checkout or pin changes. Then each checkout moves and
+    its pin is saved with it, so that the pin always names the commit whose recipes are read."""
     with _lock():
         entries = read_git_sources()
         if name is not None and not any(e.name == name for e in entries):
             raise SourceError(f"no recipe source named '{name}'", hint="see 'envkit recipes list' for sources")
-        results = []
-        updated = []
+        fetched = []
         for entry in entries:
             if name is not None and entry.name != name:
-                updated.append(entry)
                 continue
             repo = git_checkout_dir(entry.name)
             if not (repo / ".git").exists():
@@ -210,16 +221,24 @@ def update_sources(name: str | None = None, *, apply: bool = True) -> list[Sourc
                     f"the checkout of source '{entry.name}' is missing ({repo})",
                     hint=f"run 'envkit recipes remove-source {entry.name}', then add it again",
                 )
-            _git(["fetch", "--quiet", "--prune", "origin"], repo)
-            new = _resolve(repo, entry.ref)
-            changes = _recipe_changes(repo, entry.commit, new)
-            if apply and new != entry.commit:
+            try:
+                _git(["fetch", "--quiet", "--prune", "origin"], repo)
+                new = _resolve(repo, entry.ref)
+            except SourceError as exc:
+                raise SourceError(
+                    f"recipe source '{entry.name}' ({entry.url}): {exc.message}; no source was updated",
+                    hint=exc.hint or f"check that {entry.url} is reachable, or update the others: envkit recipes update NAME",
+                ) from None
+            fetched.append((entry, repo, new, _recipe_changes(repo, entry.commit, new)))
+        results = []
+        pins = {e.name: e for e in entries}
+        for entry, repo, new, changes in fetched:
+            moved = apply and new != entry.commit
+            if moved:
                 _git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", new], repo)
-                updated.append(GitSourceEntry(entry.name, entry.url, entry.ref, new))
-            else:
-                updated.append(entry)
+                pins[entry.name] = GitSourceEntry(entry.name, entry.url, entry.ref, new)
+                _save(list(pins.values()))
             removed = {c.name for c in changes if c.change == "removed"}
             orphaned = _envs_from(entry.name, removed) if removed else ()
-            results.append(SourceUpdate(entry.name, entry.commit, new, changes, apply and new != entry.commit, orphaned))
-        _save(updated)
+            results.append(SourceUpdate(entry.name, entry.commit, new, changes, moved, orphaned))
         return results

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -163,3 +164,34 @@ def test_a_repo_with_no_recipe_at_its_top_level_is_refused_and_leaves_nothing(tm
     assert "1 recipe: trainer" in added.stdout
     listing = json.loads(run_envkit("recipes", "list", "--json").stdout)["data"]
     assert [r["name"] for r in listing if r["source"] == "team"] == ["trainer"]
+
+
+def test_an_unreachable_source_stops_the_update_before_any_pin_moves(team_repo: Path, tmp_path: Path) -> None:
+    """Two sources; the first has a new commit, the second's remote is gone. Nothing moves (the
+    checkouts are what recipes are read from, the pins what envs record: they must agree), and
+    the error names the source and git's reason, not git's closing advice."""
+    other = tmp_path / "other-recipes"
+    shutil.copytree(team_repo, other)
+    first = git(team_repo, "rev-parse", "HEAD")
+    add_source(team_repo.as_uri(), name="alpha")
+    add_source(other.as_uri(), name="beta")
+    (team_repo / "fresh.yaml").write_text("envkit: 1\nname: fresh\nchannels: [conda-forge]\n")
+    git(team_repo, "add", "-A")
+    git(team_repo, "commit", "-q", "-m", "v2")
+    second = git(team_repo, "rev-parse", "HEAD")
+    shutil.move(other, tmp_path / "moved")
+
+    with pytest.raises(SourceError) as failed:
+        update_sources()
+    message = failed.value.message
+    assert message.startswith(f"recipe source 'beta' ({other.as_uri()}): git fetch failed: ") and "no source was updated" in message
+    assert "does not appear to be a git repository" in message and "Please make sure" not in message
+    pins = {e["name"]: e["commit"] for e in json.loads(sources_file().read_text())["sources"]}
+    assert pins == {"alpha": first, "beta": first}
+    assert git(git_checkout_dir("alpha"), "rev-parse", "HEAD") == first
+
+    shutil.move(tmp_path / "moved", other)
+    moved = {u.name: u for u in update_sources()}
+    assert moved["alpha"].applied and not moved["beta"].applied
+    pins = {e["name"]: e["commit"] for e in json.loads(sources_file().read_text())["sources"]}
+    assert pins == {"alpha": second, "beta": first} and git(git_checkout_dir("alpha"), "rev-parse", "HEAD") == second
