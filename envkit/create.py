@@ -89,6 +89,23 @@ def ensure_creatable(prefix: Path, *, force: bool) -> None:
         raise UsageError(f"{prefix} exists and is not a conda env; refusing to replace it", hint="remove it yourself or pick another name")
 
 
+def pip_reason(output: str) -> str:
+    """One line from pip's failure: its last `ERROR:` line (the most precise: "No matching
+    distribution found for X"), first sentence only; for a hash mismatch, which file and both
+    digests (pip puts those on the lines after its ERROR, and ends with "Got <hex>")."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR:")]
+    if not errors:
+        return lines[-1] if lines else "no output"
+    reason = errors[-1].split(". ")[0].rstrip(".")
+    at = next((n for n, line in enumerate(lines) if line.startswith("Expected sha256 ")), None)
+    if "DO NOT MATCH THE HASHES" in reason and at and at + 1 < len(lines) and lines[at + 1].startswith("Got "):
+        # "NAME @ URL#sha256=...:" (or "NAME==V from URL:"), then "Expected sha256 X", then "Got Y"
+        what = lines[at - 1].rstrip(":").split("#", 1)[0]
+        return f"{what}: its sha256 is {lines[at + 1].split()[-1]}, not the {lines[at].split()[-1]} its lock or requirement names"
+    return reason
+
+
 def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | None = None, locked: bool = False) -> list[dict[str, str]]:
     """pip into the (staging) env; with `final_prefix`, the paths pip wrote into its files (script
     shebangs) are moved to the final prefix, as rattler does for conda packages. Locked specs are
@@ -112,8 +129,7 @@ def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | No
             env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
         )
         if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise InstallError(f"pip install failed: {tail[0]}")
+            raise InstallError(f"pip install failed: {pip_reason(proc.stderr or proc.stdout)}")
         from packaging.utils import canonicalize_name
 
         installed = []
