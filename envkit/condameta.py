@@ -25,12 +25,15 @@ from envkit.fsutil import atomic_write_text, created_mode
 SOFTLINK_FIELDS = ("sha256_in_prefix", "size_in_bytes")
 
 
-def as_conda_writes(prefix: Path) -> list[Path]:
+def as_conda_writes(prefix: Path, names: set[str] | None = None) -> list[Path]:
     """Give records the bits conda's mode has, and rewrite those that hold softlink hashes;
-    returns the files rewritten."""
+    returns the files rewritten. `names`: only these record files (the ones a change wrote; a
+    torch env's records are some 9 MB to read)."""
     changed = []
     mode = created_mode()
     for path in sorted((prefix / "conda-meta").glob("*.json")):
+        if names is not None and path.name not in names:
+            continue
         with contextlib.suppress(OSError):
             current = path.stat().st_mode & 0o7777
             if mode & ~current:

@@ -195,12 +195,14 @@ def _child(plan: Path, prefix: Path, cache: Path, specs: list[str], early: tuple
     lock = rattler.LockFile.from_path(plan)
     env = lock.environment(ENVIRONMENT)
     records = [r for recs in (env.conda_repodata_records().values() if env else []) for r in recs]
+    before = set(_meta_state(prefix))
     try:
         backend.reinstall(records, prefix, cache, installed=_installed_now(prefix, early), specs=specs)
     except EnvkitError as exc:
         print(f"envkit: error: {exc.message}", file=sys.stderr)
         return 1
-    condameta.as_conda_writes(prefix)
+    # only the records this change wrote (new or rewritten: name, mtime, size or inode moved)
+    condameta.as_conda_writes(prefix, {entry[0] for entry in set(_meta_state(prefix)) - before})
     return 0
 
 

@@ -13,6 +13,7 @@ import pytest
 from envkit.record import legacy_record_path, read_record, record_path
 from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
+from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 from tests.support.tiny import tiny_channel
 
 
@@ -190,5 +191,21 @@ def test_conda_doctor_finds_no_altered_files_in_an_env_with_real_files(conda: Co
     proc = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
     assert proc.returncode == 0, proc.stderr
     assert (prefix / "bin" / "python").is_symlink()  # the softlinks this is about
+    doctor = conda.ok("doctor", "-v", "-p", str(prefix))
+    assert "There are no packages with altered files" in doctor, doctor
+
+    # a sync that links a package with a softlink mends the record it writes (and reads no other)
+    extra = tmp_path / "extra"
+    files = [PkgFile("share/linky/real.txt", b"real\n"), PkgFile("bin/linky", link_target="../share/linky/real.txt")]
+    write_tar_bz2(extra, PkgMeta("linky", "1.0", "0"), files)
+    index_channel(extra)
+    recipe.write_text(
+        f"envkit: 1\nname: files\nchannels: [{wheel_channel.as_uri()}, {extra.as_uri()}]\npython: '3.11'\npackages: [numpy, linky]\n"
+    )
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
+    assert synced.returncode == 0, synced.stderr
+    linky = json.loads(next((prefix / "conda-meta").glob("linky-1.0-0.json")).read_text())
+    link = next(p for p in linky["paths_data"]["paths"] if p["_path"] == "bin/linky")
+    assert link["path_type"] == "softlink" and "sha256_in_prefix" not in link
     doctor = conda.ok("doctor", "-v", "-p", str(prefix))
     assert "There are no packages with altered files" in doctor, doctor
