@@ -76,10 +76,23 @@ def _solve_error(exc: BaseException) -> SolveError:
     return ChannelError(text or type(exc).__name__)  # the whole 'Caused by:' chain: solve.py names the root cause
 
 
+# OS errors an install meets on the target's filesystem, and what to do about them
+OS_ERROR_HINTS = {
+    "os error 28": "free space on the filesystem the env goes to (df -h), or put the env elsewhere with -p PATH",
+    "os error 122": "the disk quota there is used up: free some, or put the env elsewhere with -p PATH",
+    "os error 30": "that filesystem is mounted read-only: put the env elsewhere with -p PATH",
+}
+
+
 def _install_error(doing: str) -> Callable[[BaseException], EnvkitError]:
     def wrap(exc: BaseException) -> EnvkitError:
-        text = str(exc).strip().splitlines()
-        return InstallError(f"{doing} failed: {text[0] if text else type(exc).__name__}")
+        """rattler's first line says which package, its last 'Caused by:' line why (a full disk
+        reads 'failed to link mkl-...conda' alone otherwise)."""
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        causes = [line.removeprefix("Caused by:").strip() for line in lines if line.startswith("Caused by:")]
+        message = f"{doing} failed: {lines[0] if lines else type(exc).__name__}" + (f" ({causes[-1]})" if causes else "")
+        hint = next((h for code, h in OS_ERROR_HINTS.items() if f"({code})" in message), None)
+        return InstallError(message, hint=hint)
 
     return wrap
 

@@ -188,6 +188,21 @@ def test_a_failed_sync_leaves_the_env_as_it_was(tmp_path: Path) -> None:
     assert not sync_journal_path(prefix).exists() and in_sync(prefix) is False  # the recipe still differs
 
 
+def test_a_link_the_filesystem_refuses_is_told_with_its_os_error(tmp_path: Path) -> None:
+    """rattler's first line names the package ("failed to link extra-1.0-0.tar.bz2"), its last
+    'Caused by:' line the OS error; the one line carries both (a full disk read as the package name
+    alone). Here a file sits where the package needs a folder."""
+    _, recipe, prefix = tiny_env(tmp_path)
+    (prefix / "share" / "extra").write_text("a file where extra's folder goes\n")
+    edit(recipe, "packages: [tool]", "packages: [tool, extra 1.0]")
+    before = snapshot(prefix)
+    proc = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
+    assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stderr
+    line = next(line for line in proc.stderr.splitlines() if line.startswith("envkit: error: "))
+    assert "failed to link extra-1.0-0" in line and "(os error " in line and "was rolled back to what it was" in line, line
+    assert snapshot(prefix) == before
+
+
 def test_a_corrupt_download_is_caught_before_anything_changes(tmp_path: Path) -> None:
     channel, recipe, prefix = tiny_env(tmp_path)
     archive = channel / "linux-64" / "extra-1.0-0.tar.bz2"
