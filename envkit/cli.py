@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, NoReturn
 
 from envkit import __version__
-from envkit.errors import EnvkitError, ExitCode, Interrupted, UsageError, one_line
+from envkit.errors import EnvkitError, ExitCode, Interrupted, UsageError, filesystem_error, one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -541,6 +541,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 hint="run it as a user who may do this there (an env's owner), or ask its owner for access",
             )
             return _report_error(denied, as_json, command)
+        except OSError as exc:  # a full disk, a quota, a read-only filesystem: not a bug either
+            refused = filesystem_error(exc)
+            if refused is None:
+                raise
+            _tell(notices)
+            return _report_error(refused, as_json, command)
     if notices:
         result = replace(result, messages=(*notices, *result.messages))
     if as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -13,6 +14,7 @@ class ExitCode(IntEnum):
     SOLVE = 3
     INSTALL = 4
     INTERNAL = 70  # a bug in envkit (sysexits' EX_SOFTWARE): the traceback is printed
+    FILESYSTEM = 74  # the filesystem refused a write: full, over quota, read-only (sysexits' EX_IOERR)
     NOT_EXECUTABLE = 126  # envkit run: as shells and conda run report it
     NOT_FOUND = 127  # envkit run: as shells and conda run report it
     INTERRUPTED = 130
@@ -108,6 +110,32 @@ class ChannelError(SolveError):
 
 class InstallError(EnvkitError):
     exit_code = ExitCode.INSTALL
+
+
+class FilesystemError(EnvkitError):
+    """A write the filesystem refused for want of room or of write access to the whole filesystem:
+    nothing in envkit is wrong, and nothing was left half-written (writes are atomic)."""
+
+    exit_code = ExitCode.FILESYSTEM
+
+
+# errno -> what the filesystem said, and what to do
+_REFUSALS = {
+    errno.ENOSPC: ("no space left on the device", "free space there (df -h), or work elsewhere (-p PATH, -o FILE)"),
+    errno.EDQUOT: ("the disk quota is used up", "free some of your files there, or work elsewhere (-p PATH, -o FILE)"),
+    errno.EROFS: ("the filesystem is read-only", "work elsewhere (-p PATH, -o FILE)"),
+}
+
+
+def filesystem_error(exc: OSError, outcome: str = "") -> FilesystemError | None:
+    """One line for a write the filesystem refused (None for other OSErrors: they are not this);
+    `outcome` says what became of the work, e.g. "PREFIX was not changed"."""
+    said = _REFUSALS.get(exc.errno or 0)
+    if said is None:
+        return None
+    where = exc.filename2 or exc.filename  # a copy's destination, else the file written
+    message = f"{said[0]}: cannot write {where}" if where else said[0]
+    return FilesystemError(message + (f"; {outcome}" if outcome else ""), hint=said[1])
 
 
 class Interrupted(EnvkitError):

@@ -66,9 +66,11 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # a full disk fails in write(), which names no file: name the target
         raise
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from envkit import __version__
 from tests.conftest import run_envkit, write_recipe
+from tests.support.tiny import tiny_channel, tiny_recipe
 
 ENVELOPE = {"envkit_json", "envkit_version", "command", "ok", "exit_code", "data", "messages", "errors", "hint"}
 
@@ -227,3 +228,23 @@ def test_a_reader_that_goes_away_ends_envkit_quietly() -> None:
     finally:
         os.close(write_end)
     assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def test_a_write_the_filesystem_refuses_is_one_line_with_its_own_exit_code(tmp_path: Path) -> None:
+    """A full disk is not a bug in envkit (70, a traceback): one line naming the file (a write()
+    names none: the atomic writer adds its target), exit 74, and nothing left behind."""
+    from tests.support.fullfs import run_in_small_fs
+
+    channel = tiny_channel(tmp_path)
+    recipe = tiny_recipe(tmp_path, channel)
+    mount = tmp_path / "small"
+    script = f"""
+import json, os, subprocess, sys
+fill({str(mount)!r})
+out = subprocess.run([sys.executable, "-m", "envkit", "lock", {str(recipe)!r}, "-o", {str(mount / "tiny.lock")!r}], capture_output=True, text=True)
+print(json.dumps({{"code": out.returncode, "stderr": out.stderr, "left": sorted(n for n in os.listdir({str(mount)!r}) if not n.startswith(".filler"))}}))
+"""
+    seen = run_in_small_fs(mount, 64, script, dict(os.environ))
+    assert seen["code"] == 74 and "Traceback" not in seen["stderr"], seen["stderr"]
+    assert seen["stderr"].startswith(f"envkit: error: no space left on the device: cannot write {mount}/tiny.lock ("), seen["stderr"]
+    assert seen["left"] == []

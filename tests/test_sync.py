@@ -19,6 +19,7 @@ from envkit.record import read_record, sync_journal_path
 from envkit.sync import in_sync
 from tests.conftest import payload_recipe, run_envkit
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda, write_tar_bz2
+from tests.support.fullfs import run_in_small_fs
 from tests.support.procs import MARK, new_mark, none_left
 from tests.support.terminal import converse
 from tests.support.tiny import tiny_channel, tiny_recipe
@@ -201,6 +202,36 @@ def test_a_link_the_filesystem_refuses_is_told_with_its_os_error(tmp_path: Path)
     line = next(line for line in proc.stderr.splitlines() if line.startswith("envkit: error: "))
     assert "failed to link extra-1.0-0" in line and "(os error " in line and "was rolled back to what it was" in line, line
     assert snapshot(prefix) == before
+
+
+def test_a_sync_on_a_full_disk_says_so_and_changes_nothing(tmp_path: Path) -> None:
+    """The journal is the first thing a sync writes: on a full disk it fails there, in one line
+    (exit 74, what and where), with the env as it was and no draft left; it was a traceback."""
+    channel = tiny_channel(tmp_path, extra=(PkgMeta("extra", "1.0", "0"),))
+    recipe = tiny_recipe(tmp_path, channel)
+    mount = tmp_path / "small"
+    script = f"""
+import hashlib, json, subprocess, sys
+from pathlib import Path
+prefix, recipe = Path({str(mount)!r}) / "env", Path({str(recipe)!r})
+def envkit(*args):
+    return subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True)
+def snapshot():
+    return {{str(p.relative_to(prefix)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(prefix.rglob("*")) if p.is_file()}}
+made = envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
+recipe.write_text(recipe.read_text().replace("packages: [tool]", "packages: [tool, extra]"))
+before = snapshot()
+fill({str(mount)!r})
+synced = envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
+print(json.dumps({{"made": made.returncode, "code": synced.returncode, "stderr": synced.stderr, "same": snapshot() == before,
+                  "left": sorted(p.name for p in (prefix / "etc" / "envkit").iterdir())}}))
+"""
+    seen = run_in_small_fs(mount, 1024, script, dict(os.environ))
+    assert seen["made"] == 0
+    assert seen["code"] == 74 and "Traceback" not in seen["stderr"], seen["stderr"]
+    assert f"envkit: error: no space left on the device: cannot write {mount}/env/etc/envkit/sync-journal.tmp-" in seen["stderr"]
+    assert f"{mount}/env was not changed" in seen["stderr"] and "(free space there (df -h)" in seen["stderr"]
+    assert seen["same"] and seen["left"] == ["record.json"]
 
 
 def test_a_corrupt_download_is_caught_before_anything_changes(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from envkit.audit.engine import audit_plan
 from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
 from envkit.commands.sync_quick import recorded_lock
 from envkit.create import pip_install, verify_archives
-from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
+from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, filesystem_error
 from envkit.history import Linked, append_block, block
 from envkit.inplace import Installer
 from envkit.installed import read_conda_meta
@@ -127,7 +127,12 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         verify_archives(seen.records, cache)
     except EnvkitError as exc:
         raise InstallError(f"{exc.message}; {prefix} was not changed", hint=exc.hint) from None
-    write_journal(prefix, folders=_journal_folders(prefix, cache, record, seen, installer))
+    try:
+        write_journal(prefix, folders=_journal_folders(prefix, cache, record, seen, installer))
+    except OSError as exc:  # the draft is gone (write_journal), and nothing else was touched
+        raise filesystem_error(exc, f"{prefix} was not changed") or InstallError(
+            f"cannot write the sync journal in {prefix} ({exc}); {prefix} was not changed"
+        ) from None
     try:
         installer.change(seen.records, prefix, cache, [s.spec for s in plan.specs])
         pip_installed = _sync_pip(prefix, plan, record)
