@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import rattler
 
-from envkit.errors import ChannelError, EnvkitError, InstallError, SolveError
+from envkit.errors import ChannelError, EnvkitError, FilesystemError, InstallError, SolveError, filesystem_refusal
 
 T = TypeVar("T")
 
@@ -76,23 +77,17 @@ def _solve_error(exc: BaseException) -> SolveError:
     return ChannelError(text or type(exc).__name__)  # the whole 'Caused by:' chain: solve.py names the root cause
 
 
-# OS errors an install meets on the target's filesystem, and what to do about them
-OS_ERROR_HINTS = {
-    "os error 28": "free space on the filesystem the env goes to (df -h), or put the env elsewhere with -p PATH",
-    "os error 122": "the disk quota there is used up: free some, or put the env elsewhere with -p PATH",
-    "os error 30": "that filesystem is mounted read-only: put the env elsewhere with -p PATH",
-}
-
-
 def _install_error(doing: str) -> Callable[[BaseException], EnvkitError]:
     def wrap(exc: BaseException) -> EnvkitError:
         """rattler's first line says which package, its last 'Caused by:' line why (a full disk
-        reads 'failed to link mkl-...conda' alone otherwise)."""
+        reads 'failed to link mkl-...conda' alone otherwise); a full disk, a quota or a read-only
+        filesystem is the filesystem's refusal (exit 74), as anywhere else in envkit."""
         lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
         causes = [line.removeprefix("Caused by:").strip() for line in lines if line.startswith("Caused by:")]
         message = f"{doing} failed: {lines[0] if lines else type(exc).__name__}" + (f" ({causes[-1]})" if causes else "")
-        hint = next((h for code, h in OS_ERROR_HINTS.items() if f"({code})" in message), None)
-        return InstallError(message, hint=hint)
+        code = re.search(r"\(os error (\d+)\)", causes[-1] if causes else "")
+        refusal = filesystem_refusal(int(code.group(1))) if code else None
+        return FilesystemError(message, hint=refusal[1]) if refusal else InstallError(message)
 
     return wrap
 

@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlparse
 
 from envkit import __version__, backend, condameta, envs, pkgcache
 from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, write_files
-from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError
+from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, filesystem_error
 from envkit.fsutil import LockBusy, may_create_in
 from envkit.history import Linked, append_block, block
 from envkit.installed import pip_dists
@@ -192,13 +192,15 @@ def create_env(
             write_record(staging, record)  # last: the staging env is complete
             old = swap_in(staging, prefix)
         except BaseException as exc:
-            remove_tree(staging)
+            remove_tree(staging, writers_may_linger=True)
             if isinstance(exc, KeyboardInterrupt):
                 raise Interrupted(
                     f"interrupted: nothing was left at {prefix}" + (" (the previous env is untouched)" if force else "")
                 ) from None
             if isinstance(exc, EnvkitError):
                 raise
+            if isinstance(exc, OSError) and (refused := filesystem_error(exc, f"nothing was left at {prefix}")):
+                raise refused from None
             raise InstallError(f"creating {prefix} failed: {exc}") from None
         envs.register(prefix)
         if old is not None:

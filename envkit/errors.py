@@ -127,6 +127,11 @@ _REFUSALS = {
 }
 
 
+def filesystem_refusal(code: int) -> tuple[str, str] | None:
+    """(what the filesystem said, what to do) for an errno that is a refusal of this kind."""
+    return _REFUSALS.get(code)
+
+
 def filesystem_error(exc: OSError, outcome: str = "") -> FilesystemError | None:
     """One line for a write the filesystem refused (None for other OSErrors: they are not this);
     `outcome` says what became of the work, e.g. "PREFIX was not changed"."""

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import InstallError
+from envkit.errors import ExitCode, FilesystemError, InstallError
 
 ENVIRONMENT = "default"
 
@@ -140,8 +140,12 @@ class Installer:
                 raise
         if self._child.returncode != 0:
             lines = [line for line in (err or "").splitlines() if line.strip()]
+            said = [line.removeprefix("envkit: error: ") for line in lines if line.startswith("envkit: error: ")]
+            hints = [line.removeprefix("envkit: hint: ") for line in lines if line.startswith("envkit: hint: ")]
             code = self._child.returncode
-            raise InstallError(lines[-1].removeprefix("envkit: error: ") if lines else f"changing {prefix} failed (exit {code})")
+            message = said[-1] if said else lines[-1] if lines else f"changing {prefix} failed (exit {code})"
+            kind = FilesystemError if code == ExitCode.FILESYSTEM else InstallError
+            raise kind(message, hint=hints[-1] if hints else None)
 
 
 def change_env(records: list[Any], prefix: Path, cache: Path, specs: list[str]) -> None:
@@ -198,9 +202,11 @@ def _child(plan: Path, prefix: Path, cache: Path, specs: list[str], early: tuple
     before = set(_meta_state(prefix))
     try:
         backend.reinstall(records, prefix, cache, installed=_installed_now(prefix, early), specs=specs)
-    except EnvkitError as exc:
+    except EnvkitError as exc:  # its kind travels as the exit code (see Installer.change)
         print(f"envkit: error: {exc.message}", file=sys.stderr)
-        return 1
+        if exc.hint:
+            print(f"envkit: hint: {exc.hint}", file=sys.stderr)
+        return int(exc.exit_code)
     # only the records this change wrote (new or rewritten: name, mtime, size or inode moved)
     condameta.as_conda_writes(prefix, {entry[0] for entry in set(_meta_state(prefix)) - before})
     return 0

@@ -78,14 +78,19 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def remove_tree(path: Path) -> None:
-    # rattler's background extraction can outlive a failed install() and write again: sweep,
-    # give it a moment, sweep again.
+def remove_tree(path: Path, *, writers_may_linger: bool = False) -> None:
+    """Remove `path`. rattler's linking tasks outlive a failed install() and write on: after one
+    (`writers_may_linger`), sweep until the tree stays gone for 0.2 s, for 3 s at most (on a full
+    disk one sweep and another 0.2 s later still left a staging directory behind). Whatever writes
+    after that is swept by the next run that takes the env's lock (recover)."""
     import shutil
 
+    deadline = time.monotonic() + 3.0
     shutil.rmtree(path, ignore_errors=True)
-    if path.exists():
+    while (writers_may_linger or path.exists()) and time.monotonic() < deadline:
         time.sleep(0.2)
+        if not path.exists():
+            return
         shutil.rmtree(path, ignore_errors=True)
 
 

@@ -230,3 +230,24 @@ def test_a_pip_failure_is_told_by_pips_most_precise_error_line() -> None:
     assert proc.returncode != 0
     assert pip_reason(proc.stderr) == "No matching distribution found for envkit-no-such-dist==9"
     assert pip_reason("") == "no output" and pip_reason("just one line\n") == "just one line"
+
+
+def test_a_create_on_a_full_disk_says_so_and_leaves_nothing(tmp_path: Path) -> None:
+    """On a real full filesystem: one line with the OS error and what to do (exit 74, as every
+    write the filesystem refuses), and no staging directory left beside the env."""
+    from tests.support.fullfs import run_in_small_fs
+
+    channel = tiny_channel(tmp_path, payload=b"x" * 400_000)  # tool's one file: more than the filesystem holds
+    recipe = tiny_recipe(tmp_path, channel)
+    mount = tmp_path / "small"
+    script = f"""
+import json, os, subprocess, sys
+out = subprocess.run([sys.executable, "-m", "envkit", "create", {str(recipe)!r}, "-p", {str(mount / "env")!r}, "--yes", "--no-probe"],
+                     capture_output=True, text=True)
+print(json.dumps({{"code": out.returncode, "stderr": out.stderr, "left": sorted(n for n in os.listdir({str(mount)!r}) if not n.startswith(".filler"))}}))
+"""
+    seen = run_in_small_fs(mount, 256, script, dict(os.environ))
+    assert seen["code"] == 74 and "Traceback" not in seen["stderr"], seen["stderr"]
+    assert "failed to link tool-1.0-0" in seen["stderr"] and "No space left on device (os error 28)" in seen["stderr"], seen["stderr"]
+    assert "(free space there (df -h)" in seen["stderr"]
+    assert seen["left"] == [".env.envkit-lock"], seen["left"]

@@ -18,7 +18,7 @@ from envkit.audit.engine import audit_plan
 from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
 from envkit.commands.sync_quick import recorded_lock
 from envkit.create import pip_install, verify_archives
-from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, filesystem_error
+from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, filesystem_error
 from envkit.history import Linked, append_block, block
 from envkit.inplace import Installer
 from envkit.installed import read_conda_meta
@@ -166,8 +166,12 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         rollback(prefix, cache)
         if isinstance(exc, KeyboardInterrupt):
             raise Interrupted(f"interrupted: {prefix} was rolled back to what it was") from None
+        back = f"{prefix} was rolled back to what it was"
         if isinstance(exc, EnvkitError):
-            raise InstallError(f"{exc.message}; {prefix} was rolled back to what it was", hint=exc.hint) from None
+            kind = FilesystemError if isinstance(exc, FilesystemError) else InstallError
+            raise kind(f"{exc.message}; {back}", hint=exc.hint) from None
+        if isinstance(exc, OSError) and (refused := filesystem_error(exc, back)):
+            raise refused from None
         raise InstallError(f"syncing {prefix} failed ({exc}); it was rolled back to what it was") from None
     return replace(seen.changes, applied=True)
 
