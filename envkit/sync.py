@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from envkit.activation import SCRIPTS_FORMAT
 from envkit.fsutil import read_exact
 from envkit.installed import pip_dists
 from envkit.recipe.digest import sources_digest
@@ -90,13 +91,11 @@ def recorded_pip(record: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def scripts_match(prefix: Path, record: dict[str, Any]) -> bool:
-    """The activation files hold what envkit wrote: by the digests in the record when this envkit
-    wrote them (no rendering), else by rendering them again."""
-    from envkit import __version__
-
+    """The activation files hold what this envkit would write: by the digests in the record when
+    they are of this envkit's scripts format (no rendering), else by rendering them again."""
     activation = record.get("activation") or {}
     digests = activation.get("sha256") if isinstance(activation, dict) else None
-    if record.get("envkit_version") == __version__ and isinstance(digests, dict) and digests:
+    if isinstance(digests, dict) and digests and activation.get("format") == SCRIPTS_FORMAT:
         if sorted(digests) != sorted(activation.get("files") or []):
             return False
         return all(_sha256(prefix / rel) == digest for rel, digest in digests.items())

@@ -62,6 +62,32 @@ def test_nothing_to_do_answers_at_once(tmp_path: Path) -> None:
     assert snapshot(prefix) == before
 
 
+def test_sync_writes_anew_the_scripts_an_older_envkit_wrote(tmp_path: Path) -> None:
+    """An env made before the fish scripts ended with `true` (status 4 after activation): its
+    record has no scripts format. sync rewrites them (same settings), says so, and is quick after."""
+    from envkit.activation.shells import FISH_ZERO_STATUS
+    from envkit.activation.writer import text_sha256
+
+    _, _, prefix = tiny_env(tmp_path)
+    rel = "etc/conda/activate.d/envkit-tiny.fish"
+    current = (prefix / rel).read_text()
+    older = current.removesuffix("".join(f"{line}\n" for line in FISH_ZERO_STATUS))
+    assert older != current
+    (prefix / rel).write_text(older)
+    record_file = prefix / "etc" / "envkit" / "record.json"
+    record = json.loads(record_file.read_text())
+    record["activation"].pop("format")  # as an older envkit wrote it
+    record["activation"]["sha256"][rel] = text_sha256(older)
+    record_file.write_text(json.dumps(record))
+    assert in_sync(prefix) is False
+
+    proc = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote 1 activation script(s) anew, as this envkit writes them (same settings)" in proc.stdout, proc.stdout
+    assert (prefix / rel).read_text() == current
+    assert in_sync(prefix) and "nothing to do" in run_envkit("sync", "-n", "tiny").stdout
+
+
 def test_add_change_remove_and_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, recipe, prefix = tiny_env(tmp_path)
     edit(recipe, "packages: [tool]", "packages: [tool, extra 1.0]")

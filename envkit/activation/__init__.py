@@ -2,3 +2,9 @@
 
 # envkit's activation files are etc/conda/{activate,deactivate}.d/envkit-RECIPE.{sh,fish,...}
 FILE_PREFIX = "envkit-"
+
+# Which text the generators write for given settings: bump it whenever one writes other text (a
+# mend in some shell), and `envkit sync` rewrites the scripts of envs an older envkit made (their
+# records carry an older number, or none). tests/activation/test_generators.py holds each
+# number's digest, and fails when the text moves without it.
+SCRIPTS_FORMAT = 2  # 2: fish scripts end with `true`, cmd.exe ones leave by `EXIT /B 0`

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envkit.activation import FILE_PREFIX
+from envkit.activation import FILE_PREFIX, SCRIPTS_FORMAT
 from envkit.activation.shells import GENERATORS, ScriptContext
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, read_exact
@@ -157,6 +157,7 @@ def activation_json(activation: RecordedActivation, prefix: Path, files: list[Ac
     return {
         "ops": ops_to_json(activation.ops),
         "tag": activation.tag,
+        "format": SCRIPTS_FORMAT,
         "files": [str(f.path.relative_to(prefix)) for f in files],
         # what the files held when written: a no-op sync compares these without rendering anything
         "sha256": {str(f.path.relative_to(prefix)): text_sha256(f.text) for f in files},

@@ -809,7 +809,7 @@ RULES: tuple[Rule, ...] = (
         "status 4 when a variable they save was not set (fish's `set` passes an earlier failure through), so "
         "`conda activate ENV; and python train.py` in fish never trained; and its cmd.exe scripts ended with whatever ERRORLEVEL "
         "came before them, on which conda's cmd.exe activation stops (\"Activation script ... failed\"). Scripts edited by hand are EK014's.",
-        "envkit audit --fix rewrites them from etc/envkit/record.json (the settings stay the same).",
+        "envkit audit --fix rewrites them from etc/envkit/record.json (the settings stay the same); so does envkit sync.",
         ("https://fishshell.com/docs/current/cmds/set.html",),
         activation_from_older_envkit,
         "rewrite-activation",

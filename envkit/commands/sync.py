@@ -153,11 +153,13 @@ def _sync_locked(
     if (refused := _refused(seen)) is not None:
         return refused, None
     if not (changes.packages or changes.variables or changes.pip):
+        rewritten: tuple[Path, ...] = ()
         with contextlib.suppress(PermissionError):  # one who may only read the env skips it
-            remember(prefix, record, seen)
-        return Result(
-            "sync", replace(changes, noop=True), messages=(f"{prefix} already matches its {changes.source}: nothing to do",)
-        ), None
+            rewritten = remember(prefix, record, seen)
+        said = f"{prefix} already matches its {changes.source}"
+        if rewritten:
+            said += f"; wrote {len(rewritten)} activation script(s) anew, as this envkit writes them (same settings)"
+        return Result("sync", replace(changes, noop=True), messages=(said if rewritten else f"{said}: nothing to do",)), None
     if show is not None:
         show(changes)
     _must_be_writable(prefix)

@@ -19,6 +19,7 @@ from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provena
 from envkit.commands.sync_quick import recorded_lock
 from envkit.create import pip_install, verify_archives
 from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, filesystem_error
+from envkit.fsutil import read_exact
 from envkit.history import Linked, append_block, block
 from envkit.inplace import Installer
 from envkit.installed import read_conda_meta
@@ -114,9 +115,16 @@ def _pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
     return tuple([f"+ {s}" for s in sorted(after - before)] + [f"- {s}" for s in sorted(before - after)])
 
 
-def remember(prefix: Path, record: dict[str, Any], seen: Look) -> None:
-    """Nothing differs: keep the new fingerprints, so that next time is quick."""
-    write_record(prefix, {**record, **seen.provenance})
+def remember(prefix: Path, record: dict[str, Any], seen: Look) -> tuple[Path, ...]:
+    """Nothing differs: keep the new fingerprints, so that next time is quick, and write anew the
+    activation scripts that are not as this envkit writes them (an older envkit's, or edited):
+    same settings, this envkit's text. Returns the scripts written."""
+    activation = recorded_activation(prefix, record)
+    files = activation.files(prefix)
+    stale = [f for f in files if read_exact(f.path) != f.text]
+    write_files(stale)
+    write_record(prefix, {**record, **seen.provenance, "activation": activation_json(activation, prefix, files)})
+    return tuple(f.path for f in stale)
 
 
 def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Installer) -> SyncOutcome:

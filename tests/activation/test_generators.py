@@ -83,3 +83,25 @@ def test_every_way_out_of_a_cmd_script_says_errorlevel_0() -> None:
     for text in (pair.activate, pair.deactivate):
         assert text.endswith("@EXIT /B 0\r\n") and "GOTO :EOF" not in text
     assert "@IF NOT DEFINED _ENVKIT_0123abcd_ACTIVE EXIT /B 0\r\n" in pair.deactivate
+
+
+# SCRIPTS_FORMAT -> the digest of every generator's text for OPS
+FORMAT_DIGESTS = {2: "dbee94581816e0146c76328c9e6649fc68b569bcdd8fdd795d86c755b2ae7f5c"}
+
+
+def test_the_scripts_format_moves_with_the_generated_text() -> None:
+    """`envkit sync` rewrites an env's scripts when its record names an older SCRIPTS_FORMAT; a
+    generator that writes other text without a new number would leave older envs as they are."""
+    import hashlib
+
+    from envkit.activation import SCRIPTS_FORMAT
+
+    digest = hashlib.sha256()
+    for suffix in sorted(GENERATORS):
+        pair = GENERATORS[suffix](CTX, OPS)
+        digest.update(pair.activate.encode())
+        digest.update(pair.deactivate.encode())
+    assert FORMAT_DIGESTS.get(SCRIPTS_FORMAT) == digest.hexdigest(), (
+        f"the generated scripts changed: bump SCRIPTS_FORMAT (envkit/activation/__init__.py) to {SCRIPTS_FORMAT + 1} "
+        f"and add {{{SCRIPTS_FORMAT + 1}: {digest.hexdigest()!r}}} to FORMAT_DIGESTS"
+    )
