@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import json
 import os
-import threading
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+# In a fresh interpreter: the test process itself runs other threads by now (rattler's runtime).
+FORKS = """
+import json, os, sys, threading
+from pathlib import Path
 from envkit.audit.engine import audit_many
+
+prefixes = [Path(p) for p in sys.argv[1:]]
+forks = []
+os.register_at_fork(before=lambda: forks.append(1))
+alone = audit_many(prefixes)
+forked = len(forks)
+stop = threading.Event()
+other = threading.Thread(target=stop.wait)
+other.start()
+try:
+    crowded = audit_many(prefixes)
+finally:
+    stop.set()
+    other.join()
+print(json.dumps({"alone": forked, "crowded": len(forks) - forked,
+                  "same": [(str(a.prefix), a.findings) for a in alone] == [(str(a.prefix), a.findings) for a in crowded]}))
+"""
 
 
 def _envs(root: Path, count: int) -> list[Path]:
@@ -24,21 +47,9 @@ def _envs(root: Path, count: int) -> list[Path]:
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one CPU: audit_many never forks")
 def test_many_envs_fork_only_from_a_single_threaded_process(tmp_path: Path) -> None:
     """A fork copies only the forking thread, so a lock another thread holds stays held in the
-    child: with a second thread alive, the envs are audited on threads instead."""
+    child: with a second thread alive, the envs are audited on threads instead, to the same result."""
     prefixes = _envs(tmp_path, 4)
-    forks: list[int] = []
-    os.register_at_fork(before=lambda: forks.append(1))
-
-    alone = audit_many(prefixes)
-    forked = len(forks)
-    stop = threading.Event()
-    other = threading.Thread(target=stop.wait)
-    other.start()
-    try:
-        crowded = audit_many(prefixes)
-    finally:
-        stop.set()
-        other.join()
-    assert forked > 0 and len(forks) == forked  # no fork while the other thread ran
-    assert [a.prefix for a in crowded] == [a.prefix for a in alone] == prefixes
-    assert [a.findings for a in crowded] == [a.findings for a in alone]
+    proc = subprocess.run([sys.executable, "-c", FORKS, *map(str, prefixes)], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["alone"] > 0 and seen["crowded"] == 0 and seen["same"], seen
