@@ -82,3 +82,14 @@ def test_readme_commands_run(mirrored: None, argv: list[str], tmp_path: Path) ->
         assert (work / f"{argv[1]}.lock").is_file()
     if argv == ["recipes", "check"]:
         assert [(r["name"], r["problems"]) for r in doc["data"]] == [("yolov8-cpu", [])]
+
+
+def test_the_readme_counts_and_lists_every_audit_rule() -> None:
+    """The catalog grows; the README's count and its table must follow it (it said 20 at 31)."""
+    from envkit.audit.rules import RULES
+
+    text = (ROOT / "README.md").read_text()
+    counted = re.search(r"against a catalog of (\d+) rules", text)
+    assert counted and int(counted.group(1)) == len(RULES), "update the rule count in the README's opening"
+    listed = set(re.findall(r"^\| (EK\d{3}) \|", text, re.M))
+    assert listed == {rule.id for rule in RULES}, f"README rule table: missing {sorted({r.id for r in RULES} - listed)}"
