@@ -158,7 +158,9 @@ def _sync_locked(
             rewritten = remember(prefix, record, seen)
         said = f"{prefix} already matches its {changes.source}"
         if rewritten:
-            said += f"; wrote {len(rewritten)} activation script(s) anew, as this envkit writes them (same settings)"
+            said += (
+                f"; wrote {len(rewritten)} activation script(s) anew from its recorded settings (they were not as this envkit writes them)"
+            )
         return Result("sync", replace(changes, noop=True), messages=(said if rewritten else f"{said}: nothing to do",)), None
     if show is not None:
         show(changes)
