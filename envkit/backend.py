@@ -77,14 +77,21 @@ def _solve_error(exc: BaseException) -> SolveError:
     return ChannelError(text or type(exc).__name__)  # the whole 'Caused by:' chain: solve.py names the root cause
 
 
+def error_chain(text: str) -> tuple[str, list[str]]:
+    """A rattler error's first line (what failed) and its 'Caused by:' lines, outermost first (the
+    last is the root cause)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    causes = [line.removeprefix("Caused by:").strip() for line in lines if line.startswith("Caused by:")]
+    return (lines[0] if lines else ""), causes
+
+
 def _install_error(doing: str) -> Callable[[BaseException], EnvkitError]:
     def wrap(exc: BaseException) -> EnvkitError:
         """rattler's first line says which package, its last 'Caused by:' line why (a full disk
         reads 'failed to link mkl-...conda' alone otherwise); a full disk, a quota or a read-only
         filesystem is the filesystem's refusal (exit 74), as anywhere else in envkit."""
-        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-        causes = [line.removeprefix("Caused by:").strip() for line in lines if line.startswith("Caused by:")]
-        message = f"{doing} failed: {lines[0] if lines else type(exc).__name__}" + (f" ({causes[-1]})" if causes else "")
+        first, causes = error_chain(str(exc))
+        message = f"{doing} failed: {first or type(exc).__name__}" + (f" ({causes[-1]})" if causes else "")
         code = re.search(r"\(os error (\d+)\)", causes[-1] if causes else "")
         refusal = filesystem_refusal(int(code.group(1))) if code else None
         return FilesystemError(message, hint=refusal[1]) if refusal else InstallError(message)

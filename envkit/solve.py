@@ -103,9 +103,8 @@ CHANNEL_HINT = "map each channel to a reachable mirror with --mirror NAME=URL (o
 def channel_failure(text: str, channels: list[ResolvedChannel]) -> str:
     """One line: which channel, which URL failed, and the root cause from rattler's chain
     ('Caused by: ...' lines), e.g. connection refused or a host name that does not resolve."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    causes = [line.removeprefix("Caused by:").strip() for line in lines if line.startswith("Caused by:")]
-    first = lines[0] if lines else "unknown error"
+    first, causes = backend.error_chain(text)
+    first = first or "unknown error"
     culprit = next((c for c in channels if c.url.rstrip("/") in first), None)
     which = f"channel '{culprit.name}' ({culprit.url})" if culprit else "channel(s) " + ", ".join(c.name for c in channels)
     cause = causes[-1] if causes else first
