@@ -142,15 +142,25 @@ def solve_many(channel_urls: list[str], jobs: list[tuple[str, list[Any], list[st
     return _run(everything(), _solve_error)
 
 
-def reinstall(records: list[Any], prefix: Path, cache_dir: Path | None, *, installed: list[Any], specs: list[str] | None = None) -> None:
+def reinstall(
+    records: list[Any],
+    prefix: Path,
+    cache_dir: Path | None,
+    *,
+    installed: list[Any],
+    specs: list[str] | None = None,
+    relink: tuple[str, ...] = (),
+) -> None:
     """Change an env in place to exactly `records`: rattler unlinks what is no longer wanted, links
-    what is new and leaves the rest untouched (installed_packages)."""
+    what is new and leaves the rest untouched (installed_packages), but for `relink`: packages
+    linked again though installed (their files were overwritten)."""
     _run(
         rattler.install(
             records,
             prefix,
             cache_dir=cache_dir,
             installed_packages=installed,
+            reinstall_packages=set(relink) or None,
             show_progress=False,
             requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs or []],
         ),

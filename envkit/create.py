@@ -37,6 +37,7 @@ from envkit.transaction import env_lock, recover, remove_tree, swap_in, work_dir
 
 if TYPE_CHECKING:
     from envkit.probe.model import ProbeReport
+    from envkit.sync import PipRepair
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,34 @@ def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | No
     if final_prefix is not None and final_prefix != prefix:
         relocate_pip_files(prefix, final_prefix, [d for name, d in pip_dists(prefix).items() if name not in before])
     return sorted(installed, key=lambda p: p["name"])
+
+
+def pip_put_back(prefix: Path, repair: PipRepair) -> None:
+    """Undo what pip changed in the env since envkit installed it: uninstall what was pip-installed
+    since, then reinstall the recorded wheels as they were (no resolving: --no-deps): from their
+    exact URLs (pip checks the hash), by name and version where the record kept no URL."""
+    python = str(prefix / "bin" / "python")
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    if repair.extra:
+        names = [name for name, _ in repair.extra]
+        proc = subprocess.run(
+            [python, "-m", "pip", "uninstall", "--yes", *names], capture_output=True, text=True, timeout=600, check=False, env=env
+        )
+        if proc.returncode != 0:
+            raise InstallError(f"pip could not uninstall {', '.join(names)}: {pip_reason(proc.stderr or proc.stdout)}")
+    if repair.missing:
+        sources = [url or f"{name}=={version}" for name, version, url in repair.missing]
+        proc = subprocess.run(
+            [python, "-m", "pip", "install", "--no-input", "--no-compile", "--no-deps", *sources],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            check=False,
+            env=env,
+        )
+        if proc.returncode != 0:
+            wheels = ", ".join(f"{name} {version}" for name, version, _ in repair.missing)
+            raise InstallError(f"pip could not put back {wheels}: {pip_reason(proc.stderr or proc.stdout)}")
 
 
 def relocate_pip_files(staging: Path, final: Path, dists: list[Any]) -> None:

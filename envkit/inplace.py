@@ -127,12 +127,13 @@ class Installer:
             self._child.kill()
             self._child.wait()
 
-    def change(self, records: list[Any], prefix: Path, cache: Path, specs: list[str]) -> None:
-        """Make `prefix` hold exactly `records` (rattler unlinks, links and leaves alone as needed)."""
+    def change(self, records: list[Any], prefix: Path, cache: Path, specs: list[str], relink: tuple[str, ...] = ()) -> None:
+        """Make `prefix` hold exactly `records` (rattler unlinks, links and leaves alone as needed;
+        `relink`: installed packages to link again all the same)."""
         with tempfile.TemporaryDirectory(prefix="envkit-change-") as tmp:
             plan = Path(tmp) / "records.lock"
             _write_records(records, plan)
-            job = json.dumps({"plan": str(plan), "prefix": str(prefix), "cache": str(cache), "specs": specs})
+            job = json.dumps({"plan": str(plan), "prefix": str(prefix), "cache": str(cache), "specs": specs, "relink": list(relink)})
             try:
                 _, err = self._child.communicate(job + "\n")
             except BaseException:
@@ -189,7 +190,15 @@ def _installed_now(prefix: Path, early: tuple[Path, MetaState, list[Any]] | None
     return _read_installed(prefix)[1]
 
 
-def _child(plan: Path, prefix: Path, cache: Path, specs: list[str], early: tuple[Path, MetaState, list[Any]] | None = None) -> int:
+def _child(
+    plan: Path,
+    prefix: Path,
+    cache: Path,
+    specs: list[str],
+    early: tuple[Path, MetaState, list[Any]] | None = None,
+    *,
+    relink: tuple[str, ...] = (),
+) -> int:
     """`early`: the installed records read while waiting, used when the env has not changed since."""
     import rattler
 
@@ -201,7 +210,7 @@ def _child(plan: Path, prefix: Path, cache: Path, specs: list[str], early: tuple
     records = [r for recs in (env.conda_repodata_records().values() if env else []) for r in recs]
     before = set(_meta_state(prefix))
     try:
-        backend.reinstall(records, prefix, cache, installed=_installed_now(prefix, early), specs=specs)
+        backend.reinstall(records, prefix, cache, installed=_installed_now(prefix, early), specs=specs, relink=relink)
     except EnvkitError as exc:  # its kind travels as the exit code (see Installer.change)
         print(f"envkit: error: {exc.message}", file=sys.stderr)
         if exc.hint:
@@ -238,7 +247,9 @@ def _serve() -> int:
     if not line.strip():
         return 0
     job = json.loads(line)
-    return _child(Path(job["plan"]), Path(job["prefix"]), Path(job["cache"]), list(job["specs"]), early)
+    return _child(
+        Path(job["plan"]), Path(job["prefix"]), Path(job["cache"]), list(job["specs"]), early, relink=tuple(job.get("relink", ()))
+    )
 
 
 if __name__ == "__main__":

@@ -210,12 +210,14 @@ def dependents(packages: dict[str, CondaPackage], name: str) -> list[str]:
 
 
 def pip_dists(prefix: Path) -> dict[str, PipDist]:
-    out = {}
+    out: dict[str, PipDist] = {}
     for site in site_packages(prefix):
         for dist in site.glob("*.dist-info"):
+            if not (dist / "METADATA").is_file():
+                continue  # what an uninstall left (a file its RECORD did not list): no distribution, as for pip
             stem = dist.name[: -len(".dist-info")]
             name, _, version = stem.partition("-")
-            name = name.lower().replace("_", "-")
+            name = re.sub(r"[-_.]+", "-", name).lower()  # PEP 503, as the record keeps it (packaging's canonicalize_name)
             installer_file = dist / "INSTALLER"
             installer = installer_file.read_text(errors="replace").strip() if installer_file.exists() else "unknown"
             top = dist / "top_level.txt"
@@ -231,8 +233,41 @@ def pip_dists(prefix: Path) -> dict[str, PipDist]:
                     rel = line.split(",", 1)[0]
                     if rel.startswith("../"):
                         outside.append(os.path.normpath(str(site.relative_to(prefix) / rel)))
+            if name in out and out[name].installer == "pip":
+                continue  # two of one name (pip install --ignore-installed over conda's): pip's is the one that changed
             out[name] = PipDist(name, version, installer, str(dist.relative_to(prefix)), top_level, tuple(outside))
     return out
+
+
+def dist_files(prefix: Path, dist: PipDist) -> tuple[str, ...]:
+    """What uninstalling a pip dist removes, relative to the prefix: its RECORD's paths, each .py's
+    cached bytecode beside it, and the dist-info folder's own files (RECORD may leave some out)."""
+    info = prefix / dist.dist_info
+    site = info.parent
+    listed: set[str] = set()
+    try:
+        text = (info / "RECORD").read_text(errors="replace")
+    except OSError:
+        text = ""
+    root = os.path.realpath(prefix)
+    for line in text.splitlines():
+        rel = line.split(",", 1)[0]
+        if not rel:
+            continue
+        full = os.path.normpath(os.path.join(site, rel))
+        if os.path.commonpath([root, os.path.realpath(os.path.dirname(full))]) != root:
+            continue  # never outside the env, whatever a RECORD says
+        listed.add(os.path.relpath(full, prefix))
+        if full.endswith(".py"):
+            cache = os.path.join(os.path.dirname(full), "__pycache__")
+            stem = os.path.basename(full)[:-3] + "."
+            with contextlib.suppress(OSError):
+                listed.update(
+                    os.path.relpath(e.path, prefix) for e in os.scandir(cache) if e.name.startswith(stem) and e.name.endswith(".pyc")
+                )
+    with contextlib.suppress(OSError):
+        listed.update(os.path.relpath(e.path, prefix) for e in os.scandir(info) if not e.is_dir(follow_symlinks=False))
+    return tuple(sorted(p for p in listed if os.path.lexists(prefix / p)))
 
 
 def wheel_torch_build(version: str) -> tuple[TorchBuild, str | None] | None:

@@ -8,6 +8,11 @@ installed back (from the package cache), what the interrupted install half-linke
 the record restored; a sync killed outright is rolled back the same way by the next envkit run that
 touches the env (envkit.transaction). A rollback only ever removes an entry the listing shows was
 not there before: a folder it did not list is left as it is.
+
+Where a sync changes pip's wheels, the listing is of every path and the journal also keeps the
+wheels the env had (PIP_BEFORE). Wheels the sync removes are not uninstalled but moved into the
+journal (PIP_STASH, the env's own paths below it), so a rollback moves them back as they were,
+a wheel pip-installed by hand included, with no index or download needed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import contextlib
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +29,8 @@ from envkit.record import record_path, sync_journal_path, write_record
 
 PATHS = "paths"  # the listing of every path, one a line
 FOLDERS = "folders.json"  # the listing of some folders: {"folders": {folder: [name, ...]}}
+PIP_BEFORE = "pip.json"  # the pip wheels the env had: [{"name", "version", "url"}], url "" where unknown
+PIP_STASH = "pip-stash"  # wheels' files the sync moved out of the env, at their own paths
 
 
 def _entries(prefix: Path) -> set[str]:
@@ -83,6 +91,7 @@ def write_journal(prefix: Path, *, folders: tuple[str, ...] | None = None) -> No
             shutil.copy2(record_path(prefix), tmp / "record.json")
         if folders is None:
             (tmp / PATHS).write_text("".join(f"{p}\n" for p in _entries(prefix)), encoding="utf-8")
+            (tmp / PIP_BEFORE).write_text(json.dumps(_pip_before(prefix)), encoding="utf-8")
         else:
             listed = {folder: sorted(names) for folder in folders if (names := _names_in(prefix, folder)) is not None}
             (tmp / FOLDERS).write_text(json.dumps({"folders": listed}), encoding="utf-8")
@@ -90,6 +99,55 @@ def write_journal(prefix: Path, *, folders: tuple[str, ...] | None = None) -> No
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _pip_before(prefix: Path) -> list[dict[str, str]]:
+    from envkit.record import read_record
+    from envkit.sync import pip_state
+
+    record = read_record(prefix) or {}
+    urls = {
+        (str(p.get("name")), str(p.get("version"))): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)
+    }
+    return [{"name": name, "version": version, "url": urls.get((name, version), "")} for name, version in sorted(pip_state(prefix))]
+
+
+def stash(prefix: Path, paths: tuple[str, ...]) -> None:
+    """Move `paths` (relative to the prefix: a wheel's files, envkit.installed.dist_files) into the
+    journal, then drop the folders that leaves empty, as `pip uninstall` would. A kill halfway
+    leaves each file in one place or the other, and the rollback moves back what was moved."""
+    root = sync_journal_path(prefix) / PIP_STASH
+    parents: set[str] = set()
+    for rel in paths:
+        source, target = prefix / rel, root / rel
+        if not os.path.lexists(source):
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(source, target)
+        parents.update(str(parent) for parent in Path(rel).parents if str(parent) != ".")
+    for rel in sorted(parents, key=lambda p: p.count("/"), reverse=True):
+        folder = prefix / rel
+        with contextlib.suppress(OSError):
+            if folder.is_dir() and not folder.is_symlink():
+                leftover = os.listdir(folder)
+                if leftover == ["__pycache__"]:  # bytecode of files no RECORD listed: the folder would import as an empty package
+                    shutil.move(str(folder / "__pycache__"), str(root / rel / "__pycache__"))
+                folder.rmdir()
+
+
+def _unstash(prefix: Path) -> None:
+    """Move the stashed files back to their places (over whatever a relinked package put there)."""
+    root = sync_journal_path(prefix) / PIP_STASH
+    if not root.is_dir():
+        return
+    for here, dirs, files in os.walk(root):
+        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(here, d)))]:
+            stashed = Path(here) / name
+            target = prefix / stashed.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            os.replace(stashed, target)
 
 
 def _remove_new_entries(prefix: Path, folders: dict[str, list[str]]) -> None:
@@ -138,10 +196,14 @@ def rollback(prefix: Path, cache: Path) -> None:
         _remove_new_entries(prefix, json.loads(scoped.read_text(encoding="utf-8"))["folders"])
     elif listed.is_file():
         _remove_strays(prefix, set(listed.read_text(encoding="utf-8").splitlines()))
+    _unstash(prefix)
     saved = journal / "record.json"
     if saved.is_file():
         record = json.loads(saved.read_text(encoding="utf-8"))
-        _restore_pip(prefix, record)
+        if (journal / PIP_BEFORE).is_file():
+            _restore_pip(prefix, {"pip_installed": json.loads((journal / PIP_BEFORE).read_text(encoding="utf-8"))})
+        elif listed.is_file():  # a journal an older envkit wrote, which kept no pip list: the recorded wheels
+            _restore_pip(prefix, record)
         files = recorded_activation(prefix, record).files(prefix)
         write_files(files)
         remove_stale(prefix, files)
@@ -149,21 +211,16 @@ def rollback(prefix: Path, cache: Path) -> None:
     shutil.rmtree(journal, ignore_errors=True)
 
 
-def _restore_pip(prefix: Path, record: dict[str, Any]) -> None:
-    """pip wheels back to the recorded ones: drop what the sync added, reinstall what it removed
-    or changed, by the exact URLs (and hashes) the record keeps."""
-    import subprocess
+def _restore_pip(prefix: Path, wanted: dict[str, Any]) -> None:
+    """pip wheels back to `wanted["pip_installed"]` (envkit.sync.pip_repair): drop what the sync
+    added, reinstall what it removed or changed and the stash did not bring back, by the exact URLs
+    (and hashes) kept. A rollback goes on when pip cannot: the conda side and the record are still
+    put back."""
+    from envkit.create import pip_put_back
+    from envkit.errors import EnvkitError
+    from envkit.sync import pip_repair
 
-    from envkit.sync import pip_state
-
-    wanted = {(str(p["name"]), str(p["version"])): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)}
-    have = pip_state(prefix)
-    python = str(prefix / "bin" / "python")
-    extra = sorted({name for name, version in have if (name, version) not in wanted})
-    if extra:
-        subprocess.run([python, "-m", "pip", "uninstall", "--yes", *extra], capture_output=True, check=False, timeout=600)
-    missing = [url for key, url in sorted(wanted.items()) if key not in have and url]
-    if missing:
-        subprocess.run(
-            [python, "-m", "pip", "install", "--no-deps", "--no-input", *missing], capture_output=True, check=False, timeout=3600
-        )
+    repair = pip_repair(prefix, wanted)
+    with contextlib.suppress(EnvkitError):
+        # by URL only: a rollback does not go to an index for what it cannot name exactly
+        pip_put_back(prefix, replace(repair, missing=tuple(m for m in repair.missing if m[2])))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from envkit.activation import SCRIPTS_FORMAT
 from envkit.fsutil import read_exact
-from envkit.installed import pip_dists
+from envkit.installed import dist_files, pip_dists
 from envkit.recipe.digest import sources_digest
 from envkit.record import read_record, sync_journal_path
 
@@ -143,6 +143,59 @@ def diff_variables(old: tuple[EnvOp, ...], new: tuple[EnvOp, ...]) -> tuple[Vari
     before = {op.name: describe_op(op) for op in old}
     after = {op.name: describe_op(op) for op in new}
     return tuple(VariableChange(n, before.get(n), after.get(n)) for n in sorted(set(before) | set(after)) if before.get(n) != after.get(n))
+
+
+@dataclass(frozen=True)
+class PipRepair:
+    """What puts pip's wheels back to the ones envkit installed: a `pip install` or `pip uninstall`
+    since is undone before the recipe's own pip changes are made, as conda packages are. A wheel
+    pip installed over a conda package's files takes those files with it, so that package is
+    linked again (the fix EK006 gives by hand)."""
+
+    extra: tuple[tuple[str, str], ...] = ()  # (name, version): pip-installed since, or a recorded one changed
+    missing: tuple[tuple[str, str, str], ...] = ()  # (name, version, url; "" where unknown): recorded, now gone or changed
+    relink: tuple[str, ...] = ()  # conda packages whose files an extra wheel overwrote
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.extra or self.missing)
+
+    def lines(self) -> tuple[str, ...]:
+        return tuple(
+            [f"- {name} {version} (pip-installed since)" for name, version in self.extra]
+            + [f"+ {name} {version} (as envkit installed it)" for name, version, _ in self.missing]
+            + [f"conda package {name} linked again (a wheel had overwritten its files)" for name in self.relink]
+        )
+
+
+def pip_repair(prefix: Path, record: dict[str, Any]) -> PipRepair:
+    """From the env's dists and the record's `pip_installed`: recorded wheels come back from their
+    exact URLs (hash included), or by name and version where the record kept no URL."""
+    wanted = {(str(p["name"]), str(p["version"])): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)}
+    dists = pip_dists(prefix)
+    extra = sorted((d.name, d.version) for d in dists.values() if d.installer == "pip" and (d.name, d.version) not in wanted)
+    have = pip_wheels(dists)
+    return PipRepair(
+        extra=tuple(extra),
+        missing=tuple((name, version, url) for (name, version), url in sorted(wanted.items()) if (name, version) not in have),
+        relink=_conda_owners(prefix, {path for name, _ in extra for path in dist_files(prefix, dists[name])}) if extra else (),
+    )
+
+
+def _conda_owners(prefix: Path, paths: set[str]) -> tuple[str, ...]:
+    """The conda packages that list any of `paths` among their files."""
+    import json
+
+    owners = set()
+    for meta in (prefix / "conda-meta").glob("*.json"):
+        try:
+            data = json.loads(meta.read_bytes())
+        except (OSError, ValueError):
+            continue  # a record nobody can read is refused before this (sync) or named by EK022 (audit)
+        files = data.get("files") if isinstance(data, dict) else None
+        if isinstance(files, list) and isinstance(data.get("name"), str) and not paths.isdisjoint(files):
+            owners.add(data["name"])
+    return tuple(sorted(owners))
 
 
 def drift(record: dict[str, Any], packages: dict[str, CondaPackage], pip: dict[str, PipDist]) -> list[str]:

@@ -8,6 +8,12 @@ from pathlib import Path
 from envkit.installed import installed_torch_build, wheel_torch_build
 
 
+def dist_info(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    name, _, version = folder.name.removesuffix(".dist-info").partition("-")
+    (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
 def test_installed_torch_build_from_records_and_wheels(tmp_path: Path) -> None:
     conda_cuda = tmp_path / "a"
     (conda_cuda / "conda-meta").mkdir(parents=True)
@@ -23,10 +29,15 @@ def test_installed_torch_build_from_records_and_wheels(tmp_path: Path) -> None:
     (legacy / "conda-meta" / "pytorch-2.3.1-py3.11_cpu_0.json").write_text(json.dumps(legacy_record))
     assert installed_torch_build(legacy) == "cpu"
     wheel = tmp_path / "c"
-    (wheel / "lib" / "python3.12" / "site-packages" / "torch-2.11.0+cu130.dist-info").mkdir(parents=True)
+    dist_info(wheel / "lib" / "python3.12" / "site-packages" / "torch-2.11.0+cu130.dist-info")
     assert installed_torch_build(wheel) == "cuda"
     plain = tmp_path / "d"
-    (plain / "lib" / "python3.12" / "site-packages" / "torch-2.11.0.dist-info").mkdir(parents=True)
+    dist_info(plain / "lib" / "python3.12" / "site-packages" / "torch-2.11.0.dist-info")
+    # what an uninstall leaves when RECORD missed a file is no distribution (pip lists none either)
+    leftover = tmp_path / "e" / "lib" / "python3.12" / "site-packages" / "torch-2.11.0+cu130.dist-info"
+    leftover.mkdir(parents=True)
+    (leftover / "INSTALLER").write_text("conda\n")
+    assert installed_torch_build(tmp_path / "e") is None
     assert installed_torch_build(plain) is None
     # ROCm builds report torch.version.cuda = None: their local version makes no CUDA claim
     assert wheel_torch_build("2.11.0+rocm6.4") is None

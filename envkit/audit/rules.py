@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Literal
 from envkit.audit.inventory import Inventory
 from envkit.installed import dependents, wheel_torch_build
 from envkit.record import RECORD_REL
-from envkit.sync import drift
 
 if TYPE_CHECKING:
     import rattler
@@ -234,10 +233,13 @@ def pip_over_conda_advice(inv: Inventory) -> str:
     if not pairs:
         return RULES_BY_ID["EK006"].fix
     pips, condas = " ".join(p for p, _ in pairs), " ".join(c for _, c in pairs)
-    return (
+    by_hand = (
         f"pip uninstall {pips}, then conda install --force-reinstall {condas}: the wheel overwrote the conda package's files, "
         "so removing it alone leaves the conda package broken."
     )
+    if inv.record is not None and isinstance(inv.record.get("packages"), list):
+        return f"envkit sync does both steps (it takes the wheel away and links the conda package again); by hand: {by_hand}"
+    return by_hand
 
 
 PIP_CONDA_PAIRS = (("numpy", "numpy"), ("torch", "pytorch"), ("scipy", "scipy"), ("mkl", "mkl"), ("intel-openmp", "intel-openmp"))
@@ -350,6 +352,8 @@ def env_drift(inv: Inventory) -> list[str]:
     # user may not read hide packages that are there: no drift can be told then (EK030 says so).
     if inv.record is None or not isinstance(inv.record.get("packages"), list) or any(bad.denied for bad in inv.unreadable):
         return []
+    from envkit.sync import drift  # the sync module is not loaded for plans (lock, create)
+
     return drift(inv.record, inv.packages, inv.pip)
 
 

@@ -6,7 +6,6 @@ own start-up runs alongside."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,13 +16,13 @@ from envkit.activation.writer import RecordedActivation, activation_json, record
 from envkit.audit.engine import audit_plan
 from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
 from envkit.commands.sync_quick import recorded_lock
-from envkit.create import pip_install, verify_archives
+from envkit.create import pip_install, pip_put_back, verify_archives
 from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, filesystem_error
 from envkit.fsutil import read_exact
 from envkit.history import Linked, append_block, block
 from envkit.inplace import Installer
-from envkit.installed import read_conda_meta
-from envkit.journal import rollback, write_journal
+from envkit.installed import dist_files, pip_dists, read_conda_meta
+from envkit.journal import rollback, stash, write_journal
 from envkit.linkscope import change_folders
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import require_consistent
@@ -31,7 +30,7 @@ from envkit.recipe.loader import load_recorded
 from envkit.recipe.model import Recipe
 from envkit.record import sync_journal_path, write_record
 from envkit.solve import Plan, solve_recipe
-from envkit.sync import SyncOutcome, diff_packages, diff_variables
+from envkit.sync import PipRepair, SyncOutcome, diff_packages, diff_variables, pip_repair, pip_state
 
 
 @dataclass(frozen=True)
@@ -43,6 +42,7 @@ class Look:
     records: list[Any]  # rattler's, for the installer
     changes: SyncOutcome
     provenance: dict[str, Any]  # the record's "recipe" and "lock" entries after the sync
+    pip_repair: PipRepair  # pip's changes since the record, undone before the recipe's own
 
 
 def look(
@@ -76,6 +76,9 @@ def look(
     plan = outcome.plan
     installed = _installed(prefix, installer)
     planned = {p.name: f"{p.version} {p.build}" for p in plan.packages}
+    repair = pip_repair(prefix, record)
+    if dropped := _pip_dropped(record, plan):  # not put back only to be taken away again
+        repair = replace(repair, missing=tuple(m for m in repair.missing if m[0] not in dropped))
     changes = SyncOutcome(
         str(prefix),
         "lock" if lock_path else "recipe",
@@ -83,11 +86,11 @@ def look(
         dry_run=dry_run,
         packages=diff_packages(installed, planned),
         variables=diff_variables(recorded_activation(prefix, record).ops, plan.activation),
-        pip=_pip_change(record, plan),
+        pip=repair.lines() + _pip_change(record, plan),
         findings=tuple(audit_plan(plan, recipe.force)),
     )
     provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
-    return Look(recipe, plan, outcome.records, changes, provenance)
+    return Look(recipe, plan, outcome.records, changes, provenance, repair)
 
 
 def _installed(prefix: Path, installer: Installer | None) -> dict[str, str]:
@@ -142,8 +145,11 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
             f"cannot write the sync journal in {prefix} ({exc}); {prefix} was not changed"
         ) from None
     try:
-        installer.change(seen.records, prefix, cache, [s.spec for s in plan.specs])
-        pip_installed = _sync_pip(prefix, plan, record)
+        repair = seen.pip_repair
+        if repair.extra:  # out of the env (into the journal) before conda links again what they overwrote
+            _stash_wheels(prefix, {name for name, _ in repair.extra})
+        installer.change(seen.records, prefix, cache, [s.spec for s in plan.specs], relink=repair.relink)
+        pip_installed = _sync_pip(prefix, plan, record, seen.pip_repair)
         before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
         after = {(p.name, p.version, p.build): p for p in plan.packages}
         added = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for key, p in after.items() if key not in before]
@@ -188,21 +194,40 @@ def _journal_folders(prefix: Path, cache: Path, record: dict[str, Any], seen: Lo
     """The folders the change can add entries to (envkit.linkscope), for the journal to list; None
     (list every path) when pip changes too, since pip writes where its wheels say."""
     installed, sha256 = installer.installed(), installer.installed_sha256()
-    if _pip_change(record, seen.plan) or installed is None or sha256 is None:
+    if seen.pip_repair.needed or _pip_change(record, seen.plan) or installed is None or sha256 is None:
         return None
     return change_folders(prefix, cache, installed, sha256, seen.records)
 
 
-def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any]) -> list[dict[str, str]]:
+def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepair) -> list[dict[str, str]]:
+    """pip back to the record first (the wheels pip-installed since are stashed by then), then the
+    recipe's pip changes from there: wheels it no longer names are stashed too, so a rollback puts
+    them back without an index."""
     old = [p for p in record.get("pip_installed", []) if isinstance(p, dict)]
+    if repair.missing:
+        pip_put_back(prefix, PipRepair(missing=repair.missing))
     if _pip_change(record, plan) == ():
         return old
-    gone = sorted({str(p["name"]) for p in old} - set(_names(plan)))
-    if gone:
-        subprocess.run(
-            [str(prefix / "bin" / "python"), "-m", "pip", "uninstall", "--yes", *gone], capture_output=True, check=False, timeout=600
-        )
-    return pip_install(prefix, plan.pip_specs, locked=plan.pip_locked)
+    dropped = _pip_dropped(record, plan)
+    _stash_wheels(prefix, dropped)
+    # pip reports only what it installed now: the wheels already there that it kept stay recorded
+    kept = {str(p["name"]): p for p in old if str(p["name"]) not in dropped}
+    kept.update({p["name"]: p for p in pip_install(prefix, plan.pip_specs, locked=plan.pip_locked)})
+    have = pip_state(prefix)
+    return sorted((p for p in kept.values() if (str(p["name"]), str(p["version"])) in have), key=lambda p: str(p["name"]))
+
+
+def _pip_dropped(record: dict[str, Any], plan: Plan) -> set[str]:
+    """The recorded wheels a changed pip list no longer names (pip installs again any that a
+    remaining one depends on)."""
+    if _pip_change(record, plan) == ():
+        return set()
+    return {str(p["name"]) for p in record.get("pip_installed", []) if isinstance(p, dict)} - _names(plan)
+
+
+def _stash_wheels(prefix: Path, names: set[str]) -> None:
+    dists = pip_dists(prefix)
+    stash(prefix, tuple(path for name in sorted(names) if name in dists for path in dist_files(prefix, dists[name])))
 
 
 def _names(plan: Plan) -> set[str]:

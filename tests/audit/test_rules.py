@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -178,6 +179,12 @@ def test_pip_numpy_over_conda_with_torch(layouts: dict[str, Path]) -> None:
     inv = read_inventory(layouts["torch-pip-numpy"])
     assert inv.pip["numpy"].installer == "pip"
     assert any(lib.owner == "pip:numpy" and "scipy_openblas" in lib.path for lib in inv.libs)
+    # by hand on an env envkit did not install; where it did, `envkit sync` does both steps
+    fix = next(f.fix for f in findings_for(inv) if f.rule_id == "EK006")
+    assert fix.startswith("pip uninstall numpy, then conda install --force-reinstall numpy")
+    ours = replace(inv, record={"packages": [{"name": n, "version": p.version, "build": p.build} for n, p in inv.packages.items()]})
+    fix = next(f.fix for f in findings_for(ours) if f.rule_id == "EK006")
+    assert fix.startswith("envkit sync does both steps") and "conda install --force-reinstall numpy" in fix
 
 
 def test_blas_variant_and_amd(layouts: dict[str, Path]) -> None:

@@ -1,18 +1,25 @@
 """EK024 with the real clients: conda install/remove and pip install change an envkit env behind
-its back; audit names each difference, list shows it, and sync puts the env back."""
+its back; audit names each difference, list shows it, and sync puts the env back, pip's changes
+included (a wheel pip installed over a conda package's files too), all or nothing."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
+from envkit.record import sync_journal_path
 from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
-from tests.support.condapkg import PkgMeta
-from tests.support.pipchannel import offline_pip_env, pip_channel
+from tests.support.condapkg import PkgMeta, index_channel
+from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel, wheelhouse
 from tests.support.tiny import tiny_channel
+from tests.support.wheelchannel import convert_wheel
+from tests.test_sync import snapshot
 
 
 def audit(prefix: Path) -> list[dict[str, object]]:
@@ -61,3 +68,157 @@ def test_pip_install_is_drift(tmp_path: Path) -> None:
     subprocess.run([str(prefix / "bin" / "python"), "-m", "pip", "install", "-q", "mpmath"], check=True, env=env, capture_output=True)
     found = audit(prefix)
     assert [f["evidence"] for f in found] == ["+ pip mpmath 1.3.0 (pip-installed since)"]
+    # sync is the fix the finding gives: it was "nothing to do" while pip's changes stayed
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert "pip - mpmath 1.3.0 (pip-installed since)" in synced.stdout
+    assert audit(prefix) == []
+    assert python(prefix, "import mpmath", env).returncode == 1  # gone whole: no folder left to import as a package
+
+
+def python(prefix: Path, code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(prefix / "bin" / "python"), "-c", code], env=env, capture_output=True, text=True, check=False)
+
+
+def pip(prefix: Path, *args: str, env: dict[str, str]) -> None:
+    subprocess.run([str(prefix / "bin" / "python"), "-m", "pip", *args], check=True, env=env, capture_output=True)
+
+
+def test_a_recorded_wheel_pip_removed_or_changed_comes_back_by_its_url(tmp_path: Path) -> None:
+    channel, links = pip_channel(tmp_path)
+    body = f'envkit: 1\nname: pipped\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl, mpmath]\n'
+    recipe = write_recipe(tmp_path / "r", "pipped", body)
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
+    prefix = tmp_path / "envs" / "pipped"
+    pip(prefix, "uninstall", "--yes", "threadpoolctl", env=env)
+    homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"})
+    pip(prefix, "install", "mpmath==9.9", env=env)
+    assert {str(f["evidence"]) for f in audit(prefix)} == {
+        "- pip threadpoolctl 3.8.0 (removed or changed since)",
+        "- pip mpmath 1.3.0 (removed or changed since)",
+        "+ pip mpmath 9.9 (pip-installed since)",
+    }
+    # the wheels come back from the URLs the record keeps: no index (and none here: PIP_NO_INDEX)
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env={**env, "PIP_FIND_LINKS": str(tmp_path / "nowhere")})
+    assert synced.returncode == 0, synced.stderr
+    shown = [line.strip() for line in synced.stdout.splitlines() if line.strip().startswith("pip ")]
+    assert shown == [
+        "pip - mpmath 9.9 (pip-installed since)",
+        "pip + mpmath 1.3.0 (as envkit installed it)",
+        "pip + threadpoolctl 3.8.0 (as envkit installed it)",
+    ]
+    assert audit(prefix) == []
+    assert python(prefix, "import mpmath, threadpoolctl; print(mpmath.__version__)", env).stdout.strip() == "1.3.0"
+
+
+def over_conda_env(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """(recipe, prefix, env): mpmath 1.3.0 from the channel as a conda package, then 9.9 pip-installed
+    over it (pip uninstalls the conda package's files to do it, as it does numpy's or torch's)."""
+    channel, links = pip_channel(tmp_path)
+    convert_wheel(next(wheelhouse().glob("mpmath-*.whl")), channel, keep_record=True)
+    index_channel(channel)
+    body = f'envkit: 1\nname: over\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip, mpmath]\n'
+    recipe = write_recipe(tmp_path / "r", "over", body)
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
+    prefix = tmp_path / "envs" / "over"
+    homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"})
+    pip(prefix, "install", "mpmath==9.9", env=env)
+    assert python(prefix, "import mpmath; print(mpmath.__version__)", env).stdout.strip() == "9.9"
+    return recipe, prefix, env
+
+
+def test_a_wheel_over_a_conda_package_is_removed_and_the_package_linked_again(conda: Conda, tmp_path: Path) -> None:
+    """Taking the wheel away alone would leave conda's mpmath without its files (pip removed them):
+    sync links the conda package again, the fix EK006 gives by hand."""
+    _, prefix, env = over_conda_env(tmp_path)
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert "pip - mpmath 9.9 (pip-installed since)" in synced.stdout
+    assert "pip conda package mpmath linked again (a wheel had overwritten its files)" in synced.stdout
+    assert python(prefix, "import mpmath; print(mpmath.__version__, mpmath.mpf(2) ** 10)", env).stdout.split() == ["1.3.0", "1024.0"]
+    assert audit(prefix) == []
+    listed = [line.split() for line in conda.ok("list", "-p", str(prefix)).splitlines() if line.startswith("mpmath ")]
+    assert [entry[:3] for entry in listed] == [["mpmath", "1.3.0", "pypi_py3_0"]], listed  # conda's, not '<pip>'
+    assert listed[0][3].endswith("/pipchannel"), listed
+    assert run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env).stdout.endswith("nothing to do\n")
+
+
+def test_a_failed_sync_puts_back_the_wheel_it_had_taken_away(tmp_path: Path) -> None:
+    """All or nothing with pip too: the wheel pip-installed by hand was moved aside, not uninstalled,
+    so the rollback brings it back as it was, with no index to fetch it from."""
+    recipe, prefix, env = over_conda_env(tmp_path)
+    recipe.write_text(recipe.read_text() + "pip: [nothing-such==1.0]\n")  # fails after the wheel is gone and mpmath relinked
+    meta = {p.name: p.read_bytes() for p in (prefix / "conda-meta").iterdir()}
+    before = {rel: data for rel, data in snapshot(prefix).items() if "__pycache__" not in rel}
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 4 and "Traceback" not in synced.stderr, synced.stderr
+    assert "pip install failed" in synced.stderr and "was rolled back to what it was" in synced.stderr
+    assert "pip - mpmath 9.9 (pip-installed since)" in synced.stdout  # it was taken away, then put back
+    assert {rel: data for rel, data in snapshot(prefix).items() if "__pycache__" not in rel} == before
+    assert {p.name: p.read_bytes() for p in (prefix / "conda-meta").iterdir()} == meta
+    assert python(prefix, "import mpmath; print(mpmath.__version__)", env).stdout.strip() == "9.9"
+
+
+def test_a_sync_killed_while_it_moves_a_wheel_aside_is_put_back_by_the_next_run(tmp_path: Path) -> None:
+    """kill -9 once the wheel's files are being moved into the journal (some may be moved, some not):
+    the next envkit run that touches the env moves them back, and relinks nothing it should not."""
+    _, prefix, env = over_conda_env(tmp_path)
+    before = {rel: data for rel, data in snapshot(prefix).items() if "__pycache__" not in rel}
+    stashed = sync_journal_path(prefix) / "pip-stash"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envkit", "sync", "-p", str(prefix), "--yes", "--no-probe"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 120
+    while not stashed.is_dir():
+        assert proc.poll() is None, f"sync ended before it could be killed: {proc.stderr.read() if proc.stderr else ''}"
+        assert time.monotonic() < deadline, "sync never began moving the wheel aside"
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    dry = run_envkit("sync", "-p", str(prefix), "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert f"rolled {prefix} back to what it was before an interrupted sync" in dry.stdout
+    assert "pip - mpmath 9.9 (pip-installed since)" in dry.stdout
+    assert {rel: data for rel, data in snapshot(prefix).items() if "__pycache__" not in rel} == before
+    assert python(prefix, "import mpmath; print(mpmath.__version__)", env).stdout.strip() == "9.9"
+
+
+def test_a_wheel_pip_removed_that_the_recipe_drops_too_is_not_put_back(tmp_path: Path) -> None:
+    channel, links = pip_channel(tmp_path)
+    body = f'envkit: 1\nname: dropped\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl, mpmath]\n'
+    recipe = write_recipe(tmp_path / "r", "dropped", body)
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
+    prefix = tmp_path / "envs" / "dropped"
+    pip(prefix, "uninstall", "--yes", "mpmath", env=env)
+    recipe.write_text(body.replace("pip: [threadpoolctl, mpmath]", "pip: [threadpoolctl]"))
+    (links / next(links.glob("mpmath-*.whl")).name).unlink()  # it could not come back now
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert [line.strip() for line in synced.stdout.splitlines() if line.strip().startswith("pip ")] == ["pip - mpmath"]
+    assert [f["evidence"] for f in audit(prefix)] == []
+
+
+def test_a_pip_list_grown_by_one_keeps_the_wheels_already_there_recorded(tmp_path: Path) -> None:
+    """pip's report names only what it installed: the record kept threadpoolctl out, the next audit
+    called it drift and the next sync would have taken it away."""
+    channel, links = pip_channel(tmp_path)
+    body = f'envkit: 1\nname: grown\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl]\n'
+    recipe = write_recipe(tmp_path / "r", "grown", body)
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
+    prefix = tmp_path / "envs" / "grown"
+    recipe.write_text(body.replace("pip: [threadpoolctl]", "pip: [threadpoolctl, mpmath]"))
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert [line.strip() for line in synced.stdout.splitlines() if line.strip().startswith("pip ")] == ["pip + mpmath"]
+    assert [f["evidence"] for f in audit(prefix)] == []
+    again = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert again.stdout.endswith("nothing to do\n"), again.stdout
+    assert python(prefix, "import mpmath, threadpoolctl", env).returncode == 0

@@ -141,7 +141,9 @@ def test_the_recipe_variant_reaches_the_probe(tmp_path: Path) -> None:
     recipe = load_recipe(str(path))
     assert recipe.probe.torch_build == "cuda"
     prefix = tmp_path / "env"
-    (prefix / "lib" / "python3.11" / "site-packages" / "torch-2.13.0+cpu.dist-info").mkdir(parents=True)
+    wheel = prefix / "lib" / "python3.11" / "site-packages" / "torch-2.13.0+cpu.dist-info"
+    wheel.mkdir(parents=True)
+    (wheel / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cpu\n")
     # what the recipe asked for wins over what the installed packages claim
     spec = spec_for(prefix, recipe)
     assert spec.torch_build == "cuda" and spec.imports == ("torch",)

@@ -4,9 +4,12 @@ PIP_NO_INDEX=1 and PIP_FIND_LINKS point pip at the folder, as a team's wheelhous
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from tests.support.condapkg import index_channel
@@ -47,3 +50,25 @@ def pip_channel(root: Path) -> tuple[Path, Path]:
 
 def offline_pip_env(base: dict[str, str], links: Path) -> dict[str, str]:
     return {**base, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+def homemade_wheel(folder: Path, name: str, version: str, modules: dict[str, str]) -> Path:
+    """A pure-Python wheel written here (`modules`: path inside the wheel -> source), with the RECORD
+    pip checks: for a wheel no index has, such as another version of one the channel converts."""
+    dist_info = f"{name}-{version}.dist-info"
+    files = {
+        **{path: source.encode() for path, source in modules.items()},
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: envkit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+        for path, data in files.items()
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, data in files.items():
+            zf.writestr(path, data)
+        zf.writestr(f"{dist_info}/RECORD", "\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n")
+    return wheel

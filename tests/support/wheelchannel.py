@@ -97,7 +97,9 @@ def _bytecode(path: str, source: bytes) -> PkgFile | None:
     return PkgFile(f"{folder}/__pycache__/{name[:-3]}.{tag}.pyc", bytes(data))
 
 
-def convert_wheel(wheel: Path, channel: Path) -> Path:
+def convert_wheel(wheel: Path, channel: Path, *, keep_record: bool = False) -> Path:
+    """A conda package of the wheel's files. `keep_record`: ship the wheel's RECORD, as conda-forge's
+    pip-built packages do, so that pip can uninstall the package (and does, to install over it)."""
     name, version, _build, tags = parse_wheel_filename(wheel.name)
     canonical = canonicalize_name(name)
     conda_name = CONDA_NAME.get(canonical, canonical)
@@ -128,7 +130,7 @@ def convert_wheel(wheel: Path, channel: Path) -> Path:
                 base = rest
                 if base == "METADATA":
                     metadata = data.decode("utf-8", "replace")
-                if base == "RECORD":
+                if base == "RECORD" and not keep_record:
                     continue
                 if base == "INSTALLER":
                     data = b"conda\n"
@@ -140,6 +142,11 @@ def convert_wheel(wheel: Path, channel: Path) -> Path:
     dist_info = next(f.path.rsplit("/", 1)[0] for f in files if f.path.endswith(".dist-info/METADATA"))
     if not any(f.path == f"{dist_info}/INSTALLER" for f in files):
         files.append(PkgFile(f"{dist_info}/INSTALLER", b"conda\n"))
+        if keep_record:  # as pip writes it, listing INSTALLER too
+            record = next(f for f in files if f.path == f"{dist_info}/RECORD")
+            files[files.index(record)] = PkgFile(
+                record.path, record.data + f"{dist_info.rsplit('/', 1)[1]}/INSTALLER,,\n".encode(), record.mode
+            )
     tag = next(iter(tags))
     meta = PkgMeta(conda_name, _conda_version(str(version)), f"pypi_{tag.interpreter}_0", depends=_wheel_depends(metadata, tag.interpreter))
     return write_conda(channel, meta, files)
