@@ -55,6 +55,14 @@ class EnvSnapshot:
     packages: tuple[ExportedPackage, ...]
     pip: tuple[ExportedPip, ...]
     activation: tuple[EnvOp, ...]
+    editable: tuple[ExportedPip, ...] = ()  # `pip install -e` of a local project (url: the project's): not exported
+
+    def editable_notes(self) -> list[str]:
+        """A working copy cannot travel in an export: say what was left out and how to add it."""
+        return [
+            f"# not kept: {p.name} {p.version}, an editable install of {p.url or 'a local project'}; pip install -e it again"
+            for p in self.editable
+        ]
 
 
 def _yaml_str(value: str) -> str:
@@ -86,7 +94,7 @@ def environment_yml(env: EnvSnapshot) -> str:
     for op in lost:
         what = "unsets" if op.action == "unset" else f"{op.action}s {op.separator.join(op.entries)} to"
         lines.append(f"# not kept: envkit's activation {what} {op.name}; conda's variables are literal values and cannot")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + env.editable_notes()) + "\n"
 
 
 def explicit(env: EnvSnapshot) -> str:
@@ -98,6 +106,7 @@ def explicit(env: EnvSnapshot) -> str:
         header.append("# not kept: an explicit list has no place for activation settings; export environment-yml keeps them")
     if env.pip:
         header.append("# not kept: pip packages (" + ", ".join(f"{p.name}=={p.version}" for p in env.pip) + ")")
+    header += env.editable_notes()
     return "\n".join([*header, "@EXPLICIT", *(p.explicit_line() for p in env.packages)]) + "\n"
 
 

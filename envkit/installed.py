@@ -83,6 +83,13 @@ class PipDist:
     dist_info: str
     top_level: tuple[str, ...]
     outside_files: tuple[str, ...]  # RECORD entries outside site-packages (pip wheels' data files)
+    editable_from: str | None = None  # `pip install -e`: the project's URL (PEP 610 direct_url.json)
+
+    @property
+    def managed(self) -> bool:
+        """A wheel pip installed, which envkit records and sync puts back: not conda's, and not an
+        editable install (a working copy of the user's own project)."""
+        return self.installer == "pip" and self.editable_from is None
 
 
 def site_packages(prefix: Path) -> list[Path]:
@@ -235,8 +242,17 @@ def pip_dists(prefix: Path) -> dict[str, PipDist]:
                         outside.append(os.path.normpath(str(site.relative_to(prefix) / rel)))
             if name in out and out[name].installer == "pip":
                 continue  # two of one name (pip install --ignore-installed over conda's): pip's is the one that changed
-            out[name] = PipDist(name, version, installer, str(dist.relative_to(prefix)), top_level, tuple(outside))
+            out[name] = PipDist(name, version, installer, str(dist.relative_to(prefix)), top_level, tuple(outside), _editable_from(dist))
     return out
+
+
+def _editable_from(dist: Path) -> str | None:
+    try:
+        data = json.loads((dist / "direct_url.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    editable = isinstance(data, dict) and isinstance(data.get("dir_info"), dict) and data["dir_info"].get("editable") is True
+    return str(data.get("url") or "") if editable else None
 
 
 def dist_files(prefix: Path, dist: PipDist) -> tuple[str, ...]:

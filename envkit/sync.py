@@ -78,8 +78,9 @@ def recorded_names(record: dict[str, Any]) -> set[str]:
 
 
 def pip_wheels(dists: dict[str, PipDist]) -> set[tuple[str, str]]:
-    """(name, version) of what pip installed (conda's own python packages left out)."""
-    return {(d.name, d.version) for d in dists.values() if d.installer == "pip"}
+    """(name, version) of what pip installed (conda's own python packages and editable installs
+    left out: see PipDist.managed)."""
+    return {(d.name, d.version) for d in dists.values() if d.managed}
 
 
 def pip_state(prefix: Path) -> set[tuple[str, str]]:
@@ -173,7 +174,7 @@ def pip_repair(prefix: Path, record: dict[str, Any]) -> PipRepair:
     exact URLs (hash included), or by name and version where the record kept no URL."""
     wanted = {(str(p["name"]), str(p["version"])): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)}
     dists = pip_dists(prefix)
-    extra = sorted((d.name, d.version) for d in dists.values() if d.installer == "pip" and (d.name, d.version) not in wanted)
+    extra = sorted((d.name, d.version) for d in dists.values() if d.managed and (d.name, d.version) not in wanted)
     have = pip_wheels(dists)
     return PipRepair(
         extra=tuple(extra),

@@ -67,11 +67,9 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
     if record is not None and record.get("channels"):
         channels = [str(c["url"]) for c in record["channels"] if isinstance(c, dict) and c.get("url")] or channels
     installed = {str(p["name"]): p for p in (record or {}).get("pip_installed", []) if isinstance(p, dict)}
-    pip = [
-        export.ExportedPip(d.name, d.version, installed.get(d.name, {}).get("url"))
-        for d in sorted(pip_dists(prefix).values(), key=lambda d: d.name)
-        if d.installer == "pip"
-    ]
+    dists = sorted(pip_dists(prefix).values(), key=lambda d: d.name)
+    pip = [export.ExportedPip(d.name, d.version, installed.get(d.name, {}).get("url")) for d in dists if d.managed]
+    editable = [export.ExportedPip(d.name, d.version, d.editable_from) for d in dists if d.installer == "pip" and not d.managed]
     ops: list[EnvOp] = list(recorded_activation(prefix, record).ops) if record else []
     taken = {op.name for op in ops}
     ops += [EnvOp(name, "set", value=value) for name, value in conda_env_vars(prefix).items() if name not in taken]
@@ -84,6 +82,7 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
         packages=tuple(packages),
         pip=tuple(pip),
         activation=tuple(ops),
+        editable=tuple(editable),
     )
 
 
@@ -114,9 +113,16 @@ def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
     os.close(fd)
     try:
         write_lock(Path(tmp), lock)
-        return Path(tmp).read_text(encoding="utf-8")
+        text = Path(tmp).read_text(encoding="utf-8")
     finally:
         os.unlink(tmp)
+    # YAML comments, which rattler and pixi read past: what the env has that the lock cannot pin
+    unpinned = [
+        f"# not kept: {p.name} {p.version}, pip-installed with no file URL envkit knows (put it in the recipe's pip list)"
+        for p in env.pip
+        if not p.url
+    ]
+    return text + "".join(f"{line}\n" for line in [*unpinned, *env.editable_notes()])
 
 
 def export_env(prefix: Path, fmt: str, output: str | None) -> Result:

@@ -12,11 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+import rattler
+
 from envkit.record import sync_journal_path
 from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgMeta, index_channel
-from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel, wheelhouse
+from tests.support.pipchannel import editable_project, homemade_wheel, offline_pip_env, pip_channel, wheelhouse
 from tests.support.tiny import tiny_channel
 from tests.support.wheelchannel import convert_wheel
 from tests.test_sync import snapshot
@@ -222,3 +224,36 @@ def test_a_pip_list_grown_by_one_keeps_the_wheels_already_there_recorded(tmp_pat
     again = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
     assert again.stdout.endswith("nothing to do\n"), again.stdout
     assert python(prefix, "import mpmath, threadpoolctl", env).returncode == 0
+
+
+def test_an_editable_install_is_the_users_working_copy_not_drift(tmp_path: Path) -> None:
+    """`pip install -e .` of one's own project is how an ML repo is worked on in its env: audit does
+    not call it drift, sync leaves it in place, and exports say it was left out."""
+    channel, links = pip_channel(tmp_path)
+    body = f'envkit: 1\nname: dev\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl]\n'
+    recipe = write_recipe(tmp_path / "r", "dev", body)
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
+    prefix = tmp_path / "envs" / "dev"
+    project = editable_project(tmp_path / "myproj", "myproj")
+    pip(prefix, "install", "-e", str(project), env=env)
+    pip(prefix, "install", "mpmath", env=env)  # a plain pip install still is drift
+    assert [f["evidence"] for f in audit(prefix)] == ["+ pip mpmath 1.3.0 (pip-installed since)"]
+    locked = tmp_path / "now.lock"
+    assert run_envkit("export", "-p", str(prefix), "--format", "lock", "-o", str(locked), env=env).returncode == 0
+    assert locked.read_text().endswith(
+        "# not kept: mpmath 1.3.0, pip-installed with no file URL envkit knows (put it in the recipe's pip list)\n"
+        f"# not kept: myproj 0.1, an editable install of {project.as_uri()}; pip install -e it again\n"
+    )
+    read_back = rattler.LockFile.from_path(locked).default_environment()  # the comments do not trouble rattler
+    assert read_back is not None and len(read_back.pypi_packages()["linux-64"]) == 1  # threadpoolctl alone
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert [line.strip() for line in synced.stdout.splitlines() if line.strip().startswith("pip ")] == [
+        "pip - mpmath 1.3.0 (pip-installed since)"
+    ]
+    assert python(prefix, "import myproj; print(myproj.WORKING_COPY)", env).stdout.strip() == "True"
+    assert run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env).stdout.endswith("nothing to do\n")
+    exported = run_envkit("export", "-p", str(prefix), "--format", "environment-yml", env=env).stdout
+    assert f"# not kept: myproj 0.1, an editable install of {project.as_uri()}; pip install -e it again" in exported
+    assert "myproj ==" not in exported and "myproj @" not in exported and "myproj==" not in exported

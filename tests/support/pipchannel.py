@@ -72,3 +72,46 @@ def homemade_wheel(folder: Path, name: str, version: str, modules: dict[str, str
             zf.writestr(path, data)
         zf.writestr(f"{dist_info}/RECORD", "\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n")
     return wheel
+
+
+EDITABLE_BACKEND = '''"""A PEP 517/660 backend in the project itself (requires = []): pip builds offline with it."""
+import base64, hashlib, os, zipfile
+
+NAME, VERSION = "{name}", "0.1"
+
+
+def _wheel(directory, files):
+    info = f"{{NAME}}-{{VERSION}}.dist-info"
+    files = {{**files, f"{{info}}/METADATA": f"Metadata-Version: 2.1\\nName: {{NAME}}\\nVersion: {{VERSION}}\\n",
+              f"{{info}}/WHEEL": "Wheel-Version: 1.0\\nGenerator: envkit-tests\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}}
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{{path}},sha256={{digest}},{{len(text.encode())}}")
+    name = f"{{NAME}}-{{VERSION}}-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(directory, name), "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+        zf.writestr(f"{{info}}/RECORD", "\\n".join([*record, f"{{info}}/RECORD,,"]) + "\\n")
+    return name
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    source = open(os.path.join("src", NAME, "__init__.py")).read()
+    return _wheel(wheel_directory, {{f"{{NAME}}/__init__.py": source}})
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    return _wheel(wheel_directory, {{f"__editable__.{{NAME}}.pth": os.path.abspath("src") + "\\n"}})
+'''
+
+
+def editable_project(folder: Path, name: str) -> Path:
+    """A project a user would `pip install -e`: src layout, its own in-tree build backend."""
+    (folder / "src" / name).mkdir(parents=True, exist_ok=True)
+    (folder / "src" / name / "__init__.py").write_text("WORKING_COPY = True\n")
+    (folder / "backend.py").write_text(EDITABLE_BACKEND.format(name=name))
+    (folder / "pyproject.toml").write_text(
+        f'[project]\nname = "{name}"\nversion = "0.1"\n\n[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+    )
+    return folder
