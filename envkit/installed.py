@@ -246,6 +246,18 @@ def pip_dists(prefix: Path) -> dict[str, PipDist]:
     return out
 
 
+REQUIRES_RE = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9][A-Za-z0-9._-]*)", re.MULTILINE)
+
+
+def requires(prefix: Path, dist: PipDist) -> set[str]:
+    """The names a dist's METADATA requires (markers and extras not weighed: a superset)."""
+    try:
+        text = (prefix / dist.dist_info / "METADATA").read_text(errors="replace")
+    except OSError:
+        return set()
+    return {re.sub(r"[-_.]+", "-", name).lower() for name in REQUIRES_RE.findall(text)}
+
+
 def _editable_from(dist: Path) -> str | None:
     try:
         data = json.loads((dist / "direct_url.json").read_bytes())

@@ -13,13 +13,14 @@ Applying a difference (envkit.commands.sync_change) is all or nothing, under a j
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from envkit.activation import SCRIPTS_FORMAT
 from envkit.fsutil import read_exact
-from envkit.installed import dist_files, pip_dists
+from envkit.installed import dist_files, pip_dists, requires
 from envkit.recipe.digest import sources_digest
 from envkit.record import read_record, sync_journal_path
 
@@ -156,6 +157,9 @@ class PipRepair:
     extra: tuple[tuple[str, str], ...] = ()  # (name, version): pip-installed since, or a recorded one changed
     missing: tuple[tuple[str, str, str], ...] = ()  # (name, version, url; "" where unknown): recorded, now gone or changed
     relink: tuple[str, ...] = ()  # conda packages whose files an extra wheel overwrote
+    # (name, version): unrecorded wheels the recipe's pip list needs, kept and recorded now (an older
+    # envkit's sync recorded only what pip newly installed when the list grew)
+    adopt: tuple[tuple[str, str], ...] = ()
 
     @property
     def needed(self) -> bool:
@@ -166,21 +170,43 @@ class PipRepair:
             [f"- {name} {version} (pip-installed since)" for name, version in self.extra]
             + [f"+ {name} {version} (as envkit installed it)" for name, version, _ in self.missing]
             + [f"conda package {name} linked again (a wheel had overwritten its files)" for name in self.relink]
+            + [f"= {name} {version} (the recipe's pip list needs it; recorded now)" for name, version in self.adopt]
         )
 
 
-def pip_repair(prefix: Path, record: dict[str, Any]) -> PipRepair:
+def pip_repair(prefix: Path, record: dict[str, Any], named: Callable[[], set[str]] | None = None) -> PipRepair:
     """From the env's dists and the record's `pip_installed`: recorded wheels come back from their
-    exact URLs (hash included), or by name and version where the record kept no URL."""
+    exact URLs (hash included), or by name and version where the record kept no URL. `named`: the
+    names the recipe's pip list gives (asked only when a wheel is unrecorded); an unrecorded wheel
+    they need, by name or as a dependency, is the recipe's, not one pip-installed since."""
     wanted = {(str(p["name"]), str(p["version"])): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)}
+    recorded = {name for name, _ in wanted}
     dists = pip_dists(prefix)
-    extra = sorted((d.name, d.version) for d in dists.values() if d.managed and (d.name, d.version) not in wanted)
+    unrecorded = sorted((d.name, d.version) for d in dists.values() if d.managed and (d.name, d.version) not in wanted)
+    needed = _needed(prefix, dists, named()) if named and any(name not in recorded for name, _ in unrecorded) else set()
+    adopt = [(name, version) for name, version in unrecorded if name not in recorded and name in needed]
+    extra = [entry for entry in unrecorded if entry not in adopt]
     have = pip_wheels(dists)
     return PipRepair(
         extra=tuple(extra),
         missing=tuple((name, version, url) for (name, version), url in sorted(wanted.items()) if (name, version) not in have),
         relink=_conda_owners(prefix, {path for name, _ in extra for path in dist_files(prefix, dists[name])}) if extra else (),
+        adopt=tuple(adopt),
     )
+
+
+def _needed(prefix: Path, dists: dict[str, PipDist], named: set[str]) -> set[str]:
+    """`named` and what their wheels require, transitively, among the env's pip-installed wheels."""
+    seen: set[str] = set()
+    todo = list(named)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in dists and dists[name].managed:
+            todo.extend(requires(prefix, dists[name]))
+    return seen
 
 
 def _conda_owners(prefix: Path, paths: set[str]) -> tuple[str, ...]:

@@ -76,7 +76,7 @@ def look(
     plan = outcome.plan
     installed = _installed(prefix, installer)
     planned = {p.name: f"{p.version} {p.build}" for p in plan.packages}
-    repair = pip_repair(prefix, record)
+    repair = pip_repair(prefix, record, lambda: _names(plan))  # packaging loads only if asked
     if dropped := _pip_dropped(record, plan):  # not put back only to be taken away again
         repair = replace(repair, missing=tuple(m for m in repair.missing if m[0] not in dropped))
     changes = SyncOutcome(
@@ -149,7 +149,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         if repair.extra:  # out of the env (into the journal) before conda links again what they overwrote
             _stash_wheels(prefix, {name for name, _ in repair.extra})
         installer.change(seen.records, prefix, cache, [s.spec for s in plan.specs], relink=repair.relink)
-        pip_installed = _sync_pip(prefix, plan, record, seen.pip_repair)
+        pip_installed = _sync_pip(prefix, plan, record, repair)
         before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
         after = {(p.name, p.version, p.build): p for p in plan.packages}
         added = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for key, p in after.items() if key not in before]
@@ -204,6 +204,7 @@ def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepai
     recipe's pip changes from there: wheels it no longer names are stashed too, so a rollback puts
     them back without an index."""
     old = [p for p in record.get("pip_installed", []) if isinstance(p, dict)]
+    old += [{"name": name, "version": version, "url": ""} for name, version in repair.adopt]
     if repair.missing:
         pip_put_back(prefix, PipRepair(missing=repair.missing))
     if _pip_change(record, plan) == ():

@@ -257,3 +257,31 @@ def test_an_editable_install_is_the_users_working_copy_not_drift(tmp_path: Path)
     exported = run_envkit("export", "-p", str(prefix), "--format", "environment-yml", env=env).stdout
     assert f"# not kept: myproj 0.1, an editable install of {project.as_uri()}; pip install -e it again" in exported
     assert "myproj ==" not in exported and "myproj @" not in exported and "myproj==" not in exported
+
+
+def test_wheels_an_older_sync_left_unrecorded_are_kept_when_the_recipe_needs_them(tmp_path: Path) -> None:
+    """When a pip list grew, envkit's sync recorded only what pip newly installed: the wheels
+    already there read as 'pip-installed since'. Taking them away would break the recipe's own pip
+    list, so a wheel it names, or one such a wheel requires, is recorded instead."""
+    channel, links = pip_channel(tmp_path)
+    homemade_wheel(links, "app", "1.0", {"app/__init__.py": "import mpmath\n"}, requires=("mpmath>=1.0",))
+    body = f'envkit: 1\nname: older\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [app, threadpoolctl]\n'
+    recipe = write_recipe(tmp_path / "r", "older", body)
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
+    prefix = tmp_path / "envs" / "older"
+    record_file = prefix / "etc" / "envkit" / "record.json"
+    record = json.loads(record_file.read_text())
+    assert [p["name"] for p in record["pip_installed"]] == ["app", "mpmath", "threadpoolctl"]
+    # the record that sync wrote when `pip: [app]` grew by threadpoolctl
+    record["pip_installed"] = [p for p in record["pip_installed"] if p["name"] == "threadpoolctl"]
+    record_file.write_text(json.dumps(record))
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert [line.strip() for line in synced.stdout.splitlines() if line.strip().startswith("pip ")] == [
+        "pip = app 1.0 (the recipe's pip list needs it; recorded now)",
+        "pip = mpmath 1.3.0 (the recipe's pip list needs it; recorded now)",
+    ]
+    assert python(prefix, "import app, threadpoolctl", env).returncode == 0
+    assert [f["evidence"] for f in audit(prefix)] == []
+    assert run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env).stdout.endswith("nothing to do\n")

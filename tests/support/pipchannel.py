@@ -52,13 +52,14 @@ def offline_pip_env(base: dict[str, str], links: Path) -> dict[str, str]:
     return {**base, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
-def homemade_wheel(folder: Path, name: str, version: str, modules: dict[str, str]) -> Path:
+def homemade_wheel(folder: Path, name: str, version: str, modules: dict[str, str], requires: tuple[str, ...] = ()) -> Path:
     """A pure-Python wheel written here (`modules`: path inside the wheel -> source), with the RECORD
     pip checks: for a wheel no index has, such as another version of one the channel converts."""
     dist_info = f"{name}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
         **{path: source.encode() for path, source in modules.items()},
-        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{dist_info}/METADATA": metadata.encode(),
         f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: envkit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = [
