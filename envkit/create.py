@@ -169,7 +169,11 @@ def pip_put_back(prefix: Path, repair: PipRepair) -> None:
         )
         if proc.returncode != 0:
             wheels = ", ".join(f"{name} {version}" for name, version, _ in repair.missing)
-            raise InstallError(f"pip could not put back {wheels}: {pip_reason(proc.stderr or proc.stdout)}")
+            by_hand = " ".join(f"{name}=={version}" for name, version, _ in repair.missing)
+            raise InstallError(
+                f"pip could not put back {wheels} from the files envkit recorded: {pip_reason(proc.stderr or proc.stdout)}",
+                hint=f"if those files are gone, install the same versions by hand: {prefix}/bin/python -m pip install {by_hand}; then sync again",
+            )
 
 
 def relocate_pip_files(staging: Path, final: Path, dists: list[Any]) -> None:

@@ -101,6 +101,17 @@ def test_a_recorded_wheel_pip_removed_or_changed_comes_back_by_its_url(tmp_path:
         "- pip mpmath 1.3.0 (removed or changed since)",
         "+ pip mpmath 9.9 (pip-installed since)",
     }
+    # a recorded file that is gone: one line with the way out, and the env as it was
+    wheel = next(links.glob("threadpoolctl-*.whl"))
+    wheel.rename(tmp_path / wheel.name)
+    before = {rel: data for rel, data in snapshot(prefix).items() if "__pycache__" not in rel}
+    failed = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert failed.returncode == 4 and "Traceback" not in failed.stderr, failed.stderr
+    assert "envkit: error: pip could not put back mpmath 1.3.0, threadpoolctl 3.8.0 from the files envkit recorded: " in failed.stderr
+    by_hand = f"{prefix}/bin/python -m pip install mpmath==1.3.0 threadpoolctl==3.8.0; then sync again"
+    assert f"was rolled back to what it was (if those files are gone, install the same versions by hand: {by_hand})\n" in failed.stderr
+    assert {rel: data for rel, data in snapshot(prefix).items() if "__pycache__" not in rel} == before
+    (tmp_path / wheel.name).rename(wheel)
     # the wheels come back from the URLs the record keeps: no index (and none here: PIP_NO_INDEX)
     synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env={**env, "PIP_FIND_LINKS": str(tmp_path / "nowhere")})
     assert synced.returncode == 0, synced.stderr
