@@ -131,7 +131,11 @@ def stash(prefix: Path, paths: tuple[str, ...]) -> None:
             if folder.is_dir() and not folder.is_symlink():
                 leftover = os.listdir(folder)
                 if leftover == ["__pycache__"]:  # bytecode of files no RECORD listed: the folder would import as an empty package
-                    shutil.move(str(folder / "__pycache__"), str(root / rel / "__pycache__"))
+                    cache, kept = folder / "__pycache__", root / rel / "__pycache__"
+                    kept.mkdir(parents=True, exist_ok=True)
+                    for name in os.listdir(cache):
+                        os.replace(cache / name, kept / name)
+                    cache.rmdir()
                 folder.rmdir()
 
 

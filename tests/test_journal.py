@@ -57,3 +57,33 @@ def test_a_scoped_journal_lists_its_folders_names_but_never_its_own(tmp_path: Pa
     assert not (journal / "paths").exists()
     listed = json.loads((journal / "folders.json").read_text())["folders"]
     assert listed == {"": ["conda-meta", "etc", "share"], "etc/envkit": ["record.json"], "share/tool": ["a.txt"]}
+
+
+def test_a_stashed_wheel_leaves_no_folder_behind_and_comes_back_whole(tmp_path: Path) -> None:
+    """What `pip uninstall` would remove is moved into the journal: the wheel's files, its listed
+    modules' bytecode, and a folder left holding only bytecode no RECORD named (it would import as
+    an empty namespace package); the rollback's unstash moves all of it back."""
+    from envkit.installed import dist_files, pip_dists
+    from envkit.journal import _unstash, stash
+
+    prefix = tmp_path / "env"
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    (site / "wheel" / "__pycache__").mkdir(parents=True)
+    (site / "wheel" / "__init__.py").write_text("x = 1\n")
+    (site / "wheel" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"listed")
+    (site / "wheel" / "__pycache__" / "gone.cpython-311.pyc").write_bytes(b"of a module no RECORD named")
+    info = site / "wheel-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: wheel\nVersion: 1.0\n")
+    (info / "INSTALLER").write_text("pip\n")
+    (info / "RECORD").write_text("wheel/__init__.py,,\nwheel-1.0.dist-info/METADATA,,\nwheel-1.0.dist-info/RECORD,,\n")
+    (site / "other.py").write_text("")  # not the wheel's
+    before = walked(prefix)
+    write_journal(prefix)
+
+    stash(prefix, dist_files(prefix, pip_dists(prefix)["wheel"]))
+
+    assert sorted(p.name for p in site.iterdir()) == ["other.py"]
+    _unstash(prefix)
+    assert walked(prefix) - {p for p in walked(prefix) if p.startswith("etc")} == before
+    assert (site / "wheel" / "__pycache__" / "gone.cpython-311.pyc").read_bytes() == b"of a module no RECORD named"
