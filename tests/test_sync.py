@@ -480,3 +480,49 @@ def test_a_synced_env_is_probed_and_its_record_says_how_it_went(tmp_path: Path, 
     record = read_record(prefix)
     assert record is not None and record["healthy"] is True and record["probe"]["status"] == data["probe"]["status"]
     assert record["probe"]["checks"]["ddp-seed"] == "pass"
+
+
+def test_a_sync_that_runs_out_of_space_midway_is_rolled_back_on_the_still_full_disk(tmp_path: Path) -> None:
+    """The journal fits, the new package does not: rattler takes the old one away, then fails
+    linking the new one. The rollback runs on the disk as full as the failure left it, and the env
+    ends byte for byte as it was (exit 74, one line). The package cache is elsewhere, as a shared
+    cache would be, so every link is a copy that needs room."""
+    channel = tmp_path / "tiny"
+    write_tar_bz2(channel, PkgMeta("tool", "1.0", "0"), [PkgFile("share/tool/version.txt", b"v1\n")])
+    write_tar_bz2(channel, PkgMeta("big", "1.0", "0"), [PkgFile("share/big/data.bin", os.urandom(300 * 1024))])
+    write_tar_bz2(channel, PkgMeta("big", "2.0", "0"), [PkgFile("share/big/data.bin", os.urandom(2048 * 1024))])
+    index_channel(channel)
+    recipe = tiny_recipe(tmp_path, channel)
+    edit(recipe, "packages: [tool]", "packages: [tool, big 1.0]")
+    mount = tmp_path / "small"
+    script = f"""
+import hashlib, json, os, subprocess, sys
+from pathlib import Path
+prefix, recipe = Path({str(mount)!r}) / "env", Path({str(recipe)!r})
+def envkit(*args):
+    return subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True)
+def snapshot():
+    return {{str(p.relative_to(prefix)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(prefix.rglob("*"))}}
+made = envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
+recipe.write_text(recipe.read_text().replace("big 1.0", "big 2.0"))
+before = snapshot()
+st = os.statvfs({str(mount)!r})
+with open({str(mount)!r} + "/.filler", "wb") as f:  # leave 512 KiB: the journal fits, big 2.0 does not
+    f.write(b"\\0" * (st.f_bavail * st.f_frsize - 512 * 1024))
+synced = envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
+st = os.statvfs({str(mount)!r})
+print(json.dumps({{"made": made.returncode, "madeerr": made.stderr, "code": synced.returncode, "stderr": synced.stderr,
+                  "same": snapshot() == before, "free_kb": st.f_bavail * st.f_frsize // 1024,
+                  "left": sorted(p.name for p in (prefix / "etc" / "envkit").iterdir())}}))
+"""
+    env = dict(os.environ, ENVKIT_PKGS_DIR=str(tmp_path / "pkgs"))
+    seen = run_in_small_fs(mount, 3 * 1024, script, env)
+    assert seen["made"] == 0, seen["madeerr"]
+    assert seen["code"] == 74 and "Traceback" not in seen["stderr"], seen["stderr"]
+    assert seen["stderr"].count("\n") == 1 and "envkit: error: " in seen["stderr"], seen["stderr"]
+    assert "No space left on device" in seen["stderr"] or "no space left" in seen["stderr"], seen["stderr"]
+    assert f"{mount}/env was rolled back to what it was" in seen["stderr"], seen["stderr"]
+    assert "failed to link big-2.0-0" in seen["stderr"] and seen["free_kb"] == 512  # the disk is as full as before
+    assert seen["same"], "the env is not as it was before the sync"
+    assert seen["left"] == ["record.json"], seen["left"]
