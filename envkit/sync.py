@@ -156,7 +156,7 @@ class PipRepair:
 
     extra: tuple[tuple[str, str], ...] = ()  # (name, version): pip-installed since, or a recorded one changed
     missing: tuple[tuple[str, str, str], ...] = ()  # (name, version, url; "" where unknown): recorded, now gone or changed
-    relink: tuple[str, ...] = ()  # conda packages whose files an extra wheel overwrote
+    over: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (extra wheel, the conda packages whose files it overwrote)
     # (name, version): unrecorded wheels the recipe's pip list needs, kept and recorded now (an older
     # envkit's sync recorded only what pip newly installed when the list grew)
     adopt: tuple[tuple[str, str], ...] = ()
@@ -165,11 +165,20 @@ class PipRepair:
     def needed(self) -> bool:
         return bool(self.extra or self.missing)
 
+    @property
+    def relink(self) -> tuple[str, ...]:
+        """The conda packages to link again once the wheels over them are gone."""
+        return tuple(sorted({conda for _, condas in self.over for conda in condas}))
+
     def lines(self) -> tuple[str, ...]:
+        over = dict(self.over)
         return tuple(
-            [f"- {name} {version} (pip-installed since)" for name, version in self.extra]
+            [
+                f"- {name} {version} (pip-installed since"
+                + (f"; over conda's {', '.join(over[name])}, linked again)" if over.get(name) else ")")
+                for name, version in self.extra
+            ]
             + [f"+ {name} {version} (as envkit installed it)" for name, version, _ in self.missing]
-            + [f"conda package {name} linked again (a wheel had overwritten its files)" for name in self.relink]
             + [f"= {name} {version} (the recipe's pip list needs it; recorded now)" for name, version in self.adopt]
         )
 
@@ -190,7 +199,7 @@ def pip_repair(prefix: Path, record: dict[str, Any], named: Callable[[], set[str
     return PipRepair(
         extra=tuple(extra),
         missing=tuple((name, version, url) for (name, version), url in sorted(wanted.items()) if (name, version) not in have),
-        relink=_conda_owners(prefix, {path for name, _ in extra for path in dist_files(prefix, dists[name])}) if extra else (),
+        over=_over_conda(prefix, [dists[name] for name, _ in extra]) if extra else (),
         adopt=tuple(adopt),
     )
 
@@ -209,20 +218,25 @@ def _needed(prefix: Path, dists: dict[str, PipDist], named: set[str]) -> set[str
     return seen
 
 
-def _conda_owners(prefix: Path, paths: set[str]) -> tuple[str, ...]:
-    """The conda packages that list any of `paths` among their files."""
+def _over_conda(prefix: Path, wheels: list[PipDist]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each wheel with the conda packages that list any of its files (conda-meta read once)."""
     import json
 
-    owners = set()
+    owned = []
     for meta in (prefix / "conda-meta").glob("*.json"):
         try:
             data = json.loads(meta.read_bytes())
         except (OSError, ValueError):
             continue  # a record nobody can read is refused before this (sync) or named by EK022 (audit)
         files = data.get("files") if isinstance(data, dict) else None
-        if isinstance(files, list) and isinstance(data.get("name"), str) and not paths.isdisjoint(files):
-            owners.add(data["name"])
-    return tuple(sorted(owners))
+        if isinstance(files, list) and isinstance(data.get("name"), str):
+            owned.append((data["name"], set(files)))
+    out = []
+    for wheel in wheels:
+        paths = set(dist_files(prefix, wheel))
+        if owners := tuple(sorted(name for name, files in owned if not paths.isdisjoint(files))):
+            out.append((wheel.name, owners))
+    return tuple(out)
 
 
 def drift(record: dict[str, Any], packages: dict[str, CondaPackage], pip: dict[str, PipDist]) -> list[str]:
