@@ -84,6 +84,18 @@ def recipe_for_environment(environment: Any) -> str:
     requested = _history_requests(environment.prefix) if environment.prefix else []
     requested = requested or [str(spec.name) for spec in environment.requested_packages]
     name = str(environment.name or environment.prefix or "")
+    pip: list[str] = []
+    left_out: list[str] = []
+    if environment.prefix:
+        from envkit.installed import pip_dists
+
+        for dist in sorted(pip_dists(Path(environment.prefix)).values(), key=lambda d: d.name):
+            if dist.managed:
+                pip.append(f"{dist.name}=={dist.version}")
+            elif dist.installer == "pip":
+                left_out.append(
+                    f"{dist.name} {dist.version}, an editable install of {dist.editable_from}: pip install -e it in the new env"
+                )
     return recipe_text(
         Path(name).name if "/" in name else name or None,
         channels,
@@ -91,6 +103,8 @@ def recipe_for_environment(environment: Any) -> str:
         requested,
         dict(environment.variables or {}),
         source=str(environment.prefix or environment.name or "a conda env"),
+        pip=pip,
+        left_out=left_out,
     )
 
 

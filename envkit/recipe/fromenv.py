@@ -88,8 +88,12 @@ def recipe_text(
     variables: dict[str, str],
     *,
     source: str = "",
+    pip: list[str] | None = None,
+    left_out: list[str] | None = None,
 ) -> str:
-    """The recipe, as YAML text that `envkit recipes validate` accepts."""
+    """The recipe, as YAML text that `envkit recipes validate` accepts. `pip`: the wheels pip
+    installed, as exact requirements; `left_out`: what cannot be carried, said in comments (an
+    editable install of the user's own project)."""
     by_name = {p.name: p for p in packages}
     toolchain = infer_toolchain(by_name)
     python = by_name.get("python")
@@ -138,6 +142,10 @@ def recipe_text(
     if rest:
         threading.append("  env:")
         threading += [f"    {k}: {_yaml(v)}" for k, v in rest.items()]
+    if pip:
+        lines.append("pip:")
+        lines += [f"  - {_yaml(requirement)}" for requirement in pip]
     if threading:
         lines += ["threading:", *threading]
+    lines += [f"# left out: {what}" for what in left_out or ()]
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import run_envkit
 from tests.support.conda import Conda
+from tests.support.pipchannel import editable_project, offline_pip_env, pip_channel
 from tests.support.tiny import tiny_channel
 
 
@@ -139,6 +140,28 @@ def test_exported_recipe_recreates_the_env_and_passes_the_probe(plugged: Conda, 
     assert doc["data"]["probe"]["status"] != "fail"
     checks = {c["id"]: c["status"] for c in doc["data"]["probe"]["checks"]}
     assert checks["ddp-seed"] == "pass"
+
+
+def test_exported_recipe_carries_the_pip_wheels_and_names_an_editable_install(plugged: Conda, tmp_path: Path) -> None:
+    """conda's own environment.yml keeps a pip section; the recipe export did not, so an env whose
+    threadpoolctl came from pip lost it on the way to a team recipe."""
+    channel, links = pip_channel(tmp_path)
+    prefix = plugged.create(tmp_path / "handmade", [channel], ["python=3.11", "pip"])
+    env = offline_pip_env(dict(os.environ), links)
+    python = str(prefix / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "-q", "threadpoolctl"], env=env, check=True)
+    project = editable_project(tmp_path / "myproj", "myproj")
+    subprocess.run([python, "-m", "pip", "install", "-q", "-e", str(project)], env=env, check=True)
+    text = plugged.ok("env", "export", "-p", str(prefix), "--format", "envkit-recipe")
+    assert 'pip:\n  - "threadpoolctl==3.8.0"\n' in text
+    assert f"# left out: myproj 0.1, an editable install of {project.as_uri()}: pip install -e it in the new env\n" in text
+    recipe = tmp_path / "recipes" / "handmade.yaml"
+    recipe.parent.mkdir()
+    recipe.write_text(text)
+    made = run_envkit("create", str(recipe), "-p", str(tmp_path / "from-recipe"), "--yes", "--no-probe", env=env)
+    assert made.returncode == 0, made.stderr
+    check = [str(tmp_path / "from-recipe" / "bin" / "python"), "-c", "import threadpoolctl"]
+    assert subprocess.run(check, env=env, check=False).returncode == 0
 
 
 def test_conda_is_unchanged_where_envkit_has_no_business(plugged: Conda, tmp_path: Path) -> None:
