@@ -232,28 +232,40 @@ def test_a_link_the_filesystem_refuses_is_told_with_its_os_error(tmp_path: Path)
     assert snapshot(prefix) == before
 
 
+def in_small_fs(mount: Path, recipe: Path, old: str, new: str) -> str:
+    """The start of a script run_in_small_fs runs: `envkit(...)` and `snapshot()` (every file's
+    digest, every folder) defined, the env made in the mount (`made`), then the recipe edited (`old`
+    to `new`) and the env's `before` taken."""
+    return f"""
+import hashlib, json, os, subprocess, sys
+from pathlib import Path
+prefix, recipe = Path({str(mount)!r}) / "env", Path({str(recipe)!r})
+def envkit(*args):
+    return subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True)
+def snapshot():
+    return {{str(p.relative_to(prefix)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(prefix.rglob("*"))}}
+made = envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
+recipe.write_text(recipe.read_text().replace({old!r}, {new!r}))
+before = snapshot()
+"""
+
+
 def test_a_sync_on_a_full_disk_says_so_and_changes_nothing(tmp_path: Path) -> None:
     """The journal is the first thing a sync writes: on a full disk it fails there, in one line
     (exit 74, what and where), with the env as it was and no draft left; it was a traceback."""
     channel = tiny_channel(tmp_path, extra=(PkgMeta("extra", "1.0", "0"),))
     recipe = tiny_recipe(tmp_path, channel)
     mount = tmp_path / "small"
-    script = f"""
-import hashlib, json, subprocess, sys
-from pathlib import Path
-prefix, recipe = Path({str(mount)!r}) / "env", Path({str(recipe)!r})
-def envkit(*args):
-    return subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True)
-def snapshot():
-    return {{str(p.relative_to(prefix)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(prefix.rglob("*")) if p.is_file()}}
-made = envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
-recipe.write_text(recipe.read_text().replace("packages: [tool]", "packages: [tool, extra]"))
-before = snapshot()
+    script = (
+        in_small_fs(mount, recipe, "packages: [tool]", "packages: [tool, extra]")
+        + f"""
 fill({str(mount)!r})
 synced = envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
 print(json.dumps({{"made": made.returncode, "code": synced.returncode, "stderr": synced.stderr, "same": snapshot() == before,
                   "left": sorted(p.name for p in (prefix / "etc" / "envkit").iterdir())}}))
 """
+    )
     seen = run_in_small_fs(mount, 1024, script, dict(os.environ))
     assert seen["made"] == 0
     assert seen["code"] == 74 and "Traceback" not in seen["stderr"], seen["stderr"]
@@ -495,18 +507,9 @@ def test_a_sync_that_runs_out_of_space_midway_is_rolled_back_on_the_still_full_d
     recipe = tiny_recipe(tmp_path, channel)
     edit(recipe, "packages: [tool]", "packages: [tool, big 1.0]")
     mount = tmp_path / "small"
-    script = f"""
-import hashlib, json, os, subprocess, sys
-from pathlib import Path
-prefix, recipe = Path({str(mount)!r}) / "env", Path({str(recipe)!r})
-def envkit(*args):
-    return subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True)
-def snapshot():
-    return {{str(p.relative_to(prefix)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(prefix.rglob("*"))}}
-made = envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
-recipe.write_text(recipe.read_text().replace("big 1.0", "big 2.0"))
-before = snapshot()
+    script = (
+        in_small_fs(mount, recipe, "big 1.0", "big 2.0")
+        + f"""
 st = os.statvfs({str(mount)!r})
 with open({str(mount)!r} + "/.filler", "wb") as f:  # leave 512 KiB: the journal fits, big 2.0 does not
     f.write(b"\\0" * (st.f_bavail * st.f_frsize - 512 * 1024))
@@ -516,6 +519,7 @@ print(json.dumps({{"made": made.returncode, "madeerr": made.stderr, "code": sync
                   "same": snapshot() == before, "free_kb": st.f_bavail * st.f_frsize // 1024,
                   "left": sorted(p.name for p in (prefix / "etc" / "envkit").iterdir())}}))
 """
+    )
     env = dict(os.environ, ENVKIT_PKGS_DIR=str(tmp_path / "pkgs"))
     seen = run_in_small_fs(mount, 3 * 1024, script, env)
     assert seen["made"] == 0, seen["madeerr"]

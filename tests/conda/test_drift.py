@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import rattler
@@ -59,14 +61,36 @@ def test_conda_changes_are_drift_and_sync_undoes_them(conda: Conda, tmp_path: Pa
     assert "tool" in conda.ok("list", "-p", str(prefix))
 
 
-def test_pip_install_is_drift(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class PipEnv:
+    """An env envkit made from a recipe with pip in it, offline: pip reads the find-links folder."""
+
+    recipe: Path
+    body: str
+    prefix: Path
+    env: dict[str, str]
+    links: Path
+
+
+def pip_env(
+    tmp_path: Path, name: str, *, pip_list: str = "", packages: str = "pip", prepare: Callable[[Path, Path], None] | None = None
+) -> PipEnv:
+    """`prepare(channel, links)` runs before the create (more packages, more wheels)."""
     channel, links = pip_channel(tmp_path)
-    recipe = write_recipe(
-        tmp_path / "r", "pipenv", f'envkit: 1\nname: pipenv\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\n'
-    )
+    if prepare is not None:
+        prepare(channel, links)
+    body = f'envkit: 1\nname: {name}\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [{packages}]\n'
+    body += f"pip: [{pip_list}]\n" if pip_list else ""
+    recipe = write_recipe(tmp_path / "r", name, body)
     env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
-    prefix = tmp_path / "envs" / "pipenv"
+    made = run_envkit("create", str(recipe), "--yes", "--no-probe", env=env)
+    assert made.returncode == 0, made.stderr
+    return PipEnv(recipe, body, tmp_path / "envs" / name, env, links)
+
+
+def test_pip_install_is_drift(tmp_path: Path) -> None:
+    made = pip_env(tmp_path, "pipenv")
+    prefix, env = made.prefix, made.env
     subprocess.run([str(prefix / "bin" / "python"), "-m", "pip", "install", "-q", "mpmath"], check=True, env=env, capture_output=True)
     found = audit(prefix)
     assert [f["evidence"] for f in found] == ["+ pip mpmath 1.3.0 (pip-installed since)"]
@@ -87,12 +111,8 @@ def pip(prefix: Path, *args: str, env: dict[str, str]) -> None:
 
 
 def test_a_recorded_wheel_pip_removed_or_changed_comes_back_by_its_url(tmp_path: Path) -> None:
-    channel, links = pip_channel(tmp_path)
-    body = f'envkit: 1\nname: pipped\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl, mpmath]\n'
-    recipe = write_recipe(tmp_path / "r", "pipped", body)
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
-    prefix = tmp_path / "envs" / "pipped"
+    made = pip_env(tmp_path, "pipped", pip_list="threadpoolctl, mpmath")
+    prefix, env, links = made.prefix, made.env, made.links
     pip(prefix, "uninstall", "--yes", "threadpoolctl", env=env)
     homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"})
     pip(prefix, "install", "mpmath==9.9", env=env)
@@ -128,14 +148,13 @@ def test_a_recorded_wheel_pip_removed_or_changed_comes_back_by_its_url(tmp_path:
 def over_conda_env(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     """(recipe, prefix, env): mpmath 1.3.0 from the channel as a conda package, then 9.9 pip-installed
     over it (pip uninstalls the conda package's files to do it, as it does numpy's or torch's)."""
-    channel, links = pip_channel(tmp_path)
-    convert_wheel(next(wheelhouse().glob("mpmath-*.whl")), channel, keep_record=True)
-    index_channel(channel)
-    body = f'envkit: 1\nname: over\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip, mpmath]\n'
-    recipe = write_recipe(tmp_path / "r", "over", body)
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
-    prefix = tmp_path / "envs" / "over"
+
+    def conda_mpmath(channel: Path, links: Path) -> None:
+        convert_wheel(next(wheelhouse().glob("mpmath-*.whl")), channel, keep_record=True)
+        index_channel(channel)
+
+    made = pip_env(tmp_path, "over", packages="pip, mpmath", prepare=conda_mpmath)
+    recipe, prefix, env, links = made.recipe, made.prefix, made.env, made.links
     homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"})
     pip(prefix, "install", "mpmath==9.9", env=env)
     assert python(prefix, "import mpmath; print(mpmath.__version__)", env).stdout.strip() == "9.9"
@@ -202,12 +221,8 @@ def test_a_sync_killed_while_it_moves_a_wheel_aside_is_put_back_by_the_next_run(
 
 
 def test_a_wheel_pip_removed_that_the_recipe_drops_too_is_not_put_back(tmp_path: Path) -> None:
-    channel, links = pip_channel(tmp_path)
-    body = f'envkit: 1\nname: dropped\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl, mpmath]\n'
-    recipe = write_recipe(tmp_path / "r", "dropped", body)
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
-    prefix = tmp_path / "envs" / "dropped"
+    made = pip_env(tmp_path, "dropped", pip_list="threadpoolctl, mpmath")
+    recipe, body, prefix, env, links = made.recipe, made.body, made.prefix, made.env, made.links
     pip(prefix, "uninstall", "--yes", "mpmath", env=env)
     recipe.write_text(body.replace("pip: [threadpoolctl, mpmath]", "pip: [threadpoolctl]"))
     (links / next(links.glob("mpmath-*.whl")).name).unlink()  # it could not come back now
@@ -220,12 +235,8 @@ def test_a_wheel_pip_removed_that_the_recipe_drops_too_is_not_put_back(tmp_path:
 def test_a_pip_list_grown_by_one_keeps_the_wheels_already_there_recorded(tmp_path: Path) -> None:
     """pip's report names only what it installed: the record kept threadpoolctl out, the next audit
     called it drift and the next sync would have taken it away."""
-    channel, links = pip_channel(tmp_path)
-    body = f'envkit: 1\nname: grown\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl]\n'
-    recipe = write_recipe(tmp_path / "r", "grown", body)
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
-    prefix = tmp_path / "envs" / "grown"
+    made = pip_env(tmp_path, "grown", pip_list="threadpoolctl")
+    recipe, body, prefix, env = made.recipe, made.body, made.prefix, made.env
     recipe.write_text(body.replace("pip: [threadpoolctl]", "pip: [threadpoolctl, mpmath]"))
     synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
     assert synced.returncode == 0, synced.stderr
@@ -239,12 +250,8 @@ def test_a_pip_list_grown_by_one_keeps_the_wheels_already_there_recorded(tmp_pat
 def test_an_editable_install_is_the_users_working_copy_not_drift(tmp_path: Path) -> None:
     """`pip install -e .` of one's own project is how an ML repo is worked on in its env: audit does
     not call it drift, sync leaves it in place, and exports say it was left out."""
-    channel, links = pip_channel(tmp_path)
-    body = f'envkit: 1\nname: dev\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl]\n'
-    recipe = write_recipe(tmp_path / "r", "dev", body)
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
-    prefix = tmp_path / "envs" / "dev"
+    made = pip_env(tmp_path, "dev", pip_list="threadpoolctl")
+    prefix, env = made.prefix, made.env
     project = editable_project(tmp_path / "myproj", "myproj")
     pip(prefix, "install", "-e", str(project), env=env)
     pip(prefix, "install", "mpmath", env=env)  # a plain pip install still is drift
@@ -273,13 +280,12 @@ def test_wheels_an_older_sync_left_unrecorded_are_kept_when_the_recipe_needs_the
     """When a pip list grew, envkit's sync recorded only what pip newly installed: the wheels
     already there read as 'pip-installed since'. Taking them away would break the recipe's own pip
     list, so a wheel it names, or one such a wheel requires, is recorded instead."""
-    channel, links = pip_channel(tmp_path)
-    homemade_wheel(links, "app", "1.0", {"app/__init__.py": "import mpmath\n"}, requires=("mpmath>=1.0",))
-    body = f'envkit: 1\nname: older\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [app, threadpoolctl]\n'
-    recipe = write_recipe(tmp_path / "r", "older", body)
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
-    prefix = tmp_path / "envs" / "older"
+
+    def app_wheel(channel: Path, links: Path) -> None:
+        homemade_wheel(links, "app", "1.0", {"app/__init__.py": "import mpmath\n"}, requires=("mpmath>=1.0",))
+
+    made = pip_env(tmp_path, "older", pip_list="app, threadpoolctl", prepare=app_wheel)
+    prefix, env = made.prefix, made.env
     record_file = prefix / "etc" / "envkit" / "record.json"
     record = json.loads(record_file.read_text())
     assert [p["name"] for p in record["pip_installed"]] == ["app", "mpmath", "threadpoolctl"]
