@@ -277,15 +277,15 @@ def dist_files(prefix: Path, dist: PipDist) -> tuple[str, ...]:
         text = (info / "RECORD").read_text(errors="replace")
     except OSError:
         text = ""
-    root = os.path.realpath(prefix)
     for line in text.splitlines():
         rel = line.split(",", 1)[0]
         if not rel:
             continue
         full = os.path.normpath(os.path.join(site, rel))
-        if os.path.commonpath([root, os.path.realpath(os.path.dirname(full))]) != root:
-            continue  # never outside the env, whatever a RECORD says
-        listed.add(os.path.relpath(full, prefix))
+        inside = os.path.relpath(full, prefix)
+        if inside == ".." or inside.startswith(("../", "/")):
+            continue  # never outside the env, whatever a RECORD says (by its paths: lib/ may be a link elsewhere)
+        listed.add(inside)
         if full.endswith(".py"):
             cache = os.path.join(os.path.dirname(full), "__pycache__")
             stem = os.path.basename(full)[:-3] + "."

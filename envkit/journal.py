@@ -115,7 +115,8 @@ def _pip_before(prefix: Path) -> list[dict[str, str]]:
 def stash(prefix: Path, paths: tuple[str, ...]) -> None:
     """Move `paths` (relative to the prefix: a wheel's files, envkit.installed.dist_files) into the
     journal, then drop the folders that leaves empty, as `pip uninstall` would. A kill halfway
-    leaves each file in one place or the other, and the rollback moves back what was moved."""
+    leaves each file in one place or the other (or, across filesystems, a copy in the journal
+    too), and the rollback moves back what was moved."""
     root = sync_journal_path(prefix) / PIP_STASH
     parents: set[str] = set()
     for rel in paths:
@@ -123,7 +124,7 @@ def stash(prefix: Path, paths: tuple[str, ...]) -> None:
         if not os.path.lexists(source):
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(source, target)
+        shutil.move(source, target)  # a rename, or a copy where lib/ is a link to another filesystem
         parents.update(str(parent) for parent in Path(rel).parents if str(parent) != ".")
     for rel in sorted(parents, key=lambda p: p.count("/"), reverse=True):
         folder = prefix / rel
@@ -134,7 +135,7 @@ def stash(prefix: Path, paths: tuple[str, ...]) -> None:
                     cache, kept = folder / "__pycache__", root / rel / "__pycache__"
                     kept.mkdir(parents=True, exist_ok=True)
                     for name in os.listdir(cache):
-                        os.replace(cache / name, kept / name)
+                        shutil.move(cache / name, kept / name)
                     cache.rmdir()
                 folder.rmdir()
 
@@ -151,7 +152,9 @@ def _unstash(prefix: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             if target.is_dir() and not target.is_symlink():
                 shutil.rmtree(target)
-            os.replace(stashed, target)
+            elif os.path.lexists(target):
+                target.unlink()
+            shutil.move(stashed, target)
 
 
 def _remove_new_entries(prefix: Path, folders: dict[str, list[str]]) -> None:

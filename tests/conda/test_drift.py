@@ -20,6 +20,7 @@ from envkit.record import sync_journal_path
 from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgMeta, index_channel
+from tests.support.fullfs import run_in_small_fs
 from tests.support.pipchannel import editable_project, homemade_wheel, offline_pip_env, pip_channel, wheelhouse
 from tests.support.tiny import tiny_channel
 from tests.support.wheelchannel import convert_wheel
@@ -301,3 +302,34 @@ def test_wheels_an_older_sync_left_unrecorded_are_kept_when_the_recipe_needs_the
     assert python(prefix, "import app, threadpoolctl", env).returncode == 0
     assert [f["evidence"] for f in audit(prefix)] == []
     assert run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env).stdout.endswith("nothing to do\n")
+
+
+def test_pip_changes_are_undone_and_rolled_back_across_filesystems(tmp_path: Path) -> None:
+    """lib/ a link to another filesystem (a fast local disk, say): the wheels cannot be renamed
+    into the journal, so they are copied there and back, and sync and its rollback still work."""
+    made = pip_env(tmp_path, "split")
+    script = f"""
+import json, os, shutil, subprocess, sys
+from pathlib import Path
+prefix, recipe, fast = Path({str(made.prefix)!r}), Path({str(made.recipe)!r}), Path({str(tmp_path / "fast")!r})
+shutil.move(str(prefix / "lib"), str(fast / "lib"))
+(prefix / "lib").symlink_to(fast / "lib")
+python = str(prefix / "bin" / "python")
+def run(*args):
+    return subprocess.run(list(args), capture_output=True, text=True)
+out = {{}}
+out["pip"] = run(python, "-m", "pip", "install", "mpmath").returncode
+synced = run(sys.executable, "-m", "envkit", "sync", "-p", str(prefix), "--yes", "--no-probe")
+out["synced"], out["said"] = synced.returncode, synced.stdout + synced.stderr
+out["gone"] = run(python, "-c", "import mpmath").returncode
+run(python, "-m", "pip", "install", "mpmath")
+recipe.write_text(recipe.read_text() + "pip: [nothing-such==1.0]\\n")
+failed = run(sys.executable, "-m", "envkit", "sync", "-p", str(prefix), "--yes", "--no-probe")
+out["failed"], out["stderr"] = failed.returncode, failed.stderr
+out["back"] = run(python, "-c", "import mpmath; print(mpmath.__version__)").stdout.strip()
+print(json.dumps(out))
+"""
+    seen = run_in_small_fs(tmp_path / "fast", 64 * 1024, script, made.env)
+    assert seen["synced"] == 0 and seen["gone"] == 1, seen
+    assert seen["failed"] == 4 and "was rolled back to what it was" in seen["stderr"], seen
+    assert seen["back"] == "1.3.0", seen
