@@ -16,6 +16,8 @@ from envkit.probe.inenv.inventory import check_runtimes
 from envkit.probe.runner import default_spec, run_probe
 from tests.conftest import payload_recipe, run_envkit
 from tests.support.inenv import run_with_probe_package
+from tests.support.pipchannel import offline_pip_env, pip_channel
+from tests.support.wheelchannel import host_interpreter
 
 SEED_MESSAGE = "MKL_THREADING_LAYER=INTEL is incompatible with libgomp"
 
@@ -188,3 +190,41 @@ def test_a_hung_ddp_job_is_killed_with_its_ranks(seed_env: Path, tmp_path: Path,
         stat = Path(f"/proc/{pid}/stat")
         assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z", f"rank {pid} outlived the probe"
     assert not list(scratch.iterdir()), "the probe left its worker directory behind"
+
+
+def test_a_toolchain_module_from_outside_the_env_fails_the_probe(tmp_path: Path) -> None:
+    """The probe's children import as the user's runs do (PYTHONPATH, the user site, .pth files),
+    but nothing said where a module came from: a copy found ahead of the env's passed as the env."""
+    channel, links = pip_channel(tmp_path)
+    recipe = tmp_path / "r" / "shadowed.yaml"
+    recipe.parent.mkdir()
+    recipe.write_text(f'envkit: 1\nname: shadowed\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl]\n')
+    env = offline_pip_env(dict(os.environ), links)
+    prefix = tmp_path / "env"
+    assert run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env=env).returncode == 0
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "threadpoolctl.py").write_bytes(next(prefix.glob("lib/python3*/site-packages/threadpoolctl.py")).read_bytes())
+    shadowed = run_envkit("probe", "-p", str(prefix), "--json", env={**os.environ, "PYTHONPATH": str(shadow)})
+    origin = checks(json.loads(shadowed.stdout))["origin"]
+    assert shadowed.returncode == 1 and origin["status"] == "fail", origin
+    assert origin["evidence"] == f"threadpoolctl from {shadow} (PYTHONPATH or a .pth file), not the env ({prefix})", origin
+    clean = checks(json.loads(run_envkit("probe", "-p", str(prefix), "--json").stdout))["origin"]
+    assert clean["status"] == "pass" and clean["evidence"] == "threadpoolctl from the env", clean
+
+
+def test_a_user_site_copy_is_named_as_pip_install_user(tmp_path: Path) -> None:
+    """On a python that is no venv (conda's), the user site comes ahead of site-packages; the test's
+    envs are venv-style shims, which keep it off, so the host interpreter stands in."""
+    site = tmp_path / "home" / ".local" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "threadpoolctl.py").write_text("# a pip install --user copy\n")
+    code = "import json; from envkit_probe.imports import check_origin; print(json.dumps(check_origin(120)))"
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    env.pop("PYTHONNOUSERSITE", None)
+    proc = run_with_probe_package(host_interpreter(), ["-c", code], tmp_path, env=env)
+    origin = json.loads(proc.stdout)
+    assert origin["status"] == "fail" and f"threadpoolctl from {site} (the user site: pip install --user)" in origin["evidence"], origin
+    assert "PYTHONNOUSERSITE" in origin["remedy"]
+    proc = run_with_probe_package(host_interpreter(), ["-c", code], tmp_path, env={**env, "PYTHONNOUSERSITE": "1"})
+    assert "the user site" not in json.loads(proc.stdout)["evidence"]

@@ -17,5 +17,5 @@ def run_with_probe_package(
     lib = scratch / "lib"
     if not lib.exists():
         stage_probe(scratch)
-    env = activated_environment(prefix) if prefix is not None else None
+    env = kw.pop("env", None) or (activated_environment(prefix) if prefix is not None else None)
     return subprocess.run([str(python), *args], cwd=lib, env=env, capture_output=True, text=True, timeout=300, check=False, **kw)  # type: ignore[call-overload, no-any-return]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 
 from .proc import run_module
 from .report import Check, check, excerpt
@@ -42,3 +43,34 @@ def mkl_side() -> list[str]:
     if importable("mkl"):
         mods.append("mkl")
     return mods
+
+
+ORIGIN_TITLE = "the toolchain's modules are the env's own"
+TOOLCHAIN_MODULES = ("numpy", "scipy", "torch", "mkl", "threadpoolctl")
+
+
+def check_origin(timeout: float) -> Check:
+    """Where the env's python finds the toolchain's modules, as the user's own runs find them: a
+    `pip install --user` copy in the user site comes ahead of the env's site-packages for every env
+    of that Python version, so the env the probe passed is not the one that would run."""
+    r = run_module("origins", *TOOLCHAIN_MODULES, timeout=timeout)
+    seen = r["data"]
+    if r["returncode"] != 0 or not isinstance(seen, dict):
+        return check("origin", ORIGIN_TITLE, "fail", "timed out" if r.get("timeout") else excerpt(r["stderr"]), "see the evidence")
+    modules = seen["modules"]
+    if not modules:
+        return check("origin", ORIGIN_TITLE, "skip", "none of " + ", ".join(TOOLCHAIN_MODULES) + " is installed")
+    prefix, user_site = os.path.normpath(seen["prefix"]) + os.sep, os.path.normpath(seen["user_site"]) + os.sep
+    foreign = []
+    for mod, where in modules.items():
+        origin = os.path.normpath(where["origin"])
+        if not origin.startswith(prefix):
+            kind = "the user site: pip install --user" if origin.startswith(user_site) else "PYTHONPATH or a .pth file"
+            foreign.append(f"{mod} from {where['home']} ({kind})")
+    if foreign:
+        remedy = (
+            "uninstall those copies (with the env active, python -m pip uninstall NAME removes the one found first), "
+            "or keep this env off the user site: PYTHONNOUSERSITE: '1' under the recipe's threading.env"
+        )
+        return check("origin", ORIGIN_TITLE, "fail", "; ".join(foreign) + f", not the env ({seen['prefix']})", remedy, modules)
+    return check("origin", ORIGIN_TITLE, "pass", ", ".join(modules) + " from the env", seconds=r["seconds"])

@@ -23,7 +23,7 @@ from .ddp import child_order, ddp_checks, observation_tags, parent_ran
 from .expect import check_expect
 from .gpu import TITLE as GPU_TITLE
 from .gpu import check_gpu
-from .imports import check_import, check_order, importable, mkl_side
+from .imports import check_import, check_order, check_origin, importable, mkl_side
 from .inventory import check_runtimes
 from .numeric import TITLE as NUMERIC_TITLE
 from .numeric import check_numeric
@@ -80,6 +80,7 @@ def run_checks(cfg: dict[str, Any]) -> list[Check]:
             first_of.setdefault(o[0], o)
         side = mkl_side() if torch else []
         fut_imports = {m: pool.submit(check_import, m, timeout) for m in imports if m not in first_of and m not in side}
+        fut_origin = pool.submit(check_origin, timeout)
         seed, gloo, observed = fut_ddp.result()
         promote_all()
         order_results: dict[tuple[str, ...], Check] = {}
@@ -108,6 +109,7 @@ def run_checks(cfg: dict[str, Any]) -> list[Check]:
             else:
                 checks.append(check_import(m, timeout))
         checks += [order_results[tuple(o)] for o in orders]
+        checks.append(fut_origin.result())
         checks += [seed, gloo]
         inv = observed if observed is not None else inventory(cfg, timeout)
         healthy = inv["returncode"] == 0
