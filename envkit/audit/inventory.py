@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -74,6 +75,9 @@ class Inventory:
     # conda-meta records (and envkit's record) the others who can reach the env cannot read, with
     # the bits they lack
     private_records: tuple[tuple[str, int], ...] = ()
+    # toolchain modules in the user site this env's python reads ahead of its own site-packages
+    # (`pip install --user`), each "NAME (VERSION) in FOLDER"
+    user_site: tuple[str, ...] = ()
 
     def advice_setting(self, name: str) -> tuple[str, str] | None:
         """(value, where it comes from) of a variable the env's processes will see: its activation
@@ -273,7 +277,39 @@ ADVICE_VARS = (
     "NCCL_P2P_DISABLE",
     "NCCL_IB_DISABLE",
     "KMP_AFFINITY",
+    "PYTHONNOUSERSITE",
 )
+
+USER_SITE_MODULES = ("numpy", "scipy", "torch", "mkl", "threadpoolctl")
+
+
+def user_site_modules(prefix: Path) -> tuple[str, ...]:
+    """What `pip install --user` put where this env's python looks first: the user site of its
+    Python version (PEP 370: $PYTHONUSERBASE, else ~/.local), unless the python is a venv that
+    keeps the user site off. Whether PYTHONNOUSERSITE keeps it off is the rule's to weigh."""
+    versions = sorted(p.name for p in prefix.glob("lib/python3.*") if p.is_dir())
+    if not versions:
+        return ()
+    cfg = prefix / "pyvenv.cfg"
+    with contextlib.suppress(OSError):
+        if cfg.is_file() and re.search(
+            r"^include-system-site-packages\s*=\s*false", cfg.read_text(errors="replace"), re.MULTILINE | re.IGNORECASE
+        ):
+            return ()
+    base = os.environ.get("PYTHONUSERBASE") or os.path.join(os.path.expanduser("~"), ".local")
+    site = Path(base) / "lib" / versions[-1] / "site-packages"
+    try:
+        names = os.listdir(site)
+    except OSError:
+        return ()
+    found = []
+    for mod in USER_SITE_MODULES:
+        if mod in names or f"{mod}.py" in names:
+            versions_seen = sorted(
+                n[len(mod) + 1 : -len(".dist-info")] for n in names if n.startswith(f"{mod}-") and n.endswith(".dist-info")
+            )
+            found.append(f"{mod}{f' {versions_seen[-1]}' if versions_seen else ''} in {site}")
+    return tuple(found)
 
 
 def _bits_granted(folder: Path) -> int:
@@ -339,4 +375,5 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
         unreadable=unreadable,
         shell={name: os.environ[name] for name in ADVICE_VARS if name in os.environ},
         private_records=private_records(prefix),
+        user_site=user_site_modules(prefix),
     )

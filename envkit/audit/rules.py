@@ -357,6 +357,12 @@ def env_drift(inv: Inventory) -> list[str]:
     return drift(inv.record, inv.packages, inv.pip)
 
 
+def user_site_shadow(inv: Inventory) -> list[str]:
+    if not inv.user_site or inv.advice_setting("PYTHONNOUSERSITE"):
+        return []
+    return [f"{found}: imported ahead of the env's own" for found in inv.user_site]
+
+
 def legacy_record(inv: Inventory) -> list[str]:
     if inv.legacy_record:
         return ["conda-meta/envkit.json: conda reads every conda-meta/*.json as a package record, so conda list/install/remove fail here"]
@@ -817,6 +823,20 @@ RULES: tuple[Rule, ...] = (
         ("https://fishshell.com/docs/current/cmds/set.html",),
         activation_from_older_envkit,
         "rewrite-activation",
+    ),
+    Rule(
+        "EK032",
+        "user-site-shadow",
+        "error",
+        "toolchain packages in the user site, ahead of the env's",
+        "`pip install --user` puts packages in ~/.local/lib/pythonX.Y/site-packages, which every python of that version "
+        "that is not a venv (conda's included) puts on sys.path ahead of its own site-packages. A numpy or torch there "
+        "replaces the env's in every env of that Python version, with its own BLAS and OpenMP runtimes, whatever the env's "
+        "packages say. The probe's `origin` check shows it at run time.",
+        "Uninstall them from the user site (with the env active, python -m pip uninstall NAME removes the copy found first), "
+        "or keep this env off the user site: PYTHONNOUSERSITE: '1' under the recipe's threading.env.",
+        ("https://peps.python.org/pep-0370/", "https://docs.python.org/3/library/site.html"),
+        user_site_shadow,
     ),
 )
 

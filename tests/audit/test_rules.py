@@ -314,3 +314,36 @@ def test_advice_rules_know_the_runtime_they_talk_about(layouts: dict[str, Path],
     for rule in ("EK025", "EK026", "EK027", "EK028", "EK029"):
         proc = run_envkit("audit", "--explain", rule)
         assert proc.returncode == 0 and "https://" in proc.stdout, rule
+
+
+def test_ek032_toolchain_packages_in_the_user_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip install --user numpy shadows the env's numpy in every env of that Python version whose
+    python is no venv; PYTHONNOUSERSITE (activation or shell) and a venv that keeps the user site off
+    are the ways out."""
+    prefix = tmp_path / "env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    site = tmp_path / "home" / ".local" / "lib" / "python3.11" / "site-packages"
+    (site / "numpy").mkdir(parents=True)
+    (site / "numpy-1.26.4.dist-info").mkdir()
+    (site / "threadpoolctl.py").write_text("")
+    (site / "requests").mkdir()  # not the toolchain's
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PYTHONUSERBASE", raising=False)
+    monkeypatch.delenv("PYTHONNOUSERSITE", raising=False)
+    found = [f for f in findings_for(read_inventory(prefix)) if f.rule_id == "EK032"]
+    assert [f.evidence for f in found] == [
+        f"numpy 1.26.4 in {site}: imported ahead of the env's own",
+        f"threadpoolctl in {site}: imported ahead of the env's own",
+    ]
+    assert found[0].severity == "error" and "PYTHONNOUSERSITE" in found[0].fix
+    proc = run_envkit("audit", "-p", str(prefix), "--json")
+    assert proc.returncode == 1 and "EK032" in proc.stdout
+    monkeypatch.setenv("PYTHONNOUSERSITE", "1")  # set in the shell the env's processes start from
+    assert "EK032" not in ids(prefix)
+    monkeypatch.delenv("PYTHONNOUSERSITE")
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")
+    assert "EK032" not in ids(prefix)
+    (prefix / "pyvenv.cfg").unlink()
+    monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "elsewhere"))
+    assert "EK032" not in ids(prefix)
