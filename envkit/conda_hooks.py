@@ -92,7 +92,7 @@ def recipe_for_environment(environment: Any) -> str:
         for dist in sorted(pip_dists(Path(environment.prefix)).values(), key=lambda d: d.name):
             if dist.managed:
                 pip.append(f"{dist.name}=={dist.version}")
-            elif dist.installer == "pip":
+            elif dist.editable_from is not None:
                 left_out.append(
                     f"{dist.name} {dist.version}, an editable install of {dist.editable_from}: pip install -e it in the new env"
                 )

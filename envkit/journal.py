@@ -103,12 +103,9 @@ def write_journal(prefix: Path, *, folders: tuple[str, ...] | None = None) -> No
 
 def _pip_before(prefix: Path) -> list[dict[str, str]]:
     from envkit.record import read_record
-    from envkit.sync import pip_state
+    from envkit.sync import pip_state, recorded_wheels
 
-    record = read_record(prefix) or {}
-    urls = {
-        (str(p.get("name")), str(p.get("version"))): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)
-    }
+    urls = recorded_wheels(read_record(prefix) or {})
     return [{"name": name, "version": version, "url": urls.get((name, version), "")} for name, version in sorted(pip_state(prefix))]
 
 

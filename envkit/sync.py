@@ -88,8 +88,15 @@ def pip_state(prefix: Path) -> set[tuple[str, str]]:
     return pip_wheels(pip_dists(prefix))
 
 
+def recorded_wheels(record: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """(name, version) -> the file URL envkit installed it from ("" where unknown)."""
+    return {
+        (str(p.get("name")), str(p.get("version"))): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)
+    }
+
+
 def recorded_pip(record: dict[str, Any]) -> set[tuple[str, str]]:
-    return {(str(p["name"]), str(p["version"])) for p in record.get("pip_installed", []) if isinstance(p, dict)}
+    return set(recorded_wheels(record))
 
 
 def scripts_match(prefix: Path, record: dict[str, Any]) -> bool:
@@ -188,7 +195,7 @@ def pip_repair(prefix: Path, record: dict[str, Any], named: Callable[[], set[str
     exact URLs (hash included), or by name and version where the record kept no URL. `named`: the
     names the recipe's pip list gives (asked only when a wheel is unrecorded); an unrecorded wheel
     they need, by name or as a dependency, is the recipe's, not one pip-installed since."""
-    wanted = {(str(p["name"]), str(p["version"])): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)}
+    wanted = recorded_wheels(record)
     recorded = {name for name, _ in wanted}
     dists = pip_dists(prefix)
     unrecorded = sorted((d.name, d.version) for d in dists.values() if d.managed and (d.name, d.version) not in wanted)

@@ -280,7 +280,7 @@ ADVICE_VARS = (
     "PYTHONNOUSERSITE",
 )
 
-USER_SITE_MODULES = ("numpy", "scipy", "torch", "mkl", "threadpoolctl")
+USER_SITE_MODULES = ("numpy", "scipy", "torch", "mkl", "threadpoolctl")  # the probe's `origin` check looks for the same
 
 
 def user_site_modules(prefix: Path) -> tuple[str, ...]:

@@ -69,7 +69,7 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
     installed = {str(p["name"]): p for p in (record or {}).get("pip_installed", []) if isinstance(p, dict)}
     dists = sorted(pip_dists(prefix).values(), key=lambda d: d.name)
     pip = [export.ExportedPip(d.name, d.version, installed.get(d.name, {}).get("url")) for d in dists if d.managed]
-    editable = [export.ExportedPip(d.name, d.version, d.editable_from) for d in dists if d.installer == "pip" and not d.managed]
+    editable = [export.ExportedPip(d.name, d.version, d.editable_from) for d in dists if d.editable_from is not None]
     ops: list[EnvOp] = list(recorded_activation(prefix, record).ops) if record else []
     taken = {op.name for op in ops}
     ops += [EnvOp(name, "set", value=value) for name, value in conda_env_vars(prefix).items() if name not in taken]
