@@ -57,6 +57,8 @@ SEARCH_PATH = (
 
 @dataclass(frozen=True)
 class CondaConfig:
+    """The condarc settings envkit shares with conda, so both find the same channels, envs and packages."""
+
     channel_alias: str = DEFAULT_ALIAS
     custom_channels: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CUSTOM_CHANNELS))  # name -> base URL
     default_channels: tuple[str, ...] = DEFAULT_CHANNELS  # "defaults"; each is also known by its path (pkgs/main)
@@ -115,13 +117,14 @@ def root_prefix() -> Path | None:
 
 def _expand(text: str, root: Path | None) -> str:
     """$VAR and ${VAR} from the environment (unset ones left as written, as conda does), then ~."""
-    env = dict(os.environ)
-    if root is not None:
-        env["CONDA_ROOT"] = str(root)
+    if "$" not in text:
+        return os.path.expanduser(text)
 
     def sub(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
-        return env.get(name, match.group(0))
+        if name == "CONDA_ROOT" and root is not None:
+            return str(root)
+        return os.environ.get(name, match.group(0))
 
     return os.path.expanduser(re.sub(r"\$(?:\{(\w+)\}|(\w+))", sub, text))
 
@@ -146,15 +149,26 @@ def condarc_files(root: Path | None = None) -> list[Path]:
 
 
 def read_mapping(path: Path, hint: str = "fix the file's YAML (conda reads it too)") -> dict[str, Any]:
-    """A YAML config file as a mapping (anything else reads as empty); one-line error if unreadable."""
-    import yaml  # only when there is a file to read
-
+    """A YAML config file as a mapping (anything else reads as empty); one-line error if unreadable.
+    PyYAML is imported only for text no earlier command parsed (envkit.yamlcache)."""
+    from envkit import yamlcache
     from envkit.errors import UsageError
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {str(exc).splitlines()[0]}", hint=hint) from None
+    kept = yamlcache.recall("config", text)
+    if kept is not None:
+        data = kept[0]
+    else:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise UsageError(f"cannot read {path}: {str(exc).splitlines()[0]}", hint=hint) from None
+        yamlcache.keep("config", text, data)
     return data if isinstance(data, dict) else {}
 
 

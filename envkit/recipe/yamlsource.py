@@ -1,13 +1,19 @@
-"""Load YAML safely and remember where every value sits, so errors can say file:line:col."""
+"""Load YAML safely and remember where every value sits, so errors can say file:line:col.
+
+A document parsed once is kept (envkit.yamlcache) and PyYAML is not imported again until a recipe
+changes; a change to what a parse yields here (the positions, the checks) must bump
+yamlcache.FORMAT."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from envkit import yamlcache
 from envkit.errors import Location, Problem, RecipeError
+
+if TYPE_CHECKING:
+    import yaml
 
 PathKey = tuple[str | int, ...]
 
@@ -43,6 +49,37 @@ def load_yaml(text: str, file: str) -> YamlDocument:
     """Parse one YAML document with the safe loader; every failure is a RecipeError."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise RecipeError([Problem(Location(file, 1, 1), "", f"file is larger than {MAX_BYTES} bytes")])
+    kept = yamlcache.recall("recipe", text)
+    document = _from_kept(kept[0], file) if kept else None
+    if document is not None:
+        return document
+    document = _parse(text, file)
+    positions = [[list(path), where.line, where.col] for path, where in document.positions.items()]
+    yamlcache.keep("recipe", text, {"data": document.data, "positions": positions})
+    return document
+
+
+def _from_kept(kept: Any, file: str) -> YamlDocument | None:
+    """A kept parse as the parser gave it, with this file's name in its positions; None if it is not
+    exactly what `load_yaml` keeps."""
+    if not isinstance(kept, dict) or "data" not in kept or not isinstance(kept.get("positions"), list):
+        return None
+    positions: dict[PathKey, Location] = {}
+    for entry in kept["positions"]:
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], list)):
+            return None
+        path, line, col = entry
+        if not all(isinstance(p, (str, int)) and not isinstance(p, bool) for p in path):
+            return None
+        if not (type(line) is int and type(col) is int):
+            return None
+        positions[tuple(path)] = Location(file, line, col)
+    return YamlDocument(file, kept["data"], positions)
+
+
+def _parse(text: str, file: str) -> YamlDocument:
+    import yaml  # ~15 ms: only for text no earlier command parsed (envkit.yamlcache)
+
     try:
         loader = yaml.SafeLoader(text)
     except yaml.YAMLError as exc:
@@ -69,6 +106,8 @@ def load_yaml(text: str, file: str) -> YamlDocument:
 
 
 def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location], budget: list[int]) -> None:
+    import yaml  # loaded by _parse already
+
     budget[0] += 1
     if budget[0] > MAX_NODES:
         raise RecipeError([Problem(_loc(file, node), "", f"document expands to more than {MAX_NODES} values")])
