@@ -4,6 +4,7 @@ including Rust panics (BaseException), becomes an envkit error here."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 from collections.abc import Callable, Coroutine
@@ -44,7 +45,7 @@ def virtual_packages(platform: str, *, detect: bool = True) -> list[Any]:
     must not depend on the machine that wrote them: kernel version, CPU), conda-forge's floors and
     the overrides."""
     if detect and platform == native_platform():
-        return list(rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env()))
+        return list(_detected(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("CONDA_OVERRIDE_")))))
     names = (
         ["__unix", "__linux", "__glibc"]
         if platform.startswith("linux")
@@ -63,6 +64,13 @@ def virtual_packages(platform: str, *, detect: bool = True) -> list[Any]:
     if os.environ.get("CONDA_OVERRIDE_CUDA") and not platform.startswith("osx"):
         out.append(virtual_from("__cuda", os.environ["CONDA_OVERRIDE_CUDA"]))
     return out
+
+
+@functools.cache
+def _detected(overrides: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:
+    """This machine's virtual packages, detected once a process (a solve and the plan's audit both
+    ask; the driver does not change under a running command); `overrides` keys the cache."""
+    return tuple(rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env()))
 
 
 def describe_virtual(pkg: Any) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,8 @@ DEFAULT_ALIAS = condaconfig.DEFAULT_ALIAS
 
 @dataclass(frozen=True)
 class ResolvedChannel:
+    """A channel as given (`name`), the URL it reaches, and what decided that URL (`via`)."""
+
     name: str
     url: str
     via: str  # "default" | "--mirror" | "envkit config" | ".condarc custom_channels" | ".condarc channel_alias" | "url"
@@ -56,6 +57,8 @@ def envkit_config() -> dict[str, object]:
     data = condaconfig.read_mapping(path, hint="fix the file's YAML")
     for key in data:
         if key not in CONFIG_KEYS:
+            import difflib  # a suggestion: only for a name that is wrong
+
             close = difflib.get_close_matches(str(key), CONFIG_KEYS, n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(CONFIG_KEYS)}"
             raise UsageError(f"{path}: unknown key '{key}'", hint=hint)

@@ -6,7 +6,6 @@ with an explicit rule per field, see merge.py.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from typing import Any
@@ -81,6 +80,8 @@ class _Checker:
             return None
         for key in value:
             if key not in allowed:
+                import difflib  # a suggestion: only for a name that is wrong
+
                 close = difflib.get_close_matches(str(key), allowed, n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else f" (allowed: {', '.join(allowed)})"
                 self.fail((*path, key), f"unknown key '{key}'{hint}")
@@ -98,6 +99,8 @@ class _Checker:
 
     def choice(self, path: PathKey, value: object, choices: tuple[str, ...]) -> str | None:
         if not isinstance(value, str) or value not in choices:
+            import difflib  # a suggestion: only for a name that is wrong
+
             close = difflib.get_close_matches(str(value), choices, n=1) if isinstance(value, str) else []
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             self.fail(path, f"expected one of {'|'.join(choices)}, found {_found(value)}{hint}")

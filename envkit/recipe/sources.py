@@ -7,7 +7,6 @@ source first, then in that same order.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -22,6 +21,8 @@ from envkit.names import NAME_RE
 
 @dataclass(frozen=True)
 class RecipeSource:
+    """A place recipes are found: a path, the user's dir, a git checkout or envkit's own."""
+
     name: str
     kind: Literal["path", "user", "git", "builtin"]
     root: Path
@@ -32,6 +33,8 @@ class RecipeSource:
 
 @dataclass(frozen=True)
 class GitSourceEntry:
+    """A git source as the sources file keeps it: URL, ref, and the commit it is pinned to."""
+
     name: str
     url: str
     ref: str
@@ -149,6 +152,8 @@ def find_recipe(name: str, prefer: RecipeSource | None = None) -> tuple[RecipeSo
         if found is not None:
             return source, found
     known = sorted({n for s in all_sources() for n in list_names(s)})
+    import difflib  # a suggestion: only for a name that is wrong
+
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean '{close[0]}'?" if close else "run 'envkit recipes list' to see what is available"
     raise SourceError(f"no recipe named '{name}'", hint=hint)
