@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CreatedEnv:
+    """An env made and in place, and the activation scripts written into it."""
+
     prefix: Path
     activation_files: tuple[Path, ...]
     replaced_existing: bool

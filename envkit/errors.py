@@ -61,6 +61,8 @@ class Location:
 
 @dataclass(frozen=True)
 class Problem:
+    """One thing wrong in a recipe, at the line and key where it is."""
+
     location: Location | None
     path: str
     message: str

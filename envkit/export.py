@@ -19,6 +19,8 @@ DOCKER_PREFIX = "/opt/env"
 
 @dataclass(frozen=True)
 class ExportedPackage:
+    """A conda package as every export format writes it: pinned, with its URL and hashes."""
+
     name: str
     version: str
     build: str
@@ -35,6 +37,8 @@ class ExportedPackage:
 
 @dataclass(frozen=True)
 class ExportedPip:
+    """A pip wheel as the exports write it; `url` is None where pip kept no file to point at."""
+
     name: str
     version: str
     url: str | None  # with #sha256= when envkit installed it
@@ -47,6 +51,8 @@ class ExportedPip:
 
 @dataclass(frozen=True)
 class EnvSnapshot:
+    """What an env has now, read once and written in any export format."""
+
     name: str
     prefix: str
     platform: str

@@ -63,6 +63,8 @@ NATIVE_LIBRARY = re.compile(r"\.so(\.|$)|\.dylib$|\.dll$")
 
 @dataclass(frozen=True)
 class CondaPackage:
+    """A package as its conda-meta record says it is installed."""
+
     name: str
     version: str
     build: str
@@ -77,6 +79,8 @@ class CondaPackage:
 
 @dataclass(frozen=True)
 class PipDist:
+    """A distribution found in site-packages, whoever installed it (pip, conda, or by hand)."""
+
     name: str
     version: str
     installer: str

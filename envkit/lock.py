@@ -30,6 +30,8 @@ ENVIRONMENT = "default"
 
 @dataclass(frozen=True)
 class LockedPip:
+    """A pip wheel pinned by version and hash-checked URL."""
+
     name: str
     version: str
     url: str  # with #sha256=<hex>
@@ -48,6 +50,8 @@ class LockedPip:
 
 @dataclass(frozen=True)
 class LockedPlatform:
+    """Everything one platform installs: its conda records, its wheels and its activation settings."""
+
     platform: str
     virtual_packages: tuple[str, ...]
     records: tuple[Any, ...]  # rattler RepoDataRecords, in name order
@@ -57,6 +61,8 @@ class LockedPlatform:
 
 @dataclass(frozen=True)
 class Lock:
+    """envkit's reading of a lock file: what rattler's format holds plus what it has no place for."""
+
     recipe: str
     recipe_digest: str
     channels: tuple[str, ...]

@@ -43,6 +43,8 @@ TOOLCHAIN_ROLES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class PlannedPackage:
+    """A package the solve chose, with the toolchain role the plan shows for it."""
+
     name: str
     version: str
     build: str
@@ -56,6 +58,8 @@ class PlannedPackage:
 
 @dataclass(frozen=True)
 class Plan:
+    """What create or sync will install and set, shown and audited before anything changes."""
+
     recipe: str
     prefix: Path
     platform: str
@@ -85,6 +89,8 @@ class Target:
 
 @dataclass(frozen=True)
 class SolveOutcome:
+    """A plan and the rattler records that install it."""
+
     plan: Plan
     records: list[Any]
 

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PackageChange:
+    """A package a sync adds, removes or moves to another version or build."""
+
     name: str
     kind: Literal["added", "removed", "changed"]
     old: str | None  # version build
@@ -41,6 +43,8 @@ class PackageChange:
 
 @dataclass(frozen=True)
 class VariableChange:
+    """An activation variable a sync sets, changes or unsets."""
+
     name: str
     old: str | None  # a readable form of the operation, None when absent
     new: str | None
@@ -48,6 +52,8 @@ class VariableChange:
 
 @dataclass(frozen=True)
 class SyncOutcome:
+    """What a sync found different, and what it did about it."""
+
     prefix: str
     source: str  # "recipe" or "lock"
     noop: bool

@@ -24,6 +24,8 @@ LIB_PART: dict[str, Part] = {"blas": "BLAS / LAPACK", "openmp": "OpenMP runtime"
 
 @dataclass(frozen=True)
 class Provider:
+    """The package that provides one part of the numeric toolchain, and the requests that brought it."""
+
     part: Part
     name: str
     version: str
@@ -35,6 +37,8 @@ class Provider:
 
 @dataclass(frozen=True)
 class ToolchainMap:
+    """Who provides BLAS, OpenMP and torch in an env or plan, and where they conflict."""
+
     prefix: str
     planned: bool  # a plan: no files on disk yet
     requested: tuple[str, ...]

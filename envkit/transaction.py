@@ -96,6 +96,8 @@ def remove_tree(path: Path, *, writers_may_linger: bool = False) -> None:
 
 @dataclass(frozen=True)
 class Recovered:
+    """What recovery did with an env that an interrupted envkit left half-changed."""
+
     prefix: Path
     action: Literal["removed", "restored", "finished", "rolled back"]
     path: Path

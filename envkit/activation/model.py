@@ -23,6 +23,8 @@ class Setting:
 
 @dataclass(frozen=True)
 class ActivationSettings:
+    """What activation sets, in the order it sets it: the recipe's threading policy and env entries."""
+
     settings: tuple[Setting, ...]
 
     def names(self) -> tuple[str, ...]:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Reserved:
+    """A variable that a shell or conda owns, and why a recipe may not set it."""
+
     shell: str
     why: str
 

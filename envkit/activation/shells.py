@@ -21,12 +21,16 @@ from envkit.recipe.model import EnvOp
 
 @dataclass(frozen=True)
 class ScriptPair:
+    """One shell's activate and deactivate scripts: written, hashed and checked together."""
+
     activate: str
     deactivate: str
 
 
 @dataclass(frozen=True)
 class ScriptContext:
+    """What every script of one env opens with: the tag that marks it envkit's, and its header lines."""
+
     tag: str  # [0-9a-f]{8}, unique per env prefix
     header: tuple[str, ...]  # comment lines, shell-neutral text
 

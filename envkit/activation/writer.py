@@ -62,6 +62,8 @@ def ops_from_json(data: object) -> tuple[EnvOp, ...]:
 
 @dataclass(frozen=True)
 class ActivationFile:
+    """One script as it is to be on disk: the audit compares the file there with `text`."""
+
     path: Path
     text: str
 

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Finding:
+    """One rule's verdict on one env or plan, in words a person acts on (rendered, or JSON for CI)."""
+
     rule_id: str
     slug: str
     severity: Severity
@@ -31,6 +33,8 @@ class Finding:
 
 @dataclass(frozen=True)
 class EnvAudit:
+    """All findings for one prefix; `error` when the env could not be read at all."""
+
     prefix: Path
     findings: tuple[Finding, ...]
     envkit_managed: bool

@@ -36,6 +36,8 @@ from envkit.transaction import env_lock
 
 @dataclass(frozen=True)
 class FixPlan:
+    """What `audit --fix` would change in one env, shown as a diff before anything is written."""
+
     JSON_EXCLUDE: ClassVar[tuple[str, ...]] = ("files", "basis")  # the diff says what changes
 
     prefix: Path

@@ -29,6 +29,8 @@ EXPORT_RE = re.compile(r"""^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=(?:'([^']*)'|"(
 
 @dataclass(frozen=True)
 class NativeLib:
+    """A BLAS or OpenMP library file in the env, with the package that put it there."""
+
     kind: str
     api: str
     path: str  # relative to the prefix
@@ -38,6 +40,8 @@ class NativeLib:
 
 @dataclass(frozen=True)
 class ActivationVar:
+    """A variable's value as activation leaves it, and which file or setting decides it."""
+
     value: str | None  # None: the variable is unset by activation
     source: str
 
@@ -54,6 +58,8 @@ class ScriptState:
 
 @dataclass(frozen=True)
 class Inventory:
+    """Everything the rules look at, read once: an env on disk or a plan not yet installed."""
+
     prefix: Path
     packages: dict[str, CondaPackage]
     pip: dict[str, PipDist]

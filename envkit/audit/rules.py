@@ -25,6 +25,8 @@ SEVERITY_ORDER: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 
 @dataclass(frozen=True)
 class Rule:
+    """One catalog entry: what it checks, why it matters, how to fix it, and where that is documented."""
+
     id: str
     slug: str
     severity: Severity

@@ -8,6 +8,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Result:
+    """What every command returns: data for JSON and rendering, and the exit code it ends with."""
+
     command: str
     data: Any
     exit_code: int = 0

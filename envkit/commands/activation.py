@@ -17,6 +17,8 @@ from envkit.record import read_record
 
 @dataclass(frozen=True)
 class ActivationView:
+    """The activation scripts of one env for one shell, as `envkit activation` shows them."""
+
     prefix: str
     recipe: str
     ops: tuple[EnvOp, ...]

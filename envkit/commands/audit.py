@@ -22,6 +22,8 @@ from envkit.recipe.consistency import ConsistencyRule
 
 @dataclass(frozen=True)
 class AuditOutcome:
+    """The audits of every env asked for, and the fixes planned or applied."""
+
     audits: tuple[EnvAudit, ...]
     min_severity: str
     fixes: tuple[FixPlan, ...]

@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # for annotations: a sync to its recipe, which imports this m
 
 @dataclass(frozen=True)
 class CreateRequest:
+    """The command line of `envkit create`, as data (the conda plugin builds one too)."""
+
     recipe: str
     name: str | None = None
     prefix: str | None = None
@@ -48,6 +50,8 @@ class CreateRequest:
 
 @dataclass(frozen=True)
 class CreateOutcome:
+    """What a create planned, made and proved, or why it stopped."""
+
     plan: Plan
     dry_run: bool
     created: CreatedEnv | None

@@ -17,6 +17,8 @@ from envkit.transaction import env_lock, recover, remove_tree, work_dir
 
 @dataclass(frozen=True)
 class ListedEnv:
+    """One line of `envkit list`: an env conda knows, and what envkit recorded of it."""
+
     prefix: str
     name: str
     envkit: bool
@@ -60,6 +62,8 @@ def list_envs() -> Result:
 
 @dataclass(frozen=True)
 class Removed:
+    """An env `envkit remove` took away; `envkit` says whether envkit had made it."""
+
     prefix: str
     envkit: bool
 

@@ -29,6 +29,8 @@ FORMATS: tuple[str, ...] = ("environment-yml", "explicit", "dockerfile", "lock")
 
 @dataclass(frozen=True)
 class ExportOutcome:
+    """An export written to `path`, or its `text` for stdout."""
+
     format: str
     prefix: str
     path: str | None

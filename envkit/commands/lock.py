@@ -28,6 +28,8 @@ from envkit.solve import choose_channels, plan_from_records, solve_or_explain, t
 
 @dataclass(frozen=True)
 class PlatformSummary:
+    """What the lock holds for one platform, and what its plan's audit found."""
+
     platform: str
     packages: int
     pip: int
@@ -38,6 +40,8 @@ class PlatformSummary:
 
 @dataclass(frozen=True)
 class LockOutcome:
+    """The lock written (or refused) and a summary per platform."""
+
     path: str
     recipe: str
     recipe_digest: str

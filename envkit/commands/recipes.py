@@ -22,6 +22,8 @@ from envkit.recipe.sources import all_sources, folders_with_recipe_files, list_n
 
 @dataclass(frozen=True)
 class ListedRecipe:
+    """One recipe `recipes list` found, and the one of the same name that hides it, if any."""
+
     name: str
     source: str
     kind: str
@@ -51,6 +53,8 @@ def list_recipes() -> Result:
 
 @dataclass(frozen=True)
 class ShownRecipe:
+    """A recipe after `extends`, compiled for a platform, with its consistency findings."""
+
     recipe: Recipe
     compiled: CompiledRecipe | None
     findings: tuple[ConsistencyFinding, ...]
@@ -66,6 +70,8 @@ def show_recipe(name: str, resolved: bool, platform: str | None = None) -> Resul
 
 @dataclass(frozen=True)
 class Validation:
+    """One recipe file's verdict from `recipes validate`."""
+
     path: str
     ok: bool
     problems: tuple[str, ...]
@@ -102,6 +108,8 @@ def update(name: str | None, check_only: bool) -> Result:
 
 @dataclass(frozen=True)
 class CheckedRecipe:
+    """One recipe file's verdict from `recipes check`: valid, locked, fresh, solvable."""
+
     path: str
     name: str | None
     lock: str | None

@@ -14,6 +14,8 @@ Status = Literal["pass", "warn", "fail", "skip"]
 
 @dataclass(frozen=True)
 class CheckResult:
+    """One probe check's verdict, with the evidence behind it and what to do about a failure."""
+
     id: str
     title: str
     status: Status
@@ -25,6 +27,8 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class ProbeReport:
+    """Every check the probe ran in one env, and how long it took."""
+
     JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("status",)
 
     prefix: str

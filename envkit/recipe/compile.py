@@ -22,6 +22,8 @@ from envkit.recipe.schema import VERSIONISH_RE, python_spec, spec_name
 
 @dataclass(frozen=True)
 class CompiledSpec:
+    """A conda spec the solver gets, with why it is there and where the recipe asked for it."""
+
     spec: str
     reason: str
     origin: Location | None = None
@@ -33,6 +35,8 @@ class CompiledSpec:
 
 @dataclass(frozen=True)
 class CompiledRecipe:
+    """A recipe turned into what one platform's solve and activation need."""
+
     recipe: Recipe  # as it is on `platform` (its per_platform entry applied)
     channels: tuple[str, ...]
     platforms: tuple[str, ...]

@@ -23,6 +23,8 @@ Severity = Literal["error", "warning"]
 
 @dataclass(frozen=True)
 class ConsistencyRule:
+    """A rule a recipe is held to before any solve, declared like the audit's rules."""
+
     id: str
     slug: str
     severity: Severity
@@ -40,6 +42,8 @@ class ConsistencyRule:
 
 @dataclass(frozen=True)
 class ConsistencyFinding:
+    """A consistency rule a recipe breaks; `forced` when the recipe's `force:` lets it through."""
+
     rule: ConsistencyRule
     message: str
     forced: bool

@@ -26,6 +26,8 @@ PYTORCH_CHANNEL_TORCH = re.compile(r"^py\d+\.\d+_(?P<kind>cpu|cuda(?P<cuda>[\d.]
 
 @dataclass(frozen=True)
 class EnvPackage:
+    """A package of an existing env, as a recipe written from that env pins it."""
+
     name: str
     version: str
     build: str

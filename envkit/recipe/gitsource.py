@@ -30,12 +30,16 @@ from envkit.recipe.sources import (
 
 @dataclass(frozen=True)
 class RecipeChange:
+    """A recipe that an update of a git source adds, removes or changes."""
+
     name: str
     change: Literal["added", "removed", "changed"]
 
 
 @dataclass(frozen=True)
 class SourceUpdate:
+    """What `recipes update` moved a git source to, and what that changes."""
+
     name: str
     old_commit: str
     new_commit: str
@@ -46,6 +50,8 @@ class SourceUpdate:
 
 @dataclass(frozen=True)
 class AddedSource:
+    """A git source `recipes add-source` cloned, at the commit it is pinned to."""
+
     name: str
     url: str
     ref: str
@@ -55,6 +61,8 @@ class AddedSource:
 
 @dataclass(frozen=True)
 class RemovedSource:
+    """A git source taken away, and the envs whose recipes came from it."""
+
     name: str
     url: str
     commit: str

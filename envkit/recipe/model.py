@@ -46,6 +46,8 @@ class Spec:
 
 @dataclass(frozen=True)
 class PytorchChoice:
+    """Which torch build the recipe wants, and where it comes from: that decides which OpenMP loads."""
+
     version: str | None = None
     variant: TorchVariant = "cpu"
     cuda: str | None = None
@@ -59,6 +61,8 @@ class PytorchChoice:
 
 @dataclass(frozen=True)
 class Toolchain:
+    """The recipe's BLAS, MKL, OpenMP and torch choices, checked together before a solve."""
+
     blas: Blas | None = None
     mkl: str | None = None
     openmp: OpenMP | None = None
@@ -79,6 +83,8 @@ class EnvOp:
 
 @dataclass(frozen=True)
 class Threading:
+    """The threading policy that activation exports (MKL_THREADING_LAYER and the thread counts)."""
+
     mkl_threading_layer: ThreadingLayer | None = None
     omp_num_threads: ThreadCount = None
     mkl_num_threads: ThreadCount = None
@@ -88,6 +94,8 @@ class Threading:
 
 @dataclass(frozen=True)
 class ProbeSpec:
+    """What the probe must show in the new env before envkit calls it good."""
+
     imports: tuple[str, ...] = ()
     import_orders: tuple[tuple[str, ...], ...] = ()
     ddp: bool = True
@@ -109,6 +117,8 @@ class RecipeOrigin:
 
 @dataclass(frozen=True)
 class Recipe:
+    """A validated recipe after `extends`: everything create, lock and sync need from the YAML."""
+
     name: str
     description: str
     origin: RecipeOrigin
