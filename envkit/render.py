@@ -337,6 +337,10 @@ def _check(c: Out, rows: Any) -> None:
         if r.problems:
             for p in r.problems:
                 c.print(f"[red]problem[/red] {escape(p)}")
+        elif r.lock is None:
+            c.print(
+                f"[green]ok[/green] {escape(r.path)} (no lock of its own: extended by {escape(', '.join(r.extended_by))}, whose locks hold it)"
+            )
         else:
             c.print(f"[green]ok[/green] {escape(r.path)} (lock {escape(str(r.lock))}, {', '.join(r.platforms)})")
 

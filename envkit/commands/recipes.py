@@ -115,6 +115,8 @@ class CheckedRecipe:
     lock: str | None
     platforms: tuple[str, ...]
     problems: tuple[str, ...]
+    # the checked recipes that extend this one: a parent needs no lock of its own (theirs hold it)
+    extended_by: tuple[str, ...] = ()
 
 
 def _recipe_files(paths: list[str]) -> list[Path]:
@@ -140,18 +142,28 @@ def _recipe_files(paths: list[str]) -> list[Path]:
     return out
 
 
-def check_one(path: Path) -> CheckedRecipe:
-    where = str(path)
+def _load_checked(path: Path) -> Recipe | EnvkitError:
     try:
-        recipe = load_recipe(where)
+        recipe = load_recipe(str(path))
         require_consistent(recipe)
     except EnvkitError as exc:
-        return CheckedRecipe(where, None, None, (), tuple(exc.lines()))
+        return exc
+    return recipe
+
+
+def check_one(path: Path, loaded: Recipe | EnvkitError | None = None, extended_by: tuple[str, ...] = ()) -> CheckedRecipe:
+    """`extended_by`: the checked recipes that extend this one. A parent that is there only to be
+    extended needs no lock of its own; one that has a lock must keep it fresh all the same."""
+    where = str(path)
+    recipe = _load_checked(path) if loaded is None else loaded
+    if isinstance(recipe, EnvkitError):
+        return CheckedRecipe(where, None, None, (), tuple(recipe.lines()))
     platforms = lock_platforms(recipe, ())
     lock_path = path.parent / f"{recipe.name}.lock"
     problems: list[str] = []
     if not lock_path.is_file():
-        problems.append(f"{where}: no lock ({lock_path.name}); make it with 'envkit lock {where}' and commit it")
+        if not extended_by:
+            problems.append(f"{where}: no lock ({lock_path.name}); make it with 'envkit lock {where}' and commit it")
     else:
         try:
             lock = read_lock(lock_path)
@@ -168,12 +180,21 @@ def check_one(path: Path) -> CheckedRecipe:
     except EnvkitError as exc:
         first = exc.message.splitlines()[0]
         problems.append(f"{where}: does not solve today for {', '.join(platforms)}: {first}")
-    return CheckedRecipe(where, recipe.name, str(lock_path), platforms, tuple(problems))
+    locked = str(lock_path) if lock_path.is_file() or not extended_by else None
+    return CheckedRecipe(where, recipe.name, locked, platforms, tuple(problems), extended_by)
 
 
 def check(paths: list[str]) -> Result:
-    """For a recipe repo's CI: every recipe valid, each lock present, fresh and covering the
-    declared platforms, each platform still solvable. Nothing is created."""
-    checked = [check_one(path) for path in _recipe_files(paths)]
+    """For a recipe repo's CI: every recipe valid, each lock present (a parent the others extend
+    needs none), fresh and covering the declared platforms, each platform still solvable. Nothing
+    is created."""
+    files = _recipe_files(paths)
+    loaded = {path: _load_checked(path) for path in files}
+    extenders: dict[Path, set[str]] = {}
+    for recipe in loaded.values():
+        if not isinstance(recipe, EnvkitError):
+            for parent in recipe.chain[1:]:  # the files it was made from, itself first
+                extenders.setdefault(Path(parent).resolve(), set()).add(recipe.name)
+    checked = [check_one(path, loaded[path], tuple(sorted(extenders.get(path.resolve(), ())))) for path in files]
     problems = tuple(p for c in checked for p in c.problems)
     return Result("recipes check", checked, int(ExitCode.FINDINGS if problems else ExitCode.OK), errors=problems)

@@ -148,7 +148,7 @@ def add_source(url: str, name: str | None = None, ref: str | None = None) -> Add
         try:
             _git(["clone", "--quiet", "--no-checkout", "--", url, str(tmp)])
             target = ref or _git(["symbolic-ref", "--short", "HEAD"], tmp)
-            commit = _resolve(tmp, target)
+            commit = _resolve(tmp, target, default=ref is None)
             _git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit], tmp)
             recipes = _offers_recipes(tmp, url, commit)
         except BaseException:
@@ -187,13 +187,25 @@ def _envs_from(source: str, recipes: set[str] | None = None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _resolve(repo: Path, ref: str) -> str:
+def _resolve(repo: Path, ref: str, *, default: bool = False) -> str:
+    """`default`: `ref` is what the remote's HEAD names (no --ref given), which can be a branch that
+    was never pushed (a bare repo made with `git init` names master; the team pushed main)."""
     for candidate in (f"origin/{ref}", ref):
         try:
             return _git(["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], repo)
         except SourceError:
             continue
-    raise SourceError(f"ref '{ref}' not found in the repository", hint="pass an existing branch, tag or commit with --ref")
+    try:
+        refs = _git(["for-each-ref", "--format=%(refname:short)", "refs/remotes/origin"], repo).splitlines()
+    except SourceError:
+        refs = []
+    branches = sorted(r.removeprefix("origin/") for r in refs if r.startswith("origin/") and r != "origin/HEAD")
+    has = f"its branches: {', '.join(branches)}" if branches else "it has no branches"
+    missing = (
+        f"the repository's HEAD names branch '{ref}', which it does not have" if default else f"ref '{ref}' not found in the repository"
+    )
+    example = f", e.g. --ref {branches[0]}" if branches else ""
+    raise SourceError(f"{missing}; {has}", hint=f"pass an existing branch, tag or commit with --ref{example}")
 
 
 def _recipe_changes(repo: Path, old: str, new: str) -> tuple[RecipeChange, ...]:

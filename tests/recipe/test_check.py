@@ -72,6 +72,28 @@ def test_check_reports_a_missing_lock_and_a_missing_platform(tmp_path: Path) -> 
     assert partial.returncode == 1 and "lacks osx-arm64, which the recipe declares" in partial.stdout + partial.stderr
 
 
+def test_a_parent_the_repo_extends_needs_no_lock_of_its_own(tmp_path: Path) -> None:
+    """team-base is only there to be extended: team's lock holds it. Checked without team, it is a
+    recipe like any other, and needs its lock."""
+    channel = two_platform_channel(tmp_path)
+    repo = tmp_path / "recipes"
+    team_recipe(repo, channel)
+    assert run_envkit("lock", str(repo / "team.yaml")).returncode == 0
+    ok = run_envkit("recipes", "check", cwd=repo)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "ok team-base.yaml (no lock of its own: extended by team, whose locks hold it)" in ok.stdout
+    doc = json.loads(run_envkit("recipes", "check", "--json", cwd=repo).stdout)
+    base = next(r for r in doc["data"] if r["path"] == "team-base.yaml")
+    assert base["lock"] is None and base["extended_by"] == ["team"] and base["problems"] == []
+    alone = run_envkit("recipes", "check", str(repo / "team-base.yaml"))
+    assert alone.returncode == 1 and "no lock (team-base.lock)" in alone.stdout + alone.stderr
+    # editing the parent still makes the child's lock stale
+    base_file = repo / "team-base.yaml"
+    base_file.write_text(base_file.read_text().replace("omp_num_threads: 1", "omp_num_threads: 2"))
+    stale = run_envkit("recipes", "check", cwd=repo)
+    assert stale.returncode == 1 and "team.lock: stale" in stale.stdout + stale.stderr
+
+
 def test_check_that_finds_no_recipe_fails_instead_of_passing(tmp_path: Path) -> None:
     """CI running `envkit recipes check` where the recipes are not (a repo keeping them in recipes/)
     must not pass having checked nothing; the error names the folder that holds them."""

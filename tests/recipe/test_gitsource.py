@@ -75,12 +75,28 @@ def test_pinned_ref_and_errors(team_repo: Path) -> None:
     assert entry.commit == first
     with pytest.raises(SourceError, match="already exists"):
         add_source(str(team_repo), name="pinned")
-    with pytest.raises(SourceError, match="ref 'nope' not found"):
+    with pytest.raises(SourceError, match="ref 'nope' not found in the repository; its branches: main"):
         add_source(str(team_repo), name="bad", ref="nope")
     with pytest.raises(SourceError, match="git clone failed"):
         add_source((team_repo.parent / "missing").as_uri(), name="gone")
     with pytest.raises(SourceError, match="no recipe source named 'zzz'"):
         update_sources("zzz")
+
+
+def test_a_bare_remote_whose_head_names_a_branch_never_pushed(team_repo: Path, tmp_path: Path) -> None:
+    """`git init --bare` names master; the team pushed main. Without --ref the error says so and
+    names the branch there is."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "master", str(remote)], check=True)
+    git(team_repo, "push", "-q", str(remote), "HEAD:main")
+    proc = run_envkit("recipes", "add-source", remote.as_uri(), "--name", "team")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "envkit: error: the repository's HEAD names branch 'master', which it does not have; its branches: main "
+        "(pass an existing branch, tag or commit with --ref, e.g. --ref main)"
+    ]
+    assert not sources_file().exists() and not git_checkout_dir("team").exists()
+    assert run_envkit("recipes", "add-source", remote.as_uri(), "--name", "team", "--ref", "main").returncode == 0
 
 
 def test_cli_lists_provenance(team_repo: Path) -> None:
