@@ -20,7 +20,7 @@ from envkit.recipe.model import (
     Toolchain,
 )
 from envkit.recipe.schema import Layer, validate_layer
-from envkit.recipe.sources import RecipeSource, find_recipe, sources_holding
+from envkit.recipe.sources import RecipeSource, find_recipe, source_qualified, sources_holding
 from envkit.recipe.yamlsource import load_yaml
 
 
@@ -29,7 +29,7 @@ def check_recipe_path(path: Path, given: str) -> None:
     if path.is_symlink() and not path.exists():
         raise SourceError(f"recipe {given}: a broken symbolic link (to {os.readlink(path)})", hint="point it at a recipe file")
     if not path.exists():
-        raise SourceError(f"recipe file not found: {given}")
+        raise SourceError(f"recipe file not found: {given}", hint=source_qualified(given))
     if path.is_dir():
         raise SourceError(f"recipe {given}: is a directory", hint="give a .yaml file, or add the directory to ENVKIT_RECIPE_PATH")
     if not path.is_file():

@@ -141,9 +141,24 @@ def unusable_files(source: RecipeSource) -> list[tuple[Path, str]]:
     return out
 
 
+def source_qualified(given: str) -> str | None:
+    """For 'team/train' or 'team:train', as if a source qualified its recipes' names (they go by
+    their own): how that recipe is named; None when `given` is not that."""
+    for sep in ("/", ":"):
+        source_name, found, name = given.partition(sep)
+        name = name.removesuffix(".yaml").removesuffix(".yml")
+        if not found or not NAME_RE.match(name):
+            continue
+        source = next((s for s in all_sources() if s.name == source_name), None)
+        if source is not None and recipe_file(source, name) is not None:
+            return f"a recipe from source '{source_name}' goes by its own name: '{name}'"
+    return None
+
+
 def find_recipe(name: str, prefer: RecipeSource | None = None) -> tuple[RecipeSource, Path]:
     if not NAME_RE.match(name):
-        raise SourceError(f"invalid recipe name {name!r}", hint="recipe names are lowercase identifiers such as 'yolov8'")
+        hint = source_qualified(name) or "recipe names are lowercase identifiers such as 'yolov8'"
+        raise SourceError(f"invalid recipe name {name!r}", hint=hint)
     sources = all_sources()
     if prefer is not None:
         sources = [prefer, *[s for s in sources if s != prefer]]

@@ -99,6 +99,16 @@ def test_a_bare_remote_whose_head_names_a_branch_never_pushed(team_repo: Path, t
     assert run_envkit("recipes", "add-source", remote.as_uri(), "--name", "team", "--ref", "main").returncode == 0
 
 
+def test_a_source_qualified_name_is_answered_with_the_name_to_use(team_repo: Path) -> None:
+    """Sources do not qualify names (conda's channel::pkg habit): 'team/old' and 'team:old' say how it is named."""
+    add_source(team_repo.as_uri(), name="team")
+    for given in ("team/old", "team:old", "team/old.yaml"):
+        proc = run_envkit("create", given, "--dry-run")
+        assert proc.returncode == 2, proc.stderr
+        assert "(a recipe from source 'team' goes by its own name: 'old')" in proc.stderr, proc.stderr
+    assert "goes by its own name" not in run_envkit("create", "team/missing", "--dry-run").stderr
+
+
 def test_cli_lists_provenance(team_repo: Path) -> None:
     proc = run_envkit("recipes", "add-source", str(team_repo), "--json")
     assert proc.returncode == 0, proc.stderr
