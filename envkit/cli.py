@@ -255,19 +255,22 @@ def build_parser(only: str | None = None) -> Parser:
 
 
 class UI:
-    """Where a command talks to a person: consoles made on first use, and whether one can be asked."""
+    """Where a command talks to a person: consoles made on first use, and whether one can be asked.
+    `stdout_taken`: stdout carries something else (--json's document, `-o /dev/stdout`'s file), so
+    what envkit says goes to stderr."""
 
-    def __init__(self, as_json: bool) -> None:
+    def __init__(self, as_json: bool, stdout_taken: bool = False) -> None:
         self.as_json = as_json
+        self.stdout_taken = as_json or stdout_taken
         self.interactive = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
 
     @functools.cached_property
     def out(self) -> Out:
-        """Plans and results: stderr under --json, which keeps stdout for the document; rich's
-        console on a terminal, plain text through envkit.plaintext off one."""
+        """Plans and results: stderr when stdout is taken; rich's console on a terminal, plain text
+        through envkit.plaintext off one."""
         from envkit.plaintext import console
 
-        return console(stderr=self.as_json)
+        return console(stderr=self.stdout_taken)
 
     @functools.cached_property
     def terminal(self) -> Console:
@@ -278,7 +281,7 @@ class UI:
         from envkit.plaintext import console_options
 
         out = self.out
-        return out if isinstance(out, Console) else Console(stderr=self.as_json, **console_options())
+        return out if isinstance(out, Console) else Console(stderr=self.stdout_taken, **console_options())
 
     def ask(self, question: str) -> bool:
         return self.terminal.input(f"{question} [y/N] ", markup=False).strip().lower() in ("y", "yes")
@@ -520,7 +523,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EnvkitError as exc:
         return _report_error(exc, as_json, command="")
     as_json = bool(getattr(args, "json", False))
-    ui = UI(as_json)
+    output: str | None = getattr(args, "output", None)
+    stdout_taken = False
+    if output:
+        from envkit.fsutil import is_stdout
+
+        stdout_taken = is_stdout(output)
+    ui = UI(as_json, stdout_taken=stdout_taken)
     command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
     from envkit.notices import collecting
 
@@ -555,7 +564,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_json(envelope(result, command=result.command, exit_code=result.exit_code))
     elif shown or getattr(result.data, "noop", False) or result.data is None:
         for message in result.messages:  # plain text: nothing here needs rich
-            sys.stdout.write(one_line(message) + "\n")
+            (sys.stderr if ui.stdout_taken else sys.stdout).write(one_line(message) + "\n")
     else:
         from envkit.render import render_human
 

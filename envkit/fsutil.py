@@ -6,11 +6,12 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from envkit.errors import EnvkitError
+from envkit.errors import EnvkitError, filesystem_refusal
 
 
 def umask() -> int:
@@ -72,6 +73,45 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
         if isinstance(exc, OSError) and exc.filename is None:
             exc.filename = str(path)  # a full disk fails in write(), which names no file: name the target
         raise
+
+
+def is_stdout(path: str) -> bool:
+    """Whether `path` is this process's standard output (/dev/stdout, or the file it was sent to):
+    what envkit says about writing there must then go to stderr."""
+    try:
+        there, out = os.stat(path), os.fstat(1)
+    except (OSError, ValueError):
+        return False
+    return (there.st_dev, there.st_ino) == (out.st_dev, out.st_ino)
+
+
+def write_output(path: Path, text: str) -> Path:
+    """A file the user named (-o): replaced atomically, as every envkit write is, but where it points
+    when it is a link (the link stays), and written as a stream when it is one (/dev/stdout, a
+    FIFO; a rename over it would replace the device or pipe, and as root did). Folders on the way
+    are made; a directory, or a path through a file, is refused in one line. Returns where it went."""
+    from envkit.errors import UsageError
+
+    try:
+        mode = os.stat(path).st_mode  # follows links: /dev/stdout is one
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}", hint="give another output path") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise UsageError(f"cannot write {path}: it is a directory", hint="give a file path, e.g. " + str(path / "out.txt"))
+    if mode is not None and (not stat.S_ISREG(mode) or is_stdout(str(path))):
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        return path
+    target = Path(os.path.realpath(path))
+    try:
+        atomic_write_text(target, text)
+    except OSError as exc:
+        if isinstance(exc, PermissionError) or filesystem_refusal(exc.errno or 0):
+            raise  # the CLI says these in its own words (a permission, a full disk)
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="give another output path") from None
+    return target
 
 
 def read_exact(path: Path) -> str | None:

@@ -22,7 +22,7 @@ import rattler
 from rattler.lock import LockChannel, LockPlatform
 
 from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text
+from envkit.fsutil import write_output
 
 ENVKIT_LOCK_VERSION = 2  # 2: activation per platform (MKL's GNU layer is Linux-only)
 ENVIRONMENT = "default"
@@ -106,7 +106,7 @@ def write_lock(path: Path, lock: Lock) -> None:
         }
     }
     # JSON is YAML: one line, stable, no dependency on a YAML emitter's choices
-    atomic_write_text(path, f"{first}\nenvkit: {json.dumps(meta['envkit'], sort_keys=True)}\n{rest}")
+    write_output(path, f"{first}\nenvkit: {json.dumps(meta['envkit'], sort_keys=True)}\n{rest}")
 
 
 def _envkit_section(text: str, path: Path) -> dict[str, Any]:

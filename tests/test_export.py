@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import dockerfile
 import rattler
@@ -38,6 +41,12 @@ def exported_env(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     proc = run_envkit("create", str(recipe), "--yes", "--no-probe", env=env)
     assert proc.returncode == 0, proc.stderr
     return tmp_path / "envs" / "exp", env
+
+
+def read_lock_text(text: str, where: Path) -> Any:
+    path = where / "read-back.lock"
+    path.write_text(text)
+    return read_lock(path)
 
 
 def export(prefix: Path, fmt: str, *extra: str) -> str:
@@ -111,6 +120,35 @@ def test_export_of_a_missing_env_and_a_bad_format(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "Traceback" not in missing.stderr and missing.stderr.count("\n") == 1
     bad = run_envkit("export", "-p", str(tmp_path), "--format", "toml")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_output_to_a_stream_a_folder_or_nowhere(tmp_path: Path) -> None:
+    """`-o /dev/stdout` is the text on stdout (a rename over it replaced /dev/stdout's target, and as
+    root replaced /dev/full with a regular file); a folder, or a path through a file, is one line."""
+    channel = tiny_channel(tmp_path)
+    recipe = write_recipe(tmp_path / "r", "out", f"envkit: 1\nname: out\nchannels: [{channel.as_uri()}]\npackages: [tool]\n")
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe").returncode == 0
+    prefix = tmp_path / "envs" / "out"
+    piped = subprocess.run(
+        [sys.executable, "-m", "envkit", "export", "-p", str(prefix), "--format", "explicit", "-o", "/dev/stdout"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == export(prefix, "explicit")  # the file alone: what envkit says went to stderr
+    assert piped.stderr == f"wrote /dev/stdout (explicit) from {prefix}\n"
+    lock_out = subprocess.run(
+        [sys.executable, "-m", "envkit", "lock", str(recipe), "-o", "/dev/stdout"], capture_output=True, text=True, check=False
+    )
+    assert lock_out.returncode == 0, lock_out.stderr
+    assert read_lock_text(lock_out.stdout, tmp_path).recipe == "out" and lock_out.stderr.startswith("wrote /dev/stdout for recipe out")
+    (tmp_path / "a-file").write_text("")
+    for output, said in ((tmp_path, "it is a directory"), (tmp_path / "a-file" / "x.txt", "Not a directory")):
+        proc = run_envkit("export", "-p", str(prefix), "--format", "explicit", "-o", str(output))
+        assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    locked = run_envkit("lock", str(recipe), "-o", str(tmp_path))
+    assert locked.returncode == 2 and "it is a directory" in locked.stderr
 
 
 def test_environment_yml_of_a_plain_env_keeps_conda_config_vars(tmp_path: Path) -> None:

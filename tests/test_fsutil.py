@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from envkit.fsutil import atomic_write_text, umask
+from envkit.errors import UsageError
+from envkit.fsutil import atomic_write_text, umask, write_output
 
 
 @pytest.fixture
@@ -36,3 +39,40 @@ def test_a_replaced_file_keeps_its_mode_and_an_explicit_one_wins(tmp_path: Path,
     atomic_write_text(kept, "newer\n", mode=0o644)
     assert kept.stat().st_mode & 0o7777 == 0o644
     assert [p.name for p in kept.parent.iterdir()] == ["kept.txt"]  # no temp file left behind
+
+
+def test_an_output_that_is_a_link_is_written_where_it_points_and_the_link_stays(tmp_path: Path) -> None:
+    real = tmp_path / "repo" / "team.lock"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link = tmp_path / "team.lock"
+    link.symlink_to(real)
+    assert write_output(link, "new\n") == real
+    assert link.is_symlink() and real.read_text() == "new\n"
+
+
+def test_an_output_that_is_a_stream_is_written_as_one(tmp_path: Path) -> None:
+    """A FIFO (as /dev/stdout is, under a pipe) gets the text; a rename would have replaced it."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    write_output(fifo, "through the pipe\n")
+    reader.join(timeout=10)
+    assert got == ["through the pipe\n"]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    write_output(Path("/dev/null"), "gone\n")
+    assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)
+
+
+def test_an_output_that_cannot_be_a_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"cannot write .*/folder: it is a directory"):
+        (tmp_path / "folder").mkdir()
+        write_output(tmp_path / "folder", "x\n")
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(UsageError, match=r"cannot write .*/a-file/out.txt: Not a directory"):
+        write_output(tmp_path / "a-file" / "out.txt", "x\n")
+    assert write_output(tmp_path / "new" / "folders" / "out.txt", "x\n").read_text() == "x\n"
+    with pytest.raises(UsageError, match=r"cannot write /proc/version: "):
+        write_output(Path("/proc/version"), "x\n")

@@ -17,7 +17,7 @@ from envkit import backend, export
 from envkit.activation.writer import recorded_activation
 from envkit.commands import Result
 from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text
+from envkit.fsutil import write_output
 from envkit.installed import channel_name, conda_env_vars, pip_dists
 from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
 from envkit.recipe.model import EnvOp
@@ -142,5 +142,5 @@ def export_env(prefix: Path, fmt: str, output: str | None) -> Result:
     if output is None:
         return Result("export", ExportOutcome(fmt, str(prefix), None, text))
     path = Path(output).expanduser().absolute()
-    atomic_write_text(path, text)
+    write_output(path, text)
     return Result("export", ExportOutcome(fmt, str(prefix), str(path), None))
