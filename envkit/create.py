@@ -86,10 +86,10 @@ def ensure_creatable(prefix: Path, *, force: bool) -> None:
         )
     if not _is_populated(prefix):
         return
-    if not force:
-        raise UsageError(f"{prefix} already exists", hint="pass --force to replace it (the old env is restored if the new one fails)")
-    if not (prefix / "conda-meta").is_dir():
+    if not (prefix / "conda-meta").is_dir():  # --force would not help: say so now
         raise UsageError(f"{prefix} exists and is not a conda env; refusing to replace it", hint="remove it yourself or pick another name")
+    if not force:
+        raise UsageError(f"{prefix} already exists", hint="pass --force to replace it; the old env is restored if the new one fails")
 
 
 def pip_reason(output: str) -> str:

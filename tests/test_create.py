@@ -71,6 +71,26 @@ def test_happy_path_registers_and_records(tmp_path: Path, isolated: Path) -> Non
     assert registry.read_text().splitlines() == [str(prefix)]
 
 
+def test_a_dry_run_says_what_the_create_itself_would_refuse(tmp_path: Path) -> None:
+    """The plan all the same (as conda's dry run), and the refusal the real run would stop at: an
+    existing env without --force, and a folder that is no env, which --force does not help."""
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe").returncode == 0
+    dry = run_envkit("create", str(recipe), "--dry-run")
+    assert dry.returncode == 0 and "tool" in dry.stdout
+    assert f"the create itself would stop here: {tmp_path / 'envs' / 'tiny'} already exists (pass --force" in dry.stdout
+    assert "would stop here" not in run_envkit("create", str(recipe), "--dry-run", "--force").stdout
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "sub" / "results.csv").write_text("precious\n")
+    for extra in ((), ("--force",)):
+        refused = run_envkit("create", str(recipe), "-p", str(data), "--yes", "--no-probe", *extra)
+        assert refused.returncode == 2 and "exists and is not a conda env; refusing to replace it" in refused.stderr
+        assert "--force" not in refused.stderr  # it would not help
+    assert "would stop here: " in run_envkit("create", str(recipe), "-p", str(data), "--dry-run", "--force").stdout
+    assert (data / "sub" / "results.csv").read_text() == "precious\n"
+
+
 def test_corrupt_package_is_caught_and_nothing_is_left(tmp_path: Path, isolated: Path) -> None:
     channel = tiny_channel(tmp_path)
     recipe = tiny_recipe(tmp_path, channel)

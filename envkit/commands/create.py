@@ -82,9 +82,15 @@ def create(
     recipe_findings = require_consistent(recipe)
     compiled = compile_recipe(recipe, request.platform)
     prefix = target_prefix(request.name or (None if request.prefix else recipe.name), request.prefix)
-    if not request.dry_run:
-        ensure_creatable(prefix, force=request.force)  # before the solve: say it now, not after a plan
     warnings = tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings)
+    try:
+        ensure_creatable(prefix, force=request.force)  # before the solve: say it now, not after a plan
+    except UsageError as exc:
+        if not request.dry_run:
+            raise
+        if request.platform in (None, backend.native_platform()):  # a plan for elsewhere makes nothing here
+            # as conda's dry run does: the plan all the same, and what the create itself would say
+            warnings += (f"the create itself would stop here: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""),)
     lock_info: dict[str, Any] | None = None
     if request.locked or request.lock or request.frozen:
         outcome, lock_info = plan_from_lock(request, recipe, compiled, prefix, warnings)
