@@ -28,6 +28,9 @@ PY="${PYTHON:-python3}"
 # neither, those tests fail and say how to get one.
 if [ -z "${ENVKIT_TEST_CONDA:-}" ] && [ -f ../shared/conda/install.sh ]; then
     bash ../shared/conda/install.sh "$PWD/.conda-test" >/dev/null
+    # conda's csh hook sources ROOT/etc/profile.d/conda.csh: conda's installer ships it, a pip-installed conda lacks it
+    mkdir -p .conda-test/etc/profile.d
+    cp .conda-test/lib/python3*/site-packages/conda/shell/etc/profile.d/conda.csh .conda-test/etc/profile.d/
     # envkit in that conda's base, as a user installs it: conda finds the plugin by its entry point
     .conda-test/bin/python -m pip install --quiet --disable-pip-version-check -e .
     export ENVKIT_TEST_CONDA="$PWD/.conda-test/bin/conda"

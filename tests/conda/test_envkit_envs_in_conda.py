@@ -127,15 +127,27 @@ HOOK_SCRIPTS = {
     "bash": 'eval "$("$CONDA_EXE_FOR_TEST" shell.bash hook)"; {dump}; conda activate "$ENV_PREFIX" || exit 97; {dump}; conda deactivate || exit 98; {dump}',
     "zsh": 'eval "$("$CONDA_EXE_FOR_TEST" shell.zsh hook)"; {dump}; conda activate "$ENV_PREFIX" || exit 97; {dump}; conda deactivate || exit 98; {dump}',
     "fish": 'eval ("$CONDA_EXE_FOR_TEST" shell.fish hook | string collect); {dump}; conda activate "$ENV_PREFIX"; or exit 97; {dump}; conda deactivate; or exit 98; {dump}',
+    # conda's csh hook sources ROOT/etc/profile.d/conda.csh, which conda's installer puts there (tools/test.sh
+    # too). csh expands aliases a line at a time, so the `conda` alias the hook defines is there from the next
+    # line on; and it runs `a || b` in a subshell, which would lose what the alias's `source` sets.
+    "tcsh": 'eval "`$CONDA_EXE_FOR_TEST shell.csh hook`"\n{dump}\nconda activate "$ENV_PREFIX"\nif ($status) exit 97\n{dump}\n'
+    "conda deactivate\nif ($status) exit 98\n{dump}",
 }
 DUMP = "env -0; printf '|\\0'"  # the whole environment, NUL-separated, then a fence
 
 
 @pytest.mark.parametrize("prior", sorted(PRIOR_STATES))
 @pytest.mark.parametrize("shell", sorted(HOOK_SCRIPTS))
-def test_conda_activate_and_deactivate_through_the_shell_hook(conda: Conda, hook_env: Path, shell: str, prior: str) -> None:
+def need_shell(conda: Conda, shell: str) -> None:
     if shutil.which(shell) is None:
         pytest.fail(f"{shell} is not installed (tools/test.sh installs it)")
+    csh_hook = conda.exe.resolve().parent.parent / "etc" / "profile.d" / "conda.csh"
+    if shell == "tcsh" and not csh_hook.is_file():
+        pytest.fail(f"{csh_hook} is missing: conda's csh hook sources it (tools/test.sh copies it from conda/shell/etc/profile.d)")
+
+
+def test_conda_activate_and_deactivate_through_the_shell_hook(conda: Conda, hook_env: Path, shell: str, prior: str) -> None:
+    need_shell(conda, shell)
     script = HOOK_SCRIPTS[shell].format(dump=DUMP)
     env = conda.environ(CONDA_EXE_FOR_TEST=str(conda.exe), ENV_PREFIX=str(hook_env))
     for name in NAMES:
@@ -162,8 +174,7 @@ def test_conda_activate_succeeds_for_a_recipe_of_plain_settings(conda: Conda, sh
     """Settings only, none set before (the yolov8 recipe's shape): nothing in the script resets
     fish's status after a `set -e` of a variable that was not there, so the script's status, and
     conda activate's, was 4 until envkit's fish scripts ended with `true`."""
-    if shutil.which(shell) is None:
-        pytest.fail(f"{shell} is not installed (tools/test.sh installs it)")
+    need_shell(conda, shell)
     body = f"envkit: 1\nname: plain\nchannels: [{tiny_channel(tmp_path).as_uri()}]\npackages: [tool]\n"
     body += "threading:\n  env:\n    ENVKIT_A: GNU\n    ENVKIT_B: '2'\n"
     prefix = tmp_path / "env"
@@ -175,10 +186,15 @@ def test_conda_activate_succeeds_for_a_recipe_of_plain_settings(conda: Conda, sh
     for name in NAMES:
         env.pop(name, None)
     proc = subprocess.run(
-        [shell, "-c", HOOK_SCRIPTS[shell].format(dump="echo $ENVKIT_A")], capture_output=True, text=True, env=env, timeout=120, check=False
+        [shell, "-c", HOOK_SCRIPTS[shell].format(dump="printenv ENVKIT_A; echo '|'")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr}"
-    assert proc.stdout.split("\n")[:3] == ["", "GNU", ""]
+    assert proc.stdout == "|\nGNU\n|\n|\n"
 
 
 def test_conda_doctor_finds_no_altered_files_in_an_env_with_real_files(conda: Conda, wheel_channel: Path, tmp_path: Path) -> None:
