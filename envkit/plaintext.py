@@ -35,7 +35,7 @@ class Out(Protocol):
     @property
     def file(self) -> IO[str]: ...
 
-    def print(self, *objects: Any) -> None: ...
+    def print(self, *objects: Any, soft_wrap: bool | None = None) -> None: ...
 
 
 def console_options() -> dict[str, Any]:
@@ -150,7 +150,9 @@ class PlainConsole:
         self.file = file
         self.environ = environ
 
-    def print(self, *objects: Any) -> None:
+    def print(self, *objects: Any, soft_wrap: bool | None = None) -> None:
+        """`soft_wrap=False`: wrap at the width, as a tree must (with soft wrapping rich crops each
+        of its lines at the width instead)."""
         if all(isinstance(o, str) and "\t" not in o for o in objects):
             self.file.write(" ".join(strip_markup(o) for o in objects) + "\n")
             return
@@ -160,7 +162,7 @@ class PlainConsole:
             if lines is not None:
                 self.file.write("".join(f"{line}\n" for line in lines))
                 return
-        self._rich.print(*objects)
+        self._rich.print(*objects, soft_wrap=soft_wrap)
 
     @functools.cached_property
     def _rich(self) -> Console:

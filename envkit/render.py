@@ -96,7 +96,7 @@ def _findings(c: Out, findings: Any, indent: str = "  ") -> None:
 
 def _plan(c: Out, plan: Any, findings: Any = ()) -> None:
     c.print(f"[bold]Plan[/bold] for [bold]{plan.recipe}[/bold] -> {escape(str(plan.prefix))} ({plan.platform})")
-    c.print("channels: " + ", ".join(f"{ch.name} ({escape(ch.url)}, {ch.via})" for ch in plan.channels))
+    c.print("channels: " + ", ".join(_channel(ch) for ch in plan.channels))
     c.print("virtual packages: " + (", ".join(plan.virtual_packages) or "none"))
     for line in getattr(plan, "assumed", ()):
         c.print(f"[yellow]{escape(line)}[/yellow]")
@@ -152,6 +152,13 @@ def _create(c: Out, out: Any) -> None:
         _probe(c, out.probe)
 
 
+def _channel(ch: Any) -> str:
+    """conda-forge (https://conda.anaconda.org/conda-forge, channel_alias); a URL given as one once."""
+    if ch.name == ch.url:
+        return escape(ch.url)
+    return f"{escape(ch.name)} ({escape(ch.url)}, {ch.via})"
+
+
 def _toolchain(c: Out, tm: Any) -> None:
     """The toolchain map as a tree: part -> provider -> its library files and who brought it."""
     from rich.tree import Tree
@@ -189,7 +196,7 @@ def _toolchain(c: Out, tm: Any) -> None:
         conflicts.add("[green]none[/green]")
     for f in tm.conflicts:
         conflicts.add(f"[{STATUS_STYLE.get(f.severity, '')}]{f.rule_id} {f.severity}[/] {escape(f.title)}: {escape(f.evidence)}")
-    c.print(tree)
+    c.print(tree, soft_wrap=False)  # a tree's long lines wrap under their branch; soft wrapping would crop them
 
 
 def _audit(c: Out, out: Any) -> None:

@@ -74,10 +74,12 @@ def test_happy_path_registers_and_records(tmp_path: Path, isolated: Path) -> Non
 def test_a_dry_run_says_what_the_create_itself_would_refuse(tmp_path: Path) -> None:
     """The plan all the same (as conda's dry run), and the refusal the real run would stop at: an
     existing env without --force, and a folder that is no env, which --force does not help."""
-    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    channel = tiny_channel(tmp_path)
+    recipe = tiny_recipe(tmp_path, channel)
     assert run_envkit("create", str(recipe), "--yes", "--no-probe").returncode == 0
     dry = run_envkit("create", str(recipe), "--dry-run")
     assert dry.returncode == 0 and "tool" in dry.stdout
+    assert f"channels: {channel.as_uri()}\n" in dry.stdout  # a channel given as a URL is shown once
     assert f"the create itself would stop here: {tmp_path / 'envs' / 'tiny'} already exists (pass --force" in dry.stdout
     assert "would stop here" not in run_envkit("create", str(recipe), "--dry-run", "--force").stdout
     data = tmp_path / "data"

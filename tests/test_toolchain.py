@@ -4,6 +4,7 @@ library, who brought it, what conflicts, on the seed env and on a plan."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,11 @@ def test_the_seed_env_says_who_brought_the_second_openmp_runtime(raw_payload_env
     assert human.returncode == 0
     assert "OpenMP runtime" in human.stdout and "brought by mkl-service → mkl → intel-openmp" in human.stdout
     assert "EK001 error" in human.stdout
+    # a narrow terminal, or a CI log's 80 columns: long lines wrap under their branch, never cropped
+    narrow = run_envkit("toolchain", "-p", str(raw_payload_env), env={**os.environ, "COLUMNS": "60"})
+    assert narrow.returncode == 0 and max(len(line) for line in narrow.stdout.splitlines()) <= 60
+    evidence = "".join(doc["conflicts"][0]["evidence"].split())  # a long path folds mid-word: compare without spaces
+    assert len(evidence) > 60 and evidence in "".join(narrow.stdout.split())
 
 
 def test_a_plan_shows_its_toolchain(replica: dict[str, Path]) -> None:
