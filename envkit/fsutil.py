@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from envkit.errors import EnvkitError, filesystem_refusal
+from envkit.errors import EnvkitError, UsageError, filesystem_refusal
 
 
 def umask() -> int:
@@ -90,8 +90,6 @@ def write_output(path: Path, text: str) -> Path:
     when it is a link (the link stays), and written as a stream when it is one (/dev/stdout, a
     FIFO; a rename over it would replace the device or pipe, and as root did). Folders on the way
     are made; a directory, or a path through a file, is refused in one line. Returns where it went."""
-    from envkit.errors import UsageError
-
     try:
         mode = os.stat(path).st_mode  # follows links: /dev/stdout is one
     except FileNotFoundError:

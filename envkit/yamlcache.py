@@ -14,6 +14,7 @@ read or written is a cache that missed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -27,6 +28,7 @@ FORMAT = 1
 KEEP_AT_MOST = 256  # entries; beyond it the oldest half goes (recipes are a few KB each)
 
 
+@functools.cache
 def _yaml_identity() -> str:
     """PyYAML's own file as installed: a reinstall or an upgrade changes its mtime, or its path."""
     try:

@@ -136,8 +136,6 @@ HOOK_SCRIPTS = {
 DUMP = "env -0; printf '|\\0'"  # the whole environment, NUL-separated, then a fence
 
 
-@pytest.mark.parametrize("prior", sorted(PRIOR_STATES))
-@pytest.mark.parametrize("shell", sorted(HOOK_SCRIPTS))
 def need_shell(conda: Conda, shell: str) -> None:
     if shutil.which(shell) is None:
         pytest.fail(f"{shell} is not installed (tools/test.sh installs it)")
@@ -146,6 +144,8 @@ def need_shell(conda: Conda, shell: str) -> None:
         pytest.fail(f"{csh_hook} is missing: conda's csh hook sources it (tools/test.sh copies it from conda/shell/etc/profile.d)")
 
 
+@pytest.mark.parametrize("prior", sorted(PRIOR_STATES))
+@pytest.mark.parametrize("shell", sorted(HOOK_SCRIPTS))
 def test_conda_activate_and_deactivate_through_the_shell_hook(conda: Conda, hook_env: Path, shell: str, prior: str) -> None:
     need_shell(conda, shell)
     script = HOOK_SCRIPTS[shell].format(dump=DUMP)
