@@ -323,11 +323,12 @@ def _list(c: Out, rows: Any) -> None:
         c.print("no envs found")
         return
     table = TextTable("env", "recipe", "commit", "created", "health", "drift")
+    files = {"changed": " (changed since)", "missing": " (its file is gone)"}
     for r in rows:
         drift = f"{len(r.drift)} change(s)" if r.drift else ("" if r.envkit else "-")
         table.add_row(
             escape(r.prefix),
-            r.recipe or ("(not envkit)" if not r.envkit else ""),
+            escape((r.recipe or "") + files.get(r.recipe_files, "")) if r.envkit else "(not envkit)",
             (r.commit or "")[:10],
             (r.created or "")[:10],
             r.health or r.error or "",
@@ -337,6 +338,8 @@ def _list(c: Out, rows: Any) -> None:
     for r in rows:
         for line in r.drift:
             c.print(f"  {escape(r.name)}: {escape(line)}")
+    if any(r.recipe_files == "changed" for r in rows):
+        c.print("an edited recipe (or a `recipes update` of its source): `envkit sync --dry-run -n NAME` shows what it changes")
 
 
 def _check(c: Out, rows: Any) -> None:

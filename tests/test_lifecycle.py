@@ -37,8 +37,19 @@ def test_list_shows_recipe_health_and_drift(tmp_path: Path) -> None:
     assert listed[str(made)]["health"] == "not probed" and listed[str(made)]["created"]
     assert listed[str(made)]["drift"] == ["- helper 1.0 0 (removed since)"]
     assert listed[str(plain)]["envkit"] is False and listed[str(plain)]["recipe"] is None
+    assert listed[str(made)]["recipe_files"] == "unchanged" and listed[str(plain)]["recipe_files"] is None
     human = run_envkit("list")
     assert human.returncode == 0 and "tiny" in human.stdout and str(plain) in human.stdout
+    assert "changed since" not in human.stdout
+
+    # the recipe edited (or its source updated): the env has something to sync to, and list says so
+    recipe.write_text(recipe.read_text() + "# a comment is an edit too: sync --dry-run tells what it changes\n")
+    listed = {e["prefix"]: e for e in json.loads(run_envkit("list", "--json").stdout)["data"]}
+    assert listed[str(made)]["recipe_files"] == "changed"
+    human = run_envkit("list")
+    assert "tiny (changed since)" in human.stdout and "envkit sync --dry-run -n NAME" in human.stdout
+    recipe.unlink()
+    assert "tiny (its file is gone)" in run_envkit("list").stdout
 
 
 def test_remove_an_envkit_env_and_a_plain_one(tmp_path: Path, isolated: Path) -> None:
