@@ -153,7 +153,7 @@ def _create(c: Out, out: Any) -> None:
 
 
 def _channel(ch: Any) -> str:
-    """conda-forge (https://conda.anaconda.org/conda-forge, channel_alias); a URL given as one once."""
+    """How a plan names a channel: `conda-forge (URL, what resolved it)`, or a URL given as the channel just once."""
     if ch.name == ch.url:
         return escape(ch.url)
     return f"{escape(ch.name)} ({escape(ch.url)}, {ch.via})"
