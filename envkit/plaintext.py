@@ -118,7 +118,9 @@ class TextTable:
     def __rich__(self) -> RichTable:
         from rich.table import Table
 
-        table = Table(*self.headers, box=None, pad_edge=False)
+        table = Table(box=None, pad_edge=False)
+        for header in self.headers:
+            table.add_column(header, overflow="fold")  # a path too long for its column folds; "…" would lose its end
         for cells, style in self.rows:
             table.add_row(*cells, style=style)
         return table

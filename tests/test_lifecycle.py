@@ -41,6 +41,12 @@ def test_list_shows_recipe_health_and_drift(tmp_path: Path) -> None:
     human = run_envkit("list")
     assert human.returncode == 0 and "tiny" in human.stdout and str(plain) in human.stdout
     assert "changed since" not in human.stdout
+    # a narrow terminal or log: a path too long for its column folds onto the next lines, never "…"
+    narrow = run_envkit("list", env={**os.environ, "COLUMNS": "50"}).stdout.splitlines()
+    header = narrow[0]
+    env_column = header.index("recipe")
+    assert not any("…" in line for line in narrow)
+    assert str(made) in "".join(line[:env_column].strip() for line in narrow[1:])
 
     # the recipe edited (or its source updated): the env has something to sync to, and list says so
     recipe.write_text(recipe.read_text() + "# a comment is an edit too: sync --dry-run tells what it changes\n")
