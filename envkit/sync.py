@@ -126,6 +126,17 @@ def _sha256(path: Path) -> str | None:
         return None
 
 
+def recipe_files(recipe: dict[str, Any]) -> str | None:
+    """The recipe's files since the env was made or synced, from the digest of them its record keeps
+    (no recipe loaded): unchanged | changed (an edit, or a `recipes update` of its source) | missing
+    (nothing to sync to); None for a record that keeps no digest."""
+    recorded, chain = recipe.get("sources_digest"), recipe.get("chain")
+    if not isinstance(recorded, str) or not isinstance(chain, list) or not chain:
+        return None
+    now = sources_digest([str(path) for path in chain])
+    return "missing" if now is None else "unchanged" if now == recorded else "changed"
+
+
 def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
     """True only when certain: the record, the files and the env all still agree."""
     record = read_record(prefix)
@@ -137,7 +148,7 @@ def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
         if lock.get("path") != str(lock_path) or _sha256(lock_path) != lock.get("digest"):
             return False
     # with a lock too: an edited recipe may have made the lock stale, which only the full look can tell
-    if not recipe.get("sources_digest") or sources_digest(recipe.get("chain") or []) != recipe["sources_digest"]:
+    if recipe_files(recipe) != "unchanged":
         return False
     return installed_names(prefix) == recorded_names(record) and pip_state(prefix) == recorded_pip(record) and scripts_match(prefix, record)
 

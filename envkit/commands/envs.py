@@ -10,9 +10,8 @@ from envkit.commands import Result
 from envkit.envs import all_envs, conda_root, unregister
 from envkit.errors import EnvkitError, UsageError
 from envkit.installed import pip_dists, read_conda_meta
-from envkit.recipe.digest import sources_digest
 from envkit.record import read_record
-from envkit.sync import drift
+from envkit.sync import drift, recipe_files
 from envkit.transaction import env_lock, recover, remove_tree, work_dir
 
 
@@ -30,18 +29,7 @@ class ListedEnv:
     health: str | None = None  # healthy | unhealthy | not probed
     drift: tuple[str, ...] = ()
     error: str | None = None
-    # the recipe's files since the env was made or synced: unchanged | changed (a sync may have work:
-    # an edit, or `recipes update` of its source) | missing (nothing to sync to); None: not known
-    recipe_files: str | None = None
-
-
-def recipe_files(recipe: dict[str, object]) -> str | None:
-    """From the digest of the recipe's files the record keeps, without loading the recipe."""
-    recorded, chain = recipe.get("sources_digest"), recipe.get("chain")
-    if not isinstance(recorded, str) or not isinstance(chain, list) or not chain:
-        return None  # an older record
-    now = sources_digest([str(path) for path in chain])
-    return "missing" if now is None else "unchanged" if now == recorded else "changed"
+    recipe_files: str | None = None  # envkit.sync.recipe_files: unchanged | changed | missing
 
 
 def describe(prefix: Path) -> ListedEnv:

@@ -151,11 +151,10 @@ def _load_checked(path: Path) -> Recipe | EnvkitError:
     return recipe
 
 
-def check_one(path: Path, loaded: Recipe | EnvkitError | None = None, extended_by: tuple[str, ...] = ()) -> CheckedRecipe:
+def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, ...]) -> CheckedRecipe:
     """`extended_by`: the checked recipes that extend this one. A parent that is there only to be
     extended needs no lock of its own; one that has a lock must keep it fresh all the same."""
     where = str(path)
-    recipe = _load_checked(path) if loaded is None else loaded
     if isinstance(recipe, EnvkitError):
         return CheckedRecipe(where, None, None, (), tuple(recipe.lines()))
     platforms = lock_platforms(recipe, ())
