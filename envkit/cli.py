@@ -370,7 +370,7 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
             return done, False
     from envkit.inplace import Installer
 
-    # the installer child's interpreter and rattler load while this process loads the rest
+    # the installer child waits (reading the env's records) while this process loads the rest
     with contextlib.nullcontext(None) if args.dry_run else Installer() as early:
         from envkit.commands.sync import sync
         from envkit.render import render_sync

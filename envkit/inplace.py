@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
+import gc
 import json
 import os
 import signal
@@ -26,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from envkit.errors import ExitCode, FilesystemError, InstallError
 
@@ -34,11 +36,113 @@ ENVIRONMENT = "default"
 
 
 def _die_with_parent() -> None:
-    """Before exec in the child: SIGKILL when envkit dies, and Ctrl-C is envkit's to handle."""
+    """In the child: SIGKILL when envkit dies, and Ctrl-C is envkit's to handle."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _single_threaded() -> bool:
+    """Only this process's own thread runs (Python's and the native ones: tokio's, rayon's), so a
+    fork copies a process whose locks no other thread holds."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+class _Forked:
+    """A forked child as much of subprocess.Popen as Installer uses."""
+
+    def __init__(self, pid: int, stdin: IO[str], stdout: IO[str]) -> None:
+        self.pid, self.stdin, self.stdout = pid, stdin, stdout
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _fork() -> _Forked:
+    """The child as a fork of this process, rattler already loaded: no interpreter to start and no
+    imports to repeat (about 150 ms of CPU on a machine where the parent's solve wants it too).
+    Safe while this process is single-threaded: rattler starts its runtime's threads on its first
+    async call, which each side then makes for itself."""
+    import rattler  # noqa: F401 - loaded once, for both sides
+
+    from envkit import backend, condameta  # noqa: F401
+
+    to_child, from_parent = os.pipe()
+    to_parent, from_child = os.pipe()
+    parent = os.getpid()
+    for stream in (sys.stdout, sys.stderr):  # else the child's copy of a buffer is written twice
+        with contextlib.suppress(Exception):
+            stream.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: it never returns from here
+        code = 70
+        try:
+            gc.freeze()  # what the parent made is the parent's: its finalizers never run here
+            _die_with_parent()
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
+            if os.getppid() != parent:  # envkit died before the death signal was armed
+                os._exit(code)
+            # stdin from the parent, stdout and stderr to it; above 2 first, for an envkit started
+            # with a standard fd closed (os.pipe may have returned it)
+            job_in, said_out = (fcntl.fcntl(fd, fcntl.F_DUPFD, 3) for fd in (to_child, from_child))
+            for fd in (from_parent, to_parent, to_child, from_child):  # the parent's ends too: held
+                os.close(fd)  # here, their closing there would not end this child's stdin
+            os.dup2(job_in, 0)
+            os.dup2(said_out, 1)
+            os.dup2(said_out, 2)
+            os.close(job_in)
+            os.close(said_out)
+            sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - fds this process owns until _exit
+            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+            code = _serve()
+        except BaseException:  # told on the pipe, as a spawned child's traceback would be
+            with contextlib.suppress(Exception):
+                import traceback
+
+                traceback.print_exc()
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+    os.close(to_child)
+    os.close(from_child)
+    return _Forked(pid, open(from_parent, "w", encoding="utf-8"), open(to_parent, encoding="utf-8"))
+
+
+def _spawn() -> subprocess.Popen[str]:
+    """The child as a new interpreter: where a fork is not safe (native threads already run, as in
+    a rollback after a failed install) or not there."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "envkit.inplace"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONSAFEPATH": "1"},
+        preexec_fn=_die_with_parent,  # noqa: PLW1509 - a prctl and a signal disposition, no locks taken
+    )
 
 
 def _write_records(records: list[Any], path: Path) -> None:
@@ -53,25 +157,21 @@ def _write_records(records: list[Any], path: Path) -> None:
 
 
 class Installer:
-    """One installer child, started before it is needed: its interpreter and rattler imports (about
-    150 ms) and its reading of the env's installed records (30-40 ms for a torch env) overlap the
-    parent's imports and solve. It takes one change, then exits; closed unused, it is killed (it
-    has changed nothing: it only reads)."""
+    """One installer child, started before it is needed: its reading of the env's installed records
+    (30-40 ms for a torch env) overlaps the parent's imports and solve. Forked where that is safe
+    (rattler is loaded once, for both); else a new interpreter, whose start and imports (about
+    150 ms) overlap them too. It takes one change, then exits; closed unused, it is killed (it has
+    changed nothing: it only reads). Its stdout and stderr are one pipe: announcements are JSON
+    lines, anything else is what it says of a failure."""
 
     def __init__(self, prefix: Path | None = None) -> None:
         """With `prefix`, the child also reads that env's installed records while it waits (see
         read: a caller that starts the child before it holds the env's lock asks later)."""
-        self._child = subprocess.Popen(
-            [sys.executable, "-m", "envkit.inplace"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONSAFEPATH": "1"},
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - a prctl and a signal disposition, no locks taken
-        )
+        self.forked = hasattr(os, "fork") and sys.platform.startswith("linux") and _single_threaded()
+        self._child: _Forked | subprocess.Popen[str] = _fork() if self.forked else _spawn()
         self._expected: set[str] = set()
         self._heard: dict[str, dict[str, Any]] = {}
+        self._said: list[str] = []
         if prefix is not None:
             self.read(prefix)
 
@@ -86,6 +186,13 @@ class Installer:
             return
         self._expected.add("installed")
 
+    def _listen(self, line: str) -> None:
+        try:
+            message = json.loads(line)
+            self._heard[str(message["kind"])] = message
+        except (ValueError, TypeError, KeyError):
+            self._said.append(line)
+
     def _hear(self, kind: str) -> dict[str, Any] | None:
         """The child's announcement of `kind`, waited for; None when it will not come (not asked
         for, or the child is gone)."""
@@ -94,9 +201,7 @@ class Installer:
             if not line:
                 self._expected.clear()  # the child is gone: nothing more will come
                 break
-            with contextlib.suppress(ValueError, AttributeError):
-                message = json.loads(line)
-                self._heard[str(message["kind"])] = message
+            self._listen(line)
         return self._heard.get(kind)
 
     def _complete_read(self) -> dict[str, Any] | None:
@@ -126,6 +231,20 @@ class Installer:
         if self._child.poll() is None:
             self._child.kill()
             self._child.wait()
+        for pipe in (self._child.stdin, self._child.stdout):
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
+
+    def _finish(self, job: str) -> int:
+        """Send the job, take everything the child says until it exits, and its exit code."""
+        with contextlib.suppress(OSError):  # a child gone already: its exit code tells
+            if self._child.stdin:
+                self._child.stdin.write(job + "\n")
+                self._child.stdin.close()
+        for line in self._child.stdout or ():
+            self._listen(line)
+        return self._child.wait()
 
     def change(self, records: list[Any], prefix: Path, cache: Path, specs: list[str], relink: tuple[str, ...] = ()) -> None:
         """Make `prefix` hold exactly `records` (rattler unlinks, links and leaves alone as needed;
@@ -135,15 +254,14 @@ class Installer:
             _write_records(records, plan)
             job = json.dumps({"plan": str(plan), "prefix": str(prefix), "cache": str(cache), "specs": specs, "relink": list(relink)})
             try:
-                _, err = self._child.communicate(job + "\n")
-            except BaseException:
+                code = self._finish(job)
+            except BaseException:  # told on the pipe, as a spawned child's traceback would be
                 self.close()
                 raise
-        if self._child.returncode != 0:
-            lines = [line for line in (err or "").splitlines() if line.strip()]
+        if code != 0:
+            lines = [line.rstrip("\n") for line in self._said if line.strip()]
             said = [line.removeprefix("envkit: error: ") for line in lines if line.startswith("envkit: error: ")]
             hints = [line.removeprefix("envkit: hint: ") for line in lines if line.startswith("envkit: hint: ")]
-            code = self._child.returncode
             message = said[-1] if said else lines[-1] if lines else f"changing {prefix} failed (exit {code})"
             kind = FilesystemError if code == ExitCode.FILESYSTEM else InstallError
             raise kind(message, hint=hints[-1] if hints else None)

@@ -4,6 +4,7 @@ changed. Its jobs, failed ones included, are also tested through sync (tests/tes
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -31,19 +32,26 @@ def test_an_unused_installer_is_gone_once_closed() -> None:
     assert not alive(pid)
 
 
-def test_the_waiting_installer_dies_with_a_killed_envkit(tmp_path: Path) -> None:
+# A Python thread started first makes envkit spawn the child where it would fork it (see Installer)
+THREADED = "import threading, time; threading.Thread(target=time.sleep, args=(600,), daemon=True).start()"
+HOW = {"forked": "", "spawned": THREADED}
+
+
+@pytest.mark.parametrize("how", sorted(HOW))
+def test_the_waiting_installer_dies_with_a_killed_envkit(tmp_path: Path, how: str) -> None:
     """kill -9 while envkit solves or asks: the child started ahead goes too (its stdin ends, and
     the parent-death signal fires), and no installer is left behind for the next run to race."""
     parent = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            textwrap.dedent(
+            HOW[how]
+            + textwrap.dedent(
                 """
                 import sys, time
                 from envkit.inplace import Installer
                 installer = Installer()
-                print(installer._child.pid, flush=True)
+                print(installer._child.pid, installer.forked, flush=True)
                 time.sleep(600)
                 """
             ),
@@ -52,11 +60,57 @@ def test_the_waiting_installer_dies_with_a_killed_envkit(tmp_path: Path) -> None
         text=True,
     )
     assert parent.stdout is not None
-    child = int(parent.stdout.readline())
+    pid, forked = parent.stdout.readline().split()
+    child = int(pid)
+    assert forked == str(how == "forked")
     assert alive(child)
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait(timeout=30)
     assert gone_within(lambda: [child] if alive(child) else []), "the installer child outlived the killed envkit"
+
+
+CHANGE = """
+import json, os, sys
+from pathlib import Path
+import rattler
+from envkit.inplace import ENVIRONMENT, Installer
+plan, prefix, cache = map(Path, sys.argv[1:4])
+env = rattler.LockFile.from_path(plan).environment(ENVIRONMENT)
+records = [r for recs in env.conda_repodata_records().values() for r in recs]
+installer = Installer(prefix)
+child = Path(f"/proc/{installer._child.pid}/cmdline").read_bytes().split(b"\\0")
+installed = installer.installed()
+installer.change(records, prefix, cache, ["tool"])
+print(json.dumps({"forked": installer.forked, "child": [c.decode() for c in child if c], "installed": installed}))
+"""
+
+
+@pytest.mark.parametrize("closed", [False, True], ids=["", "stdin-closed"])
+@pytest.mark.parametrize("how", sorted(HOW))
+def test_a_forked_and_a_spawned_child_make_the_same_change(tmp_path: Path, how: str, closed: bool) -> None:
+    """A sync forks its installer (rattler loaded once, for both; its threads not yet started) and
+    spawns one where threads already run; either reads the env and changes it alike, also for an
+    envkit run with its stdin closed, whose pipes then take the standard fds' numbers."""
+    channel = tiny_channel(tmp_path, payload=b"v2\n")
+    prefix, cache = tmp_path / "env", tmp_path / "cache"
+    change_env(_records(channel, ["helper"]), prefix, cache, ["helper"])
+    plan = tmp_path / "plan.lock"
+    inplace._write_records(_records(channel, ["tool"]), plan)
+    done = subprocess.run(
+        [sys.executable, "-c", HOW[how] + CHANGE, str(plan), str(prefix), str(cache)],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=(lambda: os.close(0)) if closed else None,
+    )
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert said["forked"] is (how == "forked")
+    # a fork runs the parent's own command line; a spawn, a new interpreter on envkit.inplace
+    assert ("envkit.inplace" in said["child"]) is (how == "spawned")
+    assert said["installed"] == {"helper": "1.0 0"}
+    assert (prefix / "share" / "tool" / "version.txt").read_text() == "v2\n"
+    assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == ["helper-1.0-0.json", "tool-1.0-0.json"]
 
 
 def _records(channel: Path, specs: list[str]) -> list[Any]:
