@@ -31,8 +31,9 @@ if [ -z "${ENVKIT_TEST_CONDA:-}" ] && [ -f ../shared/conda/install.sh ]; then
     # conda's csh hook sources ROOT/etc/profile.d/conda.csh: conda's installer ships it, a pip-installed conda lacks it
     mkdir -p .conda-test/etc/profile.d
     cp .conda-test/lib/python3*/site-packages/conda/shell/etc/profile.d/conda.csh .conda-test/etc/profile.d/
-    # envkit in that conda's base, as a user installs it: conda finds the plugin by its entry point
-    .conda-test/bin/python -m pip install --quiet --disable-pip-version-check -e .
+    # envkit in that conda's base, as a user installs it: conda finds the plugin by its entry point;
+    # conda's reader of rattler (pixi) lock files, for the test of what conda makes of envkit's locks
+    .conda-test/bin/python -m pip install --quiet --disable-pip-version-check -e . conda-lockfiles==0.2.2
     export ENVKIT_TEST_CONDA="$PWD/.conda-test/bin/conda"
 fi
 echo "conda for the tests: ${ENVKIT_TEST_CONDA:-${CONDA_EXE:-none (those tests will fail)}}"

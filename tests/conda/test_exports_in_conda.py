@@ -111,3 +111,20 @@ def test_dockerfile_steps_build_the_env(conda: Conda, tmp_path: Path) -> None:
         check=True,
     )
     assert proc.stdout.split() == [str(built), "GNU"]
+
+
+def test_conda_reads_rattler_lock_version_6_only(conda: Conda, tmp_path: Path) -> None:
+    """What README (Lock) tells a conda-only teammate, checked: conda reads rattler's lock format
+    through the conda-lockfiles plugin (tools/test.sh installs 0.2.2 into the test conda), which
+    takes format version 6; py-rattler 0.28 writes 7, so conda refuses envkit's lock in one line
+    naming the version. When this fails, conda reads envkit's locks: say so in README."""
+    plugins = conda.ok("env", "create", "--help")
+    assert "rattler-lock-v6" in plugins, "the test conda has no conda-lockfiles plugin: run bash tools/test.sh (it installs one)"
+    prefix, _ = exported_env(tmp_path)
+    lock = tmp_path / "exp.lock"
+    assert run_envkit("export", "-p", str(prefix), "--format", "lock", "-o", str(lock)).returncode == 0
+    assert lock.read_text().startswith("version: 7\n")
+    made = tmp_path / "from-lock"
+    refused = conda.run("env", "create", "-q", "-y", "-p", str(made), "--file", str(lock), "--format", "rattler-lock-v6")
+    assert refused.returncode != 0 and "field 'version': Input should be less than or equal to 6" in refused.stderr, refused.stderr
+    assert not made.exists()
