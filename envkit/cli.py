@@ -619,8 +619,23 @@ def _end_by_signal(signum: int) -> NoReturn:
     os._exit(128 + signum)
 
 
+def _standard_streams() -> None:
+    """A standard stream that was closed when envkit started (`envkit sync >&-`, a daemon's `0<&-`)
+    is opened on /dev/null: Python leaves it None, so the first print was a traceback, and its fd
+    was free for the next file envkit opened (a lock, a record), where a child's output would land."""
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):  # fd 0, 1, 2, in that order
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            opened = os.open(os.devnull, os.O_RDWR)  # the lowest free fd: this one, the lower ones being open
+        except OSError:
+            continue
+        setattr(sys, name, open(opened, mode, encoding="utf-8", errors="backslashreplace"))  # noqa: SIM115 - the process's own
+
+
 def run(argv: Sequence[str] | None = None) -> NoReturn:
     """Run one command and end the process (the console script, `python -m envkit`, `conda envkit`)."""
+    _standard_streams()
     try:
         code = main(argv)
     except BrokenPipeError:  # `envkit audit | head`: the reader has all it wanted; nothing to say to it

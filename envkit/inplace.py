@@ -112,6 +112,9 @@ def _fork() -> _Forked:
             os.dup2(said_out, 2)
             os.close(job_in)
             os.close(said_out)
+            # the parent's stream objects stay referenced: one that owns its fd (envkit.cli opens
+            # /dev/null for a stream closed at start) would close it when dropped, and it is now a pipe
+            inherited = (sys.stdin, sys.stdout, sys.stderr)  # noqa: F841
             sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - fds this process owns until _exit
             sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
             sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115

@@ -248,3 +248,37 @@ print(json.dumps({{"code": out.returncode, "stderr": out.stderr, "left": sorted(
     assert seen["code"] == 74 and "Traceback" not in seen["stderr"], seen["stderr"]
     assert seen["stderr"].startswith(f"envkit: error: no space left on the device: cannot write {mount}/tiny.lock ("), seen["stderr"]
     assert seen["left"] == []
+
+
+@pytest.mark.parametrize("closed", [0, 1, 2], ids=["stdin", "stdout", "stderr"])
+def test_a_standard_stream_closed_at_start(tmp_path: Path, closed: int) -> None:
+    """`envkit sync >&-` in a script, `0<&-` from a daemon: Python leaves the stream None (the first
+    print was a traceback, exit 70) and its fd free for the next file opened. A sync still changes
+    the env through its installer child (forked: the parent's /dev/null stream must not close the
+    child's pipe), says what it did on the streams left open, and a bad input keeps its exit code."""
+    from tests.test_sync import edit, tiny_env
+
+    _, recipe, prefix = tiny_env(tmp_path)
+    edit(recipe, "packages: [tool]", "packages: [tool, extra]")
+
+    def envkit(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "envkit", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            preexec_fn=lambda: os.close(closed),  # after the pipes are in place: this fd is closed at start
+        )
+
+    synced = envkit("sync", "-n", "tiny", "--yes", "--no-probe")
+    assert synced.returncode == 0, synced.stderr
+    assert (prefix / "conda-meta" / "extra-2.0-0.json").is_file()
+    if closed != 1:
+        assert f"synced {prefix}" in synced.stdout
+    if closed != 2:
+        assert synced.stderr == ""
+    bad = envkit("create", str(tmp_path / "missing.yaml"), "--yes")
+    assert bad.returncode == 2
+    if closed != 2:
+        assert bad.stderr.startswith("envkit: error: recipe file not found") and bad.stderr.count("\n") == 1
