@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import io
 import os
 import sys
 import traceback
@@ -28,7 +29,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, NoReturn
 
 from envkit import __version__
-from envkit.errors import EnvkitError, ExitCode, Interrupted, UsageError, filesystem_error, one_line
+from envkit.errors import EnvkitError, ExitCode, Interrupted, OutputError, UsageError, filesystem_error, one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -580,22 +581,36 @@ def _tell(notices: list[str]) -> None:
 
 def _report_error(exc: EnvkitError, as_json: bool, command: str) -> int:
     code = int(exc.exit_code)
+    if isinstance(exc, OutputError):
+        _tell_refusal(exc)
+        return code
     if as_json:
         from envkit.envelope import envelope, print_json
 
-        print_json(envelope(None, command=command, exit_code=code, errors=exc.plain_lines(), hint=exc.hint))
-    else:
-        for line in exc.lines():
-            sys.stderr.write(f"envkit: error: {one_line(line)}\n")
+        try:
+            print_json(envelope(None, command=command, exit_code=code, errors=exc.plain_lines(), hint=exc.hint))
+            sys.stdout.flush()
+            return code
+        except OutputError as refused:  # the error document cannot be written: both on stderr
+            _tell_refusal(refused)
+    for line in exc.lines():
+        sys.stderr.write(f"envkit: error: {one_line(line)}\n")
     return code
 
 
 def hard_exit(code: int) -> NoReturn:
     """Flush what was written and end the process without interpreter finalization (see above);
     -N: end by signal N (see main)."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be said
-            stream.flush()
+    try:
+        sys.stdout.flush()
+    except OutputError as exc:  # the result never reached its reader: not a success
+        _tell_refusal(exc)
+        if code in (ExitCode.OK, ExitCode.FINDINGS):
+            code = int(exc.exit_code)
+    except (OSError, ValueError):  # a closed pipe: nothing more can be said
+        pass
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
     if code < 0:
         _end_by_signal(-code)
     os._exit(code)
@@ -633,13 +648,77 @@ def _standard_streams() -> None:
         setattr(sys, name, open(opened, mode, encoding="utf-8", errors="backslashreplace"))  # noqa: SIM115 - the process's own
 
 
+class _CheckedStdout(io.TextIOWrapper):
+    """stdout whose refusals are envkit's to report (a closed pipe stays a BrokenPipeError: the
+    reader left, as `| head` does). Written text is buffered, so most refusals come at the flush
+    that ends the process (hard_exit): without this, `envkit audit --json > report.json` on a full
+    disk ended with exit 0 and a truncated report."""
+
+    refused: OutputError | None = None
+    told = False
+    plain: io.TextIOWrapper | None = None  # the stream it stands in for: dropped, it would close the buffer they share
+
+    def _refusal(self, exc: OSError) -> OutputError:
+        if self.refused is None:
+            self.refused = OutputError(
+                f"cannot write envkit's output to stdout: {exc.strerror or exc}",
+                hint="make room where stdout goes, or send it elsewhere",
+            )
+        return self.refused
+
+    def write(self, text: str) -> int:
+        try:
+            return super().write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._refusal(exc) from None
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._refusal(exc) from None
+
+
+def _check_stdout() -> None:
+    if type(sys.stdout) is io.TextIOWrapper:
+        plain = sys.stdout
+        checked = _CheckedStdout(
+            plain.buffer,
+            encoding=plain.encoding,
+            errors=plain.errors,
+            line_buffering=plain.line_buffering,
+            write_through=plain.write_through,
+        )
+        checked.plain = plain
+        sys.stdout = checked
+
+
+def _tell_refusal(refused: OutputError) -> None:
+    """Once: the refusal may surface at a write and again at the final flush."""
+    if isinstance(sys.stdout, _CheckedStdout):
+        if sys.stdout.told:
+            return
+        sys.stdout.told = True
+    with contextlib.suppress(OSError, ValueError):
+        for line in refused.lines():
+            sys.stderr.write(f"envkit: error: {one_line(line)}\n")
+
+
 def run(argv: Sequence[str] | None = None) -> NoReturn:
     """Run one command and end the process (the console script, `python -m envkit`, `conda envkit`)."""
     _standard_streams()
+    _check_stdout()
     try:
         code = main(argv)
     except BrokenPipeError:  # `envkit audit | head`: the reader has all it wanted; nothing to say to it
         code = int(ExitCode.OUTPUT_CLOSED)
+    except OutputError as exc:  # said on stderr, which may still take it
+        _tell_refusal(exc)
+        code = int(exc.exit_code)
     except ImportError as exc:  # a broken install, not a bug in envkit: one line, no traceback
         sys.stderr.write(f"envkit: error: {exc} (reinstall envkit with its dependencies)\n")
         code = int(ExitCode.INTERNAL)

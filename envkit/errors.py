@@ -145,6 +145,13 @@ def filesystem_error(exc: OSError, outcome: str = "") -> FilesystemError | None:
     return FilesystemError(message + (f"; {outcome}" if outcome else ""), hint=said[1])
 
 
+class OutputError(EnvkitError):
+    """envkit's own output could not be written to stdout (a full disk under `> report.json`, an fd
+    open only for reading): the command's result did not reach its reader."""
+
+    exit_code = ExitCode.FILESYSTEM
+
+
 class Interrupted(EnvkitError):
     exit_code = ExitCode.INTERRUPTED
 

@@ -282,3 +282,30 @@ def test_a_standard_stream_closed_at_start(tmp_path: Path, closed: int) -> None:
     assert bad.returncode == 2
     if closed != 2:
         assert bad.stderr.startswith("envkit: error: recipe file not found") and bad.stderr.count("\n") == 1
+
+
+def test_output_the_disk_refuses_is_an_error_not_a_success(tmp_path: Path) -> None:
+    """`envkit audit --json > report.json` on a full disk (/dev/full), or stdout open only for
+    reading: the output is buffered, so the refusal came at the final flush, which ignored it: exit
+    0 and a truncated report (or a traceback when a write failed first). Now one line on stderr and
+    exit 74; a command that failed anyway keeps its own exit code and says both."""
+    prefix = tmp_path / "envs" / "tiny"
+    assert run_envkit("create", str(tiny_recipe(tmp_path, tiny_channel(tmp_path))), "--yes", "--no-probe").returncode == 0
+
+    def envkit(*args: str, stdout: str = "/dev/full", mode: str = "w") -> subprocess.CompletedProcess[str]:
+        with open(stdout, mode) as out:
+            return subprocess.run(
+                [sys.executable, "-m", "envkit", *args], stdout=out, stderr=subprocess.PIPE, text=True, timeout=300, check=False
+            )
+
+    refusal = "envkit: error: cannot write envkit's output to stdout: No space left on device (make room where stdout goes"
+    for args in (("audit", "-p", str(prefix), "--json"), ("list",), ("--version",), ("sync", "-p", str(prefix))):
+        full = envkit(*args)
+        assert full.returncode == 74 and full.stderr.startswith(refusal) and full.stderr.count("\n") == 1, (args, full.stderr)
+    (tmp_path / "some-file").touch()
+    unreadable = envkit("list", stdout=str(tmp_path / "some-file"), mode="r")
+    assert unreadable.returncode == 74 and "Bad file descriptor" in unreadable.stderr
+    failed = envkit("create", str(tmp_path / "missing.yaml"), "--json")
+    assert failed.returncode == 2 and failed.stderr.splitlines()[0].startswith(refusal)
+    assert failed.stderr.splitlines()[1:] == [f"envkit: error: recipe file not found: {tmp_path / 'missing.yaml'}"]
+    assert envkit("list", stdout="/dev/null").returncode == 0
