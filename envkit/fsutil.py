@@ -6,7 +6,9 @@ import contextlib
 import errno
 import fcntl
 import os
+import shutil
 import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,6 +112,35 @@ def write_output(path: Path, text: str) -> Path:
             raise  # the CLI says these in its own words (a permission, a full disk)
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="give another output path") from None
     return target
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process: alive
+        pass
+    return False
+
+
+def sweep_scratch(prefix: str, root: Path | None = None) -> list[Path]:
+    """Remove the scratch dirs named PREFIX<pid>-<random> (see scratch_dir) of envkits that are gone:
+    one killed by SIGKILL never ran its cleanup."""
+    removed = []
+    for path in Path(root or tempfile.gettempdir()).glob(f"{prefix}*-*"):
+        owner = path.name[len(prefix) :].split("-", 1)[0]
+        if owner.isdigit() and path.is_dir() and _pid_gone(int(owner)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new temporary dir named for this process, once those of envkits that are gone are swept: a
+    kill -9 leaves one at most until the next envkit that makes one of its kind."""
+    sweep_scratch(prefix)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
 
 
 def read_exact(path: Path) -> str | None:

@@ -23,16 +23,18 @@ import fcntl
 import gc
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import IO, Any
 
 from envkit.errors import ExitCode, FilesystemError, InstallError
+from envkit.fsutil import scratch_dir
 
 ENVIRONMENT = "default"
+SCRATCH_PREFIX = "envkit-change-"  # the job's records: see envkit.fsutil.scratch_dir
 
 
 def _die_with_parent() -> None:
@@ -252,15 +254,18 @@ class Installer:
     def change(self, records: list[Any], prefix: Path, cache: Path, specs: list[str], relink: tuple[str, ...] = ()) -> None:
         """Make `prefix` hold exactly `records` (rattler unlinks, links and leaves alone as needed;
         `relink`: installed packages to link again all the same)."""
-        with tempfile.TemporaryDirectory(prefix="envkit-change-") as tmp:
-            plan = Path(tmp) / "records.lock"
+        scratch = scratch_dir(SCRATCH_PREFIX)
+        try:
+            plan = scratch / "records.lock"
             _write_records(records, plan)
             job = json.dumps({"plan": str(plan), "prefix": str(prefix), "cache": str(cache), "specs": specs, "relink": list(relink)})
             try:
                 code = self._finish(job)
-            except BaseException:  # told on the pipe, as a spawned child's traceback would be
+            except BaseException:  # Ctrl-C while it installs: stopped for certain before the rollback
                 self.close()
                 raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         if code != 0:
             lines = [line.rstrip("\n") for line in self._said if line.strip()]
             said = [line.removeprefix("envkit: error: ") for line in lines if line.startswith("envkit: error: ")]

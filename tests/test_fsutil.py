@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text, umask, write_output
+from envkit.fsutil import atomic_write_text, sweep_scratch, umask, write_output
+from envkit.probe.runner import SCRATCH_PREFIX
 
 
 @pytest.fixture
@@ -76,3 +79,16 @@ def test_an_output_that_cannot_be_a_file_is_refused_in_one_line(tmp_path: Path) 
     assert write_output(tmp_path / "new" / "folders" / "out.txt", "x\n").read_text() == "x\n"
     with pytest.raises(UsageError, match=r"cannot write /proc/version: "):
         write_output(Path("/proc/version"), "x\n")
+
+
+def test_sweep_removes_only_dead_owners_scratch(tmp_path: Path) -> None:
+    """A probe's or an installer's scratch dir, left by an envkit killed with SIGKILL."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"{SCRATCH_PREFIX}{dead.pid}-abc"
+    live = tmp_path / f"{SCRATCH_PREFIX}{os.getpid()}-def"
+    other = tmp_path / "envkit-probe-notapid"
+    for path in (stale, live, other):
+        path.mkdir()
+    assert sweep_scratch(SCRATCH_PREFIX, tmp_path) == [stale]
+    assert live.exists() and other.exists() and not stale.exists()

@@ -9,12 +9,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from envkit import inplace
 from envkit.record import read_record, sync_journal_path
 from envkit.sync import in_sync
 from tests.conftest import payload_recipe, run_envkit
@@ -367,12 +369,16 @@ def test_killed_sync_is_rolled_back_by_the_next_run(wheel_channel: Path, tmp_pat
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     assert sync_journal_path(prefix).is_dir()
+    # the job's records, in the scratch dir the killed envkit could not remove (envkit.fsutil.scratch_dir)
+    scratch = list(Path(tempfile.gettempdir()).glob(f"{inplace.SCRATCH_PREFIX}{proc.pid}-*"))
+    assert [p.name for p in scratch[0].iterdir()] == ["records.lock"]
     recipe.write_text(recipe.read_text().replace("pytorch 2.13.0, numpy, mkl-service, threadpoolctl", "numpy"))
     dry = run_envkit("sync", "-p", str(prefix), "--dry-run", env=dict(os.environ, ENVKIT_PKGS_DIR=str(tmp_path / "cold-cache")))
     assert dry.returncode == 0, dry.stderr
     assert f"rolled {prefix} back to what it was before an interrupted sync" in dry.stdout
     after = snapshot(prefix)
     assert after == before
+    assert not scratch[0].exists(), "the rollback's own change swept the dead envkit's scratch dir"
 
 
 def test_killed_sync_from_a_warm_cache_is_rolled_back_from_its_folder_listing(

@@ -7,12 +7,10 @@ import contextlib
 import ctypes
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -21,8 +19,9 @@ from typing import Any
 from envkit.activation.runenv import activated_environment
 from envkit.activation.writer import ops_from_json
 from envkit.errors import EnvkitError, ProbeError
+from envkit.fsutil import scratch_dir
 from envkit.installed import conda_packages, pip_dists, torch_build
-from envkit.probe.inenv.proctree import alive, kill_tree
+from envkit.probe.inenv.proctree import kill_tree
 from envkit.probe.model import ProbeReport, parse_report
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import ProbeSpec, Recipe
@@ -107,19 +106,7 @@ def expected_threading(prefix: Path) -> dict[str, str]:
     return {op.name: op.value for op in ops_from_json((record.get("activation") or {}).get("ops", [])) if op.action == "set"}
 
 
-SCRATCH_PREFIX = "envkit-probe-"
-
-
-def sweep_scratch(root: Path | None = None) -> list[Path]:
-    """Remove scratch dirs of probes whose envkit is gone (killed with SIGKILL, say): each is named
-    envkit-probe-<envkit pid>-<random>."""
-    removed = []
-    for path in Path(root or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
-        match = re.match(rf"^{SCRATCH_PREFIX}(\d+)-", path.name)
-        if match and path.is_dir() and not alive(int(match.group(1))):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    return removed
+SCRATCH_PREFIX = "envkit-probe-"  # its scratch dirs: see envkit.fsutil.scratch_dir
 
 
 def _die_with_parent() -> None:
@@ -156,12 +143,11 @@ def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
     python = env_python(prefix)
     spec = spec or spec_for_env(prefix)
     env = activated_environment(prefix)
-    sweep_scratch()
-    scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
-    config = probe_config(spec, expected_threading(prefix), scratch)
+    scratch = scratch_dir(SCRATCH_PREFIX)
+    config = probe_config(spec, expected_threading(prefix), str(scratch))
     limit = spec.timeout * 3 + 60
     try:
-        lib = stage_probe(Path(scratch))
+        lib = stage_probe(scratch)
         # -E -s: none of envkit's PYTHON* settings or user site; the package is found through the
         # working directory, which -m puts first on sys.path (and every child inherits).
         # Its own session: a terminal's Ctrl-C reaches envkit, which stops the whole tree itself

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from envkit.probe.inenv.proctree import descendants, kill_tree
-from envkit.probe.runner import SCRATCH_PREFIX, sweep_scratch
+from envkit.probe.runner import SCRATCH_PREFIX
 
 
 def marked(mark: str) -> list[int]:
@@ -84,15 +84,3 @@ def test_kill_tree_reaches_grandchildren_in_their_own_sessions(tmp_path: Path) -
     kill_tree(parent.pid)
     parent.wait(timeout=10)
     assert wait_for(lambda: not Path(f"/proc/{below[0]}").exists() or "Z" in Path(f"/proc/{below[0]}/stat").read_text().split()[2], 10)
-
-
-def test_sweep_removes_only_dead_owners_scratch(tmp_path: Path) -> None:
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = tmp_path / f"{SCRATCH_PREFIX}{dead.pid}-abc"
-    live = tmp_path / f"{SCRATCH_PREFIX}{os.getpid()}-def"
-    other = tmp_path / "envkit-probe-notapid"
-    for path in (stale, live, other):
-        path.mkdir()
-    assert sweep_scratch(tmp_path) == [stale]
-    assert live.exists() and other.exists() and not stale.exists()
