@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import io
 import os
 import sys
 import traceback
@@ -28,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, NoReturn
 
-from envkit import __version__
+from envkit import __version__, stdio
 from envkit.errors import EnvkitError, ExitCode, Interrupted, OutputError, UsageError, filesystem_error, one_line
 
 if TYPE_CHECKING:
@@ -582,7 +581,7 @@ def _tell(notices: list[str]) -> None:
 def _report_error(exc: EnvkitError, as_json: bool, command: str) -> int:
     code = int(exc.exit_code)
     if isinstance(exc, OutputError):
-        _tell_refusal(exc)
+        stdio.tell_refusal(exc)
         return code
     if as_json:
         from envkit.envelope import envelope, print_json
@@ -592,7 +591,7 @@ def _report_error(exc: EnvkitError, as_json: bool, command: str) -> int:
             sys.stdout.flush()
             return code
         except OutputError as refused:  # the error document cannot be written: both on stderr
-            _tell_refusal(refused)
+            stdio.tell_refusal(refused)
     for line in exc.lines():
         sys.stderr.write(f"envkit: error: {one_line(line)}\n")
     return code
@@ -604,10 +603,10 @@ def hard_exit(code: int) -> NoReturn:
     try:
         sys.stdout.flush()
     except OutputError as exc:  # the result never reached its reader: not a success
-        _tell_refusal(exc)
+        stdio.tell_refusal(exc)
         if code in (ExitCode.OK, ExitCode.FINDINGS):
             code = int(exc.exit_code)
-    except (OSError, ValueError):  # a closed pipe: nothing more can be said
+    except (OSError, ValueError, AttributeError):  # a closed pipe, or no stdout at all: nothing more can be said
         pass
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
@@ -634,90 +633,16 @@ def _end_by_signal(signum: int) -> NoReturn:
     os._exit(128 + signum)
 
 
-def _standard_streams() -> None:
-    """A standard stream that was closed when envkit started (`envkit sync >&-`, a daemon's `0<&-`)
-    is opened on /dev/null: Python leaves it None, so the first print was a traceback, and its fd
-    was free for the next file envkit opened (a lock, a record), where a child's output would land."""
-    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):  # fd 0, 1, 2, in that order
-        if getattr(sys, name) is not None:
-            continue
-        try:
-            opened = os.open(os.devnull, os.O_RDWR)  # the lowest free fd: this one, the lower ones being open
-        except OSError:
-            continue
-        setattr(sys, name, open(opened, mode, encoding="utf-8", errors="backslashreplace"))  # noqa: SIM115 - the process's own
-
-
-class _CheckedStdout(io.TextIOWrapper):
-    """stdout whose refusals are envkit's to report (a closed pipe stays a BrokenPipeError: the
-    reader left, as `| head` does). Written text is buffered, so most refusals come at the flush
-    that ends the process (hard_exit): without this, `envkit audit --json > report.json` on a full
-    disk ended with exit 0 and a truncated report."""
-
-    refused: OutputError | None = None
-    told = False
-    plain: io.TextIOWrapper | None = None  # the stream it stands in for: dropped, it would close the buffer they share
-
-    def _refusal(self, exc: OSError) -> OutputError:
-        if self.refused is None:
-            self.refused = OutputError(
-                f"cannot write envkit's output to stdout: {exc.strerror or exc}",
-                hint="make room where stdout goes, or send it elsewhere",
-            )
-        return self.refused
-
-    def write(self, text: str) -> int:
-        try:
-            return super().write(text)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise self._refusal(exc) from None
-
-    def flush(self) -> None:
-        try:
-            super().flush()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise self._refusal(exc) from None
-
-
-def _check_stdout() -> None:
-    if type(sys.stdout) is io.TextIOWrapper:
-        plain = sys.stdout
-        checked = _CheckedStdout(
-            plain.buffer,
-            encoding=plain.encoding,
-            errors=plain.errors,
-            line_buffering=plain.line_buffering,
-            write_through=plain.write_through,
-        )
-        checked.plain = plain
-        sys.stdout = checked
-
-
-def _tell_refusal(refused: OutputError) -> None:
-    """Once: the refusal may surface at a write and again at the final flush."""
-    if isinstance(sys.stdout, _CheckedStdout):
-        if sys.stdout.told:
-            return
-        sys.stdout.told = True
-    with contextlib.suppress(OSError, ValueError):
-        for line in refused.lines():
-            sys.stderr.write(f"envkit: error: {one_line(line)}\n")
-
-
 def run(argv: Sequence[str] | None = None) -> NoReturn:
     """Run one command and end the process (the console script, `python -m envkit`, `conda envkit`)."""
-    _standard_streams()
-    _check_stdout()
+    stdio.open_closed_streams()
+    stdio.check_stdout()
     try:
         code = main(argv)
     except BrokenPipeError:  # `envkit audit | head`: the reader has all it wanted; nothing to say to it
         code = int(ExitCode.OUTPUT_CLOSED)
     except OutputError as exc:  # said on stderr, which may still take it
-        _tell_refusal(exc)
+        stdio.tell_refusal(exc)
         code = int(exc.exit_code)
     except ImportError as exc:  # a broken install, not a bug in envkit: one line, no traceback
         sys.stderr.write(f"envkit: error: {exc} (reinstall envkit with its dependencies)\n")

@@ -98,7 +98,7 @@ def _fork() -> _Forked:
     if pid == 0:  # the child: it never returns from here
         code = 70
         try:
-            gc.freeze()  # what the parent made is the parent's: its finalizers never run here
+            gc.freeze()  # the cyclic collector leaves what the parent made alone (no finalizer of its runs here)
             _die_with_parent()
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_DFL)
