@@ -10,7 +10,7 @@ from envkit.condaconfig import current, first_writable, root_prefix
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, exclusive_lock
 from envkit.names import NAME_RE
-from envkit.transaction import is_leftover, recover_unlocked
+from envkit.transaction import is_leftover, real_prefix, recover_unlocked
 
 
 def envs_dir() -> Path:
@@ -41,12 +41,13 @@ def pkgs_dir() -> Path:
 
 
 def target_prefix(name: str | None, prefix: str | None) -> Path:
+    """Where a create puts the env: through a link, where it points (the link stays)."""
     if prefix:
-        return Path(prefix).expanduser().absolute()
+        return real_prefix(Path(prefix).expanduser().absolute())
     assert name is not None
     if not NAME_RE.match(name):
         raise UsageError(f"invalid env name {name!r}", hint="use letters, digits, '-' and '_', or give -p PREFIX")
-    return envs_dir() / name
+    return real_prefix(envs_dir() / name)
 
 
 def conda_root() -> Path | None:
@@ -130,17 +131,24 @@ def unregister(prefix: Path) -> None:
 
 
 def all_envs() -> list[Path]:
-    """Every env conda would list: its base, the registry, the envs dirs; existing ones only, once each."""
+    """Every env conda would list: its base, the registry, the envs dirs; existing ones only, once
+    each (an envs dir's link to an env registered by its own path is that env, named as first seen)."""
     seen: list[Path] = []
+    real: set[Path] = set()
+
+    def add(prefix: Path) -> None:
+        if (prefix / "conda-meta").is_dir() and real_prefix(prefix) not in real and not is_leftover(prefix):
+            seen.append(prefix)
+            real.add(real_prefix(prefix))
+
     root = conda_root()
     if root is not None:
         seen.append(root)
+        real.add(real_prefix(root))
     for prefix in registered_envs():
-        if (prefix / "conda-meta").is_dir() and prefix not in seen:
-            seen.append(prefix)
+        add(prefix)
     for folder in envs_dirs():
         if folder.is_dir():
             for prefix in sorted(folder.iterdir()):
-                if (prefix / "conda-meta").is_dir() and prefix not in seen and not is_leftover(prefix):
-                    seen.append(prefix)
+                add(prefix)
     return seen

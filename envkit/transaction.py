@@ -34,10 +34,18 @@ Kind = Literal["staging", "old", "removing"]
 LEFTOVER_RE = re.compile(r"^\.(?P<name>.+)\.envkit-(?P<kind>staging|old|removing)-(?P<pid>\d+)$")
 
 
+def real_prefix(prefix: Path) -> Path:
+    """The env's own directory when `prefix` is a link to it (~/envs/x -> /scratch/envs/x, common
+    where home is small): its lock, leftovers and replacement are the directory's, whichever of the
+    two paths a command was given, and a link is never renamed aside in its place."""
+    return Path(os.path.realpath(prefix)) if prefix.is_symlink() else prefix
+
+
 def lock_for(prefix: Path) -> Path:
     """Beside the env: a lock in each user's own cache would let a teammate's envkit "recover" (roll
     back, delete) what another user's envkit is in the middle of. In envkit's cache only where no
     lock beside the env can be had (a directory this user may not create it in)."""
+    prefix = real_prefix(prefix)
     beside = prefix.with_name(f".{prefix.name}.envkit-lock")
     # judged on the nearest directory there is (create makes the rest): the same answer before and
     # after the env's directory exists
@@ -63,6 +71,7 @@ def is_leftover(path: Path) -> bool:
 
 
 def leftovers(prefix: Path) -> list[tuple[Kind, int, Path]]:
+    prefix = real_prefix(prefix)
     if not prefix.parent.is_dir():
         return []
     out: list[tuple[Kind, int, Path]] = []
@@ -115,6 +124,7 @@ class Recovered:
 def recover(prefix: Path) -> list[Recovered]:
     """Settle what runs that are gone left beside (or, for a sync, inside) `prefix`. Call it holding
     the env's lock."""
+    prefix = real_prefix(prefix)
     done: list[Recovered] = []
     if sync_journal_path(prefix).is_dir():
         from envkit.envs import pkgs_dir

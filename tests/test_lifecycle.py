@@ -92,3 +92,47 @@ def test_remove_refuses_the_active_env(tmp_path: Path) -> None:
     made = tmp_path / "envs" / "tiny"
     proc = run_envkit("remove", "-n", "tiny", "--yes", env={**os.environ, "CONDA_PREFIX": str(made)})
     assert proc.returncode == 2 and "is the active env" in proc.stderr and made.is_dir()
+
+
+def test_an_env_reached_through_a_link_is_the_env_where_it_points(tmp_path: Path) -> None:
+    """~/envs/x -> /scratch/envs/x, where home is small. A create through the link makes (or
+    replaces) the env where it points and keeps the link; the link and the directory share one lock;
+    list shows the env once; remove takes the env and then the link. Before, remove renamed the link
+    aside, failed to delete it (rmtree refuses a link), said "removed" and left the env whole; a
+    create --force left the old env behind under a new name."""
+    from envkit.transaction import env_lock
+
+    channel = tiny_channel(tmp_path)
+    recipe = tiny_recipe(tmp_path, channel)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    real = scratch / "tiny"
+    link = tmp_path / "envs" / "tiny"  # in the envs dir, so -n tiny finds it too
+    link.parent.mkdir()
+    link.symlink_to(real)
+
+    made = run_envkit("create", str(recipe), "-p", str(link), "--yes", "--no-probe")
+    assert made.returncode == 0, made.stderr
+    assert link.is_symlink() and (real / "conda-meta" / "tool-1.0-0.json").is_file()
+    again = run_envkit("create", str(recipe), "-n", "tiny", "--force", "--yes", "--no-probe")
+    assert again.returncode == 0, again.stderr
+    assert link.is_symlink() and (real / "etc" / "envkit" / "record.json").is_file()
+    assert sorted(p.name for p in scratch.iterdir()) == [".tiny.envkit-lock", "tiny"]  # no old env left aside
+    assert sorted(p.name for p in link.parent.iterdir()) == ["tiny"]
+
+    listed = json.loads(run_envkit("list", "--json").stdout)["data"]
+    assert [e["prefix"] for e in listed if e["recipe"] == "tiny"] == [str(real)]  # registered by its own path, once
+
+    recipe.write_text(recipe.read_text().replace("omp_num_threads: 2", "omp_num_threads: 1"))  # a change: sync takes the lock
+    with env_lock(real):  # another envkit working on the env by its own path
+        busy = run_envkit("sync", "-p", str(link), "--yes", "--no-probe")
+    assert busy.returncode == 2 and "is locked by another envkit process" in busy.stderr, busy.stderr
+    synced = run_envkit("sync", "-p", str(link), "--yes", "--no-probe")
+    assert synced.returncode == 0 and "OMP_NUM_THREADS='1'" in (real / "etc" / "conda" / "activate.d" / "envkit-tiny.sh").read_text()
+
+    removed = run_envkit("remove", "-p", str(link), "--yes")
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.strip() == f"removed {real} and the link {link} to it"
+    assert not link.is_symlink() and not real.exists()
+    assert sorted(p.name for p in scratch.iterdir()) == [".tiny.envkit-lock"]
+    assert str(real) not in envs.environments_txt().read_text()

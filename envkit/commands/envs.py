@@ -12,7 +12,7 @@ from envkit.errors import EnvkitError, UsageError
 from envkit.installed import pip_dists, read_conda_meta
 from envkit.record import read_record
 from envkit.sync import drift, recipe_files
-from envkit.transaction import env_lock, recover, remove_tree, work_dir
+from envkit.transaction import env_lock, real_prefix, recover, remove_tree, work_dir
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,15 @@ def remove(prefix: Path) -> Result:
     if os.environ.get("CONDA_PREFIX") and Path(os.environ["CONDA_PREFIX"]).resolve() == prefix.resolve():
         raise UsageError(f"{prefix} is the active env", hint="conda deactivate first")
     managed = read_record(prefix) is not None
-    with env_lock(prefix):
-        recover(prefix)
-        gone = work_dir(prefix, "removing")
-        os.rename(prefix, gone)
-        unregister(prefix)
+    real = real_prefix(prefix)  # through a link: the env where it points, then the link (conda leaves the directory half-emptied)
+    with env_lock(real):
+        recover(real)
+        gone = work_dir(real, "removing")
+        os.rename(real, gone)
+        unregister(real)
+        if real != prefix:
+            unregister(prefix)
+            prefix.unlink()
         remove_tree(gone)
-    return Result("remove", Removed(str(prefix), managed), messages=(f"removed {prefix}",))
+    said = f"removed {prefix}" if real == prefix else f"removed {real} and the link {prefix} to it"
+    return Result("remove", Removed(str(prefix), managed), messages=(said,))
