@@ -529,8 +529,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from envkit.fsutil import is_stdout
 
         stdout_taken = is_stdout(output)
-    ui = UI(as_json, stdout_taken=stdout_taken)
     command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
+    if as_json and stdout_taken:  # the JSON document and the file would be one stream
+        clash = UsageError(f"--json and -o {output} both write to stdout", hint="write the file elsewhere (-o FILE), or leave out --json")
+        return _report_error(clash, False, command)
+    ui = UI(as_json, stdout_taken=stdout_taken)
     from envkit.notices import collecting
 
     with collecting() as notices:

@@ -8,6 +8,7 @@ import fcntl
 import os
 import shutil
 import stat
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -77,9 +78,14 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
         raise
 
 
+STDOUT = "-"  # -o -: standard output, as most tools take it
+
+
 def is_stdout(path: str) -> bool:
-    """Whether `path` is this process's standard output (/dev/stdout, or the file it was sent to):
-    what envkit says about writing there must then go to stderr."""
+    """Whether `path` is this process's standard output (-, /dev/stdout, or the file it was sent
+    to): what envkit says about writing there must then go to stderr."""
+    if path == STDOUT:
+        return True
     try:
         there, out = os.stat(path), os.fstat(1)
     except (OSError, ValueError):
@@ -92,6 +98,9 @@ def write_output(path: Path, text: str) -> Path:
     when it is a link (the link stays), and written as a stream when it is one (/dev/stdout, a
     FIFO; a rename over it would replace the device or pipe, and as root did). Folders on the way
     are made; a directory, or a path through a file, is refused in one line. Returns where it went."""
+    if str(path) == STDOUT:
+        sys.stdout.write(text)
+        return path
     try:
         mode = os.stat(path).st_mode  # follows links: /dev/stdout is one
     except FileNotFoundError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from envkit.commands import Result
+from envkit.fsutil import STDOUT
 from envkit.plaintext import Out, TextTable, escape
 
 STATUS_STYLE = {
@@ -275,7 +276,8 @@ def _sources_update(c: Out, updates: Any) -> None:
 
 def _lock(c: Out, out: Any) -> None:
     verb = "not written (the audit refused a platform's plan)" if out.refused else "wrote"
-    c.print(f"{verb} [bold]{escape(out.path)}[/bold] for recipe {out.recipe} (digest {out.recipe_digest[:12]})")
+    where = "the lock to stdout" if out.path == STDOUT else f"[bold]{escape(out.path)}[/bold]"
+    c.print(f"{verb} {where} for recipe {out.recipe} (digest {out.recipe_digest[:12]})")
     for p in out.platforms:
         pip = f", {p.pip} pip" if p.pip else ""
         c.print(f"  {p.platform}: {p.packages} packages{pip}; virtual packages {escape(', '.join(p.virtual_packages) or '-')}")
@@ -315,7 +317,8 @@ def _export(c: Out, out: Any) -> None:
     if out.text is not None:
         c.file.write(out.text)
     else:
-        c.print(f"wrote {escape(out.path)} ({out.format}) from {escape(out.prefix)}")
+        where = "stdout" if out.path == STDOUT else escape(out.path)
+        c.print(f"wrote {where} ({out.format}) from {escape(out.prefix)}")
 
 
 def _list(c: Out, rows: Any) -> None:

@@ -143,6 +143,20 @@ def test_output_to_a_stream_a_folder_or_nowhere(tmp_path: Path) -> None:
     )
     assert lock_out.returncode == 0, lock_out.stderr
     assert read_lock_text(lock_out.stdout, tmp_path).recipe == "out" and lock_out.stderr.startswith("wrote /dev/stdout for recipe out")
+    # `-o -` is stdout, as most tools take it (it wrote a file named "-")
+    dash = subprocess.run(
+        [sys.executable, "-m", "envkit", "lock", str(recipe), "-o", "-"], capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+    assert dash.returncode == 0 and dash.stdout == lock_out.stdout and not (tmp_path / "-").exists()
+    assert dash.stderr.startswith("wrote the lock to stdout for recipe out")
+    assert export(prefix, "explicit", "-o", "-") == export(prefix, "explicit")
+    # --json would be a second document in the same stream: refused before anything is done
+    for args in (
+        ("lock", str(recipe), "-o", "-", "--json"),
+        ("export", "-p", str(prefix), "--format", "lock", "-o", "/dev/stdout", "--json"),
+    ):
+        clash = run_envkit(*args)
+        assert clash.returncode == 2 and clash.stdout == "" and "both write to stdout" in clash.stderr, clash.stderr
     (tmp_path / "a-file").write_text("")
     for output, said in ((tmp_path, "it is a directory"), (tmp_path / "a-file" / "x.txt", "Not a directory")):
         proc = run_envkit("export", "-p", str(prefix), "--format", "explicit", "-o", str(output))
