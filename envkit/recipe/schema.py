@@ -87,6 +87,16 @@ class _Checker:
                 self.fail((*path, key), f"unknown key '{key}'{hint}")
         return value
 
+    def spec_text(self, path: PathKey, value: object) -> str | None:
+        """A package requirement: text only. A number in a package list is a slip (`- 1.26` under
+        numpy, or 3.10 that YAML reads as 3.1), never a package name."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            self.fail(
+                path, f'expected a requirement string, found number {value!r} (a version belongs in its package\'s spec: "numpy 1.26")'
+            )
+            return None
+        return self.string(path, value)
+
     def string(self, path: PathKey, value: object) -> str | None:
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             self.expect(path, "a string", value)
@@ -277,7 +287,7 @@ def _platform_fields(c: _Checker, root: dict[str, Any], layer: Layer) -> None:
     if "packages" in root:
 
         def _conda(path: PathKey, value: object) -> Spec | None:
-            text = c.string(path, value)
+            text = c.spec_text(path, value)
             if text is None:
                 return None
             try:
@@ -294,7 +304,7 @@ def _platform_fields(c: _Checker, root: dict[str, Any], layer: Layer) -> None:
     if "pip" in root:
 
         def _pip(path: PathKey, value: object) -> Spec | None:
-            text = c.string(path, value)
+            text = c.spec_text(path, value)
             if text is None:
                 return None
             try:

@@ -89,6 +89,16 @@ def test_float_versions_are_refused_not_mangled(tmp_path: Path) -> None:
     assert lines == [f'{tmp_path}/r.yaml:4:9: python: expected a quoted string, found number 3.1 (write it as "3.1")']
 
 
+def test_numbers_in_package_lists_are_refused_not_taken_as_names(tmp_path: Path) -> None:
+    """`- 1.26` under numpy, or `- 3.10` read by YAML as 3.1: each became a package named "1.26" or
+    "3.1" that the solve then could not find, or worse, found."""
+    lines = problems(tmp_path, "envkit: 1\nname: r\nchannels: [c]\npackages:\n  - numpy\n  - 1.26\npip: [3.10]\n")
+    assert lines == [
+        f'{tmp_path}/r.yaml:6:5: packages[1]: expected a requirement string, found number 1.26 (a version belongs in its package\'s spec: "numpy 1.26")',
+        f'{tmp_path}/r.yaml:7:7: pip[0]: expected a requirement string, found number 3.1 (a version belongs in its package\'s spec: "numpy 1.26")',
+    ]
+
+
 def test_duplicate_keys_and_packages(tmp_path: Path) -> None:
     assert "duplicate key (first defined at line 2)" in problems(tmp_path, "envkit: 1\nname: r\nname: s\n")[0]
     lines = problems(tmp_path, "envkit: 1\nname: r\nchannels: [c]\npackages: [numpy, numpy >=2]\n")
