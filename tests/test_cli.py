@@ -69,6 +69,19 @@ def test_validate_reports_each_problem_and_exit_2(tmp_path: Path) -> None:
     assert any(f"{bad}:4:19: toolchain.blas: expected one of" in line for line in lines)
     assert any("RC004" in line and "KMP_DUPLICATE_LIB_OK" in line for line in lines)
     assert "ok recipes/yolov8.yaml" in proc.stdout
+    # a folder is each recipe file in it, as for `recipes check` (it was "invalid recipe name '.'")
+    folder = run_envkit("recipes", "validate", str(tmp_path), "recipes", cwd=Path(__file__).parent.parent)
+    assert folder.returncode == 2
+    assert {line.split()[0] + " " + line.split()[1].split(":")[0] for line in folder.stdout.splitlines()} >= {
+        f"error {bad}",
+        f"error {inconsistent}",
+        "ok recipes/yolov8.yaml",
+        "ok recipes/pytorch-base.yaml",
+    }
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = run_envkit("recipes", "validate", str(empty))
+    assert nothing.returncode == 2 and "no recipe file (*.yaml, *.yml)" in nothing.stderr and nothing.stderr.count("\n") == 1
 
 
 @pytest.mark.parametrize(

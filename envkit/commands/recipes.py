@@ -79,8 +79,11 @@ class Validation:
 
 
 def validate(paths: list[str]) -> Result:
+    """Each recipe named (a file, or a name on the recipe path), and each recipe file in a folder
+    named, as `recipes check` takes them."""
     out = []
-    for path in paths:
+    named = [str(f) for given in paths for f in (_recipe_files([given], "validate") if Path(given).is_dir() else [given])]
+    for path in named:
         try:
             recipe = load_recipe(path)
             findings = require_consistent(recipe)
@@ -119,7 +122,7 @@ class CheckedRecipe:
     extended_by: tuple[str, ...] = ()
 
 
-def _recipe_files(paths: list[str]) -> list[Path]:
+def _recipe_files(paths: list[str], command: str = "check") -> list[Path]:
     """The files named, and in each folder named the YAML files a recipe source there would offer
     or list as unusable (sources.yaml_files)."""
     out: list[Path] = []
@@ -134,7 +137,7 @@ def _recipe_files(paths: list[str]) -> list[Path]:
         where = " or ".join(paths or ["the current folder"])
         raise UsageError(
             f"no recipe file (*.yaml, *.yml) in {where}: nothing was checked",
-            hint=f"name the folder that holds them: envkit recipes check {' '.join(folders[:3])}; but note that "
+            hint=f"name the folder that holds them: envkit recipes {command} {' '.join(folders[:3])}; but note that "
             "'envkit recipes add-source' reads recipes at a repo's top level only"
             if folders
             else "run it in a recipe repo's checkout, or name the recipe files",
