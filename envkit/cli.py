@@ -284,7 +284,13 @@ class UI:
         return out if isinstance(out, Console) else Console(stderr=self.stdout_taken, **console_options())
 
     def ask(self, question: str) -> bool:
-        return self.terminal.input(f"{question} [y/N] ", markup=False).strip().lower() in ("y", "yes")
+        """Yes only for y or yes; Ctrl-D (the end of input) is a no, as the default is."""
+        try:
+            answer = self.terminal.input(f"{question} [y/N] ", markup=False)
+        except EOFError:
+            self.terminal.print()
+            return False
+        return answer.strip().lower() in ("y", "yes")
 
 
 Shown = bool  # whether the handler already showed its result to the person

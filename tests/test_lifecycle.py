@@ -70,6 +70,9 @@ def test_remove_an_envkit_env_and_a_plain_one(tmp_path: Path, isolated: Path) ->
     assert off_tty.returncode == 2 and "--yes" in off_tty.stderr and made.is_dir()
     declined, screen = converse([sys.executable, "-m", "envkit", "remove", "-n", "tiny"], b"n", question=b"everything in it? [y/N]")
     assert declined == 0 and "aborted: nothing was removed" in screen and made.is_dir()
+    # Ctrl-D at the question (the end of input) is a no, as the default is; it was a traceback
+    ended, screen = converse([sys.executable, "-m", "envkit", "remove", "-n", "tiny"], b"\x04", question=b"everything in it? [y/N]")
+    assert ended == 0 and "aborted: nothing was removed" in screen and "Traceback" not in screen and made.is_dir()
 
     gone = run_envkit("remove", "-n", "tiny", "--yes", "--json")
     assert gone.returncode == 0, gone.stderr
