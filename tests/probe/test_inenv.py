@@ -88,6 +88,10 @@ def test_threads_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS")
     wrong = threads.check_threads({"threading": {"OMP_NUM_THREADS": "1"}}, runtimes)
     assert wrong["status"] == "fail" and "OMP_NUM_THREADS is None, the recipe sets '1'" in wrong["evidence"]
+    # no torch in the env: no torch threads to report (it said "torch threads 1") or to weigh against the CPUs
+    monkeypatch.setattr(threads, "usable_cpus", lambda: 1)
+    plain = threads.check_threads({"nproc": 2}, {"data": {"env": {}, "torch_threads": None}})
+    assert plain["status"] == "pass" and "no torch to count threads in; 1 usable CPUs" in plain["evidence"], plain["evidence"]
 
 
 def test_expect_check() -> None:

@@ -34,10 +34,12 @@ def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str,
     nproc = int(cfg.get("nproc", 2)) if cfg.get("ddp", True) else 1
     cpus = usable_cpus()
     ranks = [n for n in ((gloo or {}).get("data") or {}).get("rank_threads", []) if isinstance(n, int)]
+    measured = bool(ranks) or data.get("torch_threads") is not None  # no torch: no threads per rank to weigh
     per_rank = max(ranks) if ranks else (data.get("torch_threads") or 1)
     where = f"in each of {nproc} torchrun ranks" if ranks else f"in a process (x {nproc} ranks)"
     omp, mkl = env.get("OMP_NUM_THREADS"), env.get("MKL_NUM_THREADS")
-    evidence = f"OMP_NUM_THREADS={omp} MKL_NUM_THREADS={mkl}; torch threads {per_rank} {where}; {cpus} usable CPUs"
+    torch_part = f"torch threads {per_rank} {where}" if measured else "no torch to count threads in"
+    evidence = f"OMP_NUM_THREADS={omp} MKL_NUM_THREADS={mkl}; {torch_part}; {cpus} usable CPUs"
     info = {"expected": expected, "torch_threads": data.get("torch_threads"), "rank_threads": ranks, "cpus": cpus, "nproc": nproc}
     if problems:
         return check(
@@ -49,7 +51,7 @@ def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str,
             info,
         )
     share = max(1, cpus // max(nproc, 1))
-    if nproc > 1 and per_rank * nproc > cpus:
+    if measured and nproc > 1 and per_rank * nproc > cpus:
         return check(
             "threads",
             THREADS_TITLE,
