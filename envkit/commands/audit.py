@@ -100,7 +100,10 @@ def audit(
                     fixes.append(plan)
     searched = tuple(str(p) for p in _searched()) if all_envs_flag and not prefixes else ()
     outcome = AuditOutcome(tuple(audits), min_severity, tuple(fixes), (), searched, fail_on)
-    return Result("audit", outcome, _exit_code(audits, fail_on))
+    said: tuple[str, ...] = ()
+    if fix and not fixes and any(a.findings for a in audits):  # asked to fix, and silence would read as done
+        said = ("--fix: none of these findings has a fix envkit applies itself; each one's fix line says what to do",)
+    return Result("audit", outcome, _exit_code(audits, fail_on), said)
 
 
 def _searched() -> list[Path]:

@@ -278,3 +278,19 @@ def test_private_records_in_a_shared_env_are_found_and_opened(tmp_path: Path) ->
             assert all(f["rule_id"] != "EK030" for f in doc["data"]["audits"][0]["findings"])
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_fix_with_nothing_it_can_apply_says_so(tmp_path: Path) -> None:
+    """KMP_DUPLICATE_LIB_OK set with `conda env config vars` (EK005): its fix is the user's (which
+    runtime to drop), so --fix plans nothing; it used to print the findings alone, which read as
+    done. It now says that none has a fix envkit applies itself, and the exit code stays 1."""
+    prefix = tmp_path / "plain"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "state").write_text(json.dumps({"env_vars": {"KMP_DUPLICATE_LIB_OK": "TRUE"}}))
+    proc = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+    assert proc.returncode == 1 and "error EK005" in proc.stdout
+    assert proc.stdout.rstrip().endswith(
+        "--fix: none of these findings has a fix envkit applies itself; each one's fix line says what to do"
+    )
+    assert json.loads((prefix / "conda-meta" / "state").read_text()) == {"env_vars": {"KMP_DUPLICATE_LIB_OK": "TRUE"}}
+    assert "--fix:" not in run_envkit("audit", "-p", str(prefix)).stdout  # only when a fix was asked for
