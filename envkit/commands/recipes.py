@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from envkit.channels import resolve_channels
 from envkit.commands import Result
 from envkit.commands.lock import lock_platforms, solve_for_lock
-from envkit.errors import EnvkitError, ExitCode, UsageError
+from envkit.errors import EnvkitError, ExitCode, SourceError, UsageError
 from envkit.lock import read_lock
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
@@ -98,7 +99,27 @@ def validate(paths: list[str]) -> Result:
 def add(url: str, name: str | None, ref: str | None) -> Result:
     if "://" not in url and not url.startswith(("/", "git@")) and Path(url).exists():
         url = Path(url).absolute().as_uri()
+    folder = _local_folder(url)
+    if folder is not None and folder.is_dir() and not _is_git_repo(folder):
+        raise SourceError(
+            f"{folder} is a folder, not a git repository: a recipe source is a repo that envkit clones and updates",
+            hint=f"make it one (git init; git add .; git commit), or use its recipes where they are: ENVKIT_RECIPE_PATH={folder}",
+        )
     return Result("recipes add-source", add_source(url, name, ref))
+
+
+def _local_folder(url: str) -> Path | None:
+    """The folder a source URL names on this machine (a path or a file:// URL); None for a remote."""
+    if url.startswith("file://"):
+        return Path(unquote(urlparse(url).path))
+    if "://" in url or url.startswith("git@") or ":" in url.split("/", 1)[0]:  # host:path is ssh
+        return None
+    return Path(url)
+
+
+def _is_git_repo(folder: Path) -> bool:
+    """A working tree, or a bare repo (HEAD and objects/ at its top, as `git init --bare` makes)."""
+    return (folder / ".git").exists() or ((folder / "HEAD").is_file() and (folder / "objects").is_dir())
 
 
 def remove(name: str) -> Result:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -190,6 +191,27 @@ def test_a_repo_with_no_recipe_at_its_top_level_is_refused_and_leaves_nothing(tm
     assert "1 recipe: trainer" in added.stdout
     listing = json.loads(run_envkit("recipes", "list", "--json").stdout)["data"]
     assert [r["name"] for r in listing if r["source"] == "team"] == ["trainer"]
+
+
+def test_a_plain_folder_is_told_it_is_no_repo_and_how_to_use_it(tmp_path: Path) -> None:
+    """A folder of recipes that is no git repo: git's "repository does not exist" (given a path) or
+    "does not appear to be a git repository" said what is wrong only by half. It is refused by name,
+    with the two ways on: make it a repo, or put it on ENVKIT_RECIPE_PATH, which then works."""
+    folder = tmp_path / "team recipes"
+    folder.mkdir()
+    (folder / "trainer.yaml").write_text("envkit: 1\nname: trainer\nchannels: [conda-forge]\n")
+    for given in (str(folder), folder.as_uri()):
+        proc = run_envkit("recipes", "add-source", given, "--name", "team")
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"{folder} is a folder, not a git repository" in proc.stderr and f"ENVKIT_RECIPE_PATH={folder}" in proc.stderr
+    assert not sources_file().exists() or json.loads(sources_file().read_text())["sources"] == []
+    shown = run_envkit("recipes", "show", "trainer", env={**os.environ, "ENVKIT_RECIPE_PATH": str(folder)})
+    assert shown.returncode == 0 and "trainer" in shown.stdout
+    git(folder, "init", "-q", "-b", "main")
+    git(folder, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x")
+    git(folder, "add", "-A")
+    git(folder, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-m", "recipes")
+    assert run_envkit("recipes", "add-source", str(folder), "--name", "team").returncode == 0
 
 
 def test_an_unreachable_source_stops_the_update_before_any_pin_moves(team_repo: Path, tmp_path: Path) -> None:
