@@ -204,8 +204,9 @@ def _resolve(repo: Path, ref: str, *, default: bool = False) -> str:
     missing = (
         f"the repository's HEAD names branch '{ref}', which it does not have" if default else f"ref '{ref}' not found in the repository"
     )
-    example = f", e.g. --ref {branches[0]}" if branches else ""
-    raise SourceError(f"{missing}; {has}", hint=f"pass an existing branch, tag or commit with --ref{example}")
+    if not branches:  # an empty repo (a fresh `git init --bare`): nothing to pin yet
+        raise SourceError(f"{missing}; {has}: nothing was pushed to it yet", hint="push the recipes to it first, then add it")
+    raise SourceError(f"{missing}; {has}", hint=f"pass an existing branch, tag or commit with --ref, e.g. --ref {branches[0]}")
 
 
 def _recipe_changes(repo: Path, old: str, new: str) -> tuple[RecipeChange, ...]:

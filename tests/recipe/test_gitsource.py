@@ -89,6 +89,12 @@ def test_a_bare_remote_whose_head_names_a_branch_never_pushed(team_repo: Path, t
     names the branch there is."""
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "master", str(remote)], check=True)
+    # before anything is pushed: no --ref can help (the hint said to pass one)
+    empty = run_envkit("recipes", "add-source", remote.as_uri(), "--name", "team")
+    assert empty.returncode == 2 and empty.stderr.splitlines() == [
+        "envkit: error: the repository's HEAD names branch 'master', which it does not have; it has no branches: "
+        "nothing was pushed to it yet (push the recipes to it first, then add it)"
+    ]
     git(team_repo, "push", "-q", str(remote), "HEAD:main")
     proc = run_envkit("recipes", "add-source", remote.as_uri(), "--name", "team")
     assert proc.returncode == 2
