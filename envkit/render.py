@@ -71,7 +71,7 @@ def _recipes_show(c: Out, shown: Any) -> None:
             value = "<physical cores, resolved when written>" if s.computed else s.op.value
             c.print(f"  {s.op.name} {s.op.action} {escape(str(value or ':'.join(s.op.entries)))}  [dim]# {escape(s.reason)}[/dim]")
     else:
-        c.print("packages: " + ", ".join(p.text for p in r.packages))
+        c.print("packages: " + (", ".join(p.text for p in r.packages) or "-"))
     for f in shown.findings:
         c.print(f"[{STATUS_STYLE[f.severity]}]{f.severity}[/] {f.rule.id} {escape(f.message)}" + (" (forced)" if f.forced else ""))
 

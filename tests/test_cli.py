@@ -322,3 +322,11 @@ def test_output_the_disk_refuses_is_an_error_not_a_success(tmp_path: Path) -> No
     assert failed.returncode == 2 and failed.stderr.splitlines()[0].startswith(refusal)
     assert failed.stderr.splitlines()[1:] == [f"envkit: error: recipe file not found: {tmp_path / 'missing.yaml'}"]
     assert envkit("list", stdout="/dev/null").returncode == 0
+
+
+def test_show_a_recipe_without_packages(tmp_path: Path) -> None:
+    """A parent recipe may list no packages: the line says so ("-", as python's does), not
+    "packages: " with nothing after it."""
+    recipe = write_recipe(tmp_path, "bare", "envkit: 1\nname: bare\nchannels: [conda-forge]\n")
+    proc = run_envkit("recipes", "show", str(recipe))
+    assert proc.returncode == 0 and "packages: -\n" in proc.stdout and "python: -" in proc.stdout, proc.stdout
