@@ -4,9 +4,9 @@ first; applies it all or nothing (envkit.journal); probes the result.
 The order serves speed as much as safety. The installer child (envkit.inplace) is started first,
 by the CLI before it loads this module (a fork, once rattler is loaded: see Installer), and waits
 while this process loads the sync machinery, YAML, the recipe and the solver
-(envkit.commands.sync_change, imported only once the lock is held). Under the env's lock, once what a killed run left is settled,
-the child is asked to read the env's records; the lock is held from then until the change is done,
-so that the difference shown is the one applied.
+(envkit.commands.sync_change, imported only once the lock is held). Under the env's lock, once
+what a killed run left is settled, the child is asked to read the env's records; the lock is held
+from then until the change is done, so that the difference shown is the one applied.
 """
 
 from __future__ import annotations
