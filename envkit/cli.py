@@ -128,7 +128,10 @@ def _args_lock(p: Parser) -> None:
         "--platform", action="append", default=[], metavar="P", help="lock this platform (repeatable; default: the recipe's platforms)"
     )
     p.add_argument(
-        "-o", "--output", metavar="FILE", help="where to write it (default: NAME.lock beside the recipe, ./NAME.lock for built-ins)"
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="where to write it, - for stdout (default: NAME.lock beside the recipe, ./NAME.lock for built-ins)",
     )
     _channel_args(p)
     _json_flag(p)
@@ -146,7 +149,7 @@ def _args_sync(p: Parser) -> None:
 def _args_export(p: Parser) -> None:
     _env_args(p)
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="environment-yml | explicit | dockerfile | lock")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE, - for stdout (default: stdout)")
     _json_flag(p)
 
 
