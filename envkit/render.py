@@ -291,6 +291,10 @@ def render_sync(c: Out, out: Any) -> None:
     if out.noop:
         return
     c.print(f"[bold]sync[/bold] {escape(out.prefix)} to its {out.source}:")
+    if out.lock_set_aside:
+        c.print(
+            f"  [yellow]made from the lock {escape(out.lock_set_aside)}: this solves the recipe afresh; --locked installs the lock[/yellow]"
+        )
     for ch in out.packages:
         mark = {"added": "[green]+[/green]", "removed": "[red]-[/red]", "changed": "[yellow]~[/yellow]"}[ch.kind]
         change = ch.new if ch.kind == "added" else ch.old if ch.kind == "removed" else f"{ch.old} -> {ch.new}"

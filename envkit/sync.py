@@ -66,6 +66,8 @@ class SyncOutcome:
     aborted: bool = False
     refused: bool = False
     probe: ProbeReport | None = None
+    # the lock the env was made (or last synced) from, when this sync solves the recipe instead
+    lock_set_aside: str | None = None
 
 
 def describe_op(op: EnvOp) -> str:
@@ -143,10 +145,12 @@ def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
     if record is None or sync_journal_path(prefix).exists():
         return False
     recipe = record.get("recipe") or {}
+    lock = record.get("lock") or {}
     if lock_path is not None:
-        lock = record.get("lock") or {}
         if lock.get("path") != str(lock_path) or _sha256(lock_path) != lock.get("digest"):
             return False
+    elif lock.get("frozen"):  # the env holds a lock taken as it was, maybe stale: the recipe's files say nothing of it
+        return False
     # with a lock too: an edited recipe may have made the lock stale, which only the full look can tell
     if recipe_files(recipe) != "unchanged":
         return False

@@ -171,6 +171,20 @@ def test_sync_to_the_lock(tmp_path: Path) -> None:
     assert stale.returncode == 2 and "tiny.lock is stale" in stale.stderr, stale.stdout + stale.stderr
     frozen = run_envkit("sync", "-n", "tiny", "--frozen", "--yes", "--no-probe")
     assert frozen.returncode == 0 and "nothing to do" in frozen.stdout, frozen.stderr
+    # without --locked a sync solves the recipe: an env made from a lock says so before it changes.
+    # After that --frozen sync (a stale lock taken as it is) the recipe's files were recorded as
+    # synced, and a plain sync answered "nothing to do" with the lock's OMP_NUM_THREADS in place.
+    lock = recipe.parent / "tiny.lock"
+    solved = run_envkit("sync", "-n", "tiny", "--dry-run")
+    assert solved.returncode == 0 and solved.stdout.splitlines()[:2] == [
+        f"sync {prefix} to its recipe:",
+        f"  made from the lock {lock}: this solves the recipe afresh; --locked installs the lock",
+    ], solved.stdout
+    assert json.loads(run_envkit("sync", "-n", "tiny", "--dry-run", "--json").stdout)["data"]["lock_set_aside"] == str(lock)
+    assert run_envkit("sync", "-n", "tiny", "--yes", "--no-probe").returncode == 0
+    assert read_record(prefix)["lock"] is None  # type: ignore[index]
+    edit(recipe, "omp_num_threads: 1", "omp_num_threads: 2")
+    assert "made from the lock" not in run_envkit("sync", "-n", "tiny", "--dry-run").stdout  # no longer so
 
 
 def unextractable(channel: Path, meta: PkgMeta) -> None:

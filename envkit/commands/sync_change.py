@@ -88,9 +88,15 @@ def look(
         variables=diff_variables(recorded_activation(prefix, record).ops, plan.activation),
         pip=repair.lines() + _pip_change(record, plan),
         findings=tuple(audit_plan(plan, recipe.force)),
+        lock_set_aside=None if lock_path else _lock_made_from(record),
     )
     provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
     return Look(recipe, plan, outcome.records, changes, provenance, repair)
+
+
+def _lock_made_from(record: dict[str, Any]) -> str | None:
+    path = (record.get("lock") or {}).get("path")
+    return path if isinstance(path, str) else None
 
 
 def _installed(prefix: Path, installer: Installer | None) -> dict[str, str]:
