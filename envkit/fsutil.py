@@ -81,6 +81,11 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
 STDOUT = "-"  # -o -: standard output, as most tools take it
 
 
+def output_path(output: str) -> Path:
+    """The file -o names: `-` as it is (write_output takes it for stdout), else an absolute path."""
+    return Path(STDOUT) if output == STDOUT else Path(output).expanduser().absolute()
+
+
 def is_stdout(path: str) -> bool:
     """Whether `path` is this process's standard output (-, /dev/stdout, or the file it was sent
     to): what envkit says about writing there must then go to stderr."""

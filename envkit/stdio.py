@@ -8,6 +8,7 @@ import contextlib
 import io
 import os
 import sys
+from collections.abc import Iterator
 
 from envkit.errors import OutputError, one_line
 
@@ -44,21 +45,22 @@ class CheckedStdout(io.TextIOWrapper):
             )
         return self.refused
 
-    def write(self, text: str) -> int:
+    @contextlib.contextmanager
+    def _refusals(self) -> Iterator[None]:
         try:
-            return super().write(text)
+            yield
         except BrokenPipeError:
             raise
         except OSError as exc:
             raise self._refusal(exc) from None
 
+    def write(self, text: str) -> int:
+        with self._refusals():
+            return super().write(text)
+
     def flush(self) -> None:
-        try:
+        with self._refusals():
             super().flush()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise self._refusal(exc) from None
 
 
 def check_stdout() -> None:

@@ -17,7 +17,7 @@ from envkit import backend, export
 from envkit.activation.writer import recorded_activation
 from envkit.commands import Result
 from envkit.errors import UsageError
-from envkit.fsutil import STDOUT, write_output
+from envkit.fsutil import output_path, write_output
 from envkit.installed import channel_name, conda_env_vars, pip_dists
 from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
 from envkit.recipe.model import EnvOp
@@ -141,6 +141,6 @@ def export_env(prefix: Path, fmt: str, output: str | None) -> Result:
         text = _lock_text(prefix, env)
     if output is None:
         return Result("export", ExportOutcome(fmt, str(prefix), None, text))
-    path = Path(STDOUT) if output == STDOUT else Path(output).expanduser().absolute()
+    path = output_path(output)
     write_output(path, text)
     return Result("export", ExportOutcome(fmt, str(prefix), str(path), None))

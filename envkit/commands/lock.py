@@ -16,7 +16,7 @@ from envkit.audit.engine import Finding, audit_plan
 from envkit.channels import ResolvedChannel, check_local_channel, resolve_channels
 from envkit.commands import Result
 from envkit.errors import ExitCode, UsageError
-from envkit.fsutil import STDOUT
+from envkit.fsutil import output_path
 from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import require_consistent
@@ -88,7 +88,7 @@ def lock(
     require_consistent(recipe)
     wanted = lock_platforms(recipe, platforms)
     channels = resolve_channels(choose_channels(compile_recipe(recipe, wanted[0]), list(extra_channels), override_channels), dict(mirrors))
-    path = (Path(STDOUT) if output == STDOUT else Path(output).expanduser().absolute()) if output else default_lock_path(recipe)
+    path = output_path(output) if output else default_lock_path(recipe)
     locked: list[LockedPlatform] = []
     summaries: list[PlatformSummary] = []
     blocking: list[str] = []
