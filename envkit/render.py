@@ -325,17 +325,23 @@ def _export(c: Out, out: Any) -> None:
         c.print(f"wrote {where} ({out.format}) from {escape(out.prefix)}")
 
 
+def _recipe_cell(r: Any) -> str:
+    if not r.envkit:
+        return "(not envkit)"
+    files = {"changed": " (changed since)", "missing": " (its file is gone)"}
+    return escape((r.recipe or "") + (files.get(r.recipe_files) or (" (from a stale lock)" if r.stale_lock else "")))
+
+
 def _list(c: Out, rows: Any) -> None:
     if not rows:
         c.print("no envs found")
         return
     table = TextTable("env", "recipe", "commit", "created", "health", "drift")
-    files = {"changed": " (changed since)", "missing": " (its file is gone)"}
     for r in rows:
         drift = f"{len(r.drift)} change(s)" if r.drift else ("" if r.envkit else "-")
         table.add_row(
             escape(r.prefix),
-            escape((r.recipe or "") + files.get(r.recipe_files, "")) if r.envkit else "(not envkit)",
+            _recipe_cell(r),
             (r.commit or "")[:10],
             (r.created or "")[:10],
             r.health or r.error or "",
@@ -347,6 +353,12 @@ def _list(c: Out, rows: Any) -> None:
             c.print(f"  {escape(r.name)}: {escape(line)}")
     if any(r.recipe_files == "changed" for r in rows):
         c.print("an edited recipe (or a `recipes update` of its source): `envkit sync --dry-run -n NAME` shows what it changes")
+    for r in rows:
+        if r.stale_lock and r.recipe_files != "changed":
+            c.print(
+                f"{escape(r.name)} holds {escape(r.stale_lock)} as it was (--frozen), older than its recipe: "
+                f"`envkit lock` it again, then `envkit sync -n {escape(r.name)} --locked`"
+            )
 
 
 def _check(c: Out, rows: Any) -> None:

@@ -130,6 +130,16 @@ def test_editing_a_parent_makes_the_lock_stale_and_frozen_installs_it_anyway(tmp
     # the lock as it is: its activation settings, not the edited recipe's
     assert "OMP_NUM_THREADS='1'" in (prefix / "etc" / "conda" / "activate.d" / "envkit-team.sh").read_text()
     assert json.loads((prefix / "etc" / "envkit" / "record.json").read_text())["lock"]["frozen"] is True
+    # the recipe's files are as they were at create, but the env is not what they ask for: list says so
+    listed = run_envkit("list")
+    lock = recipe.parent / "team.lock"
+    assert "team (from a stale lock)" in listed.stdout and f"team holds {lock} as it was (--frozen)" in listed.stdout, listed.stdout
+    [row] = [r for r in json.loads(run_envkit("list", "--json").stdout)["data"] if r["name"] == "team"]
+    assert row["stale_lock"] == str(lock) and row["recipe_files"] == "unchanged"
+    # a lock made again from the edited recipe and installed clears it
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    assert run_envkit("sync", "-n", "team", "--locked", "--yes", "--no-probe").returncode == 0
+    assert "stale lock" not in run_envkit("list").stdout
 
 
 def test_lock_for_another_recipe_and_missing_or_damaged_locks(tmp_path: Path) -> None:

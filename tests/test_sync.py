@@ -171,6 +171,7 @@ def test_sync_to_the_lock(tmp_path: Path) -> None:
     assert stale.returncode == 2 and "tiny.lock is stale" in stale.stderr, stale.stdout + stale.stderr
     frozen = run_envkit("sync", "-n", "tiny", "--frozen", "--yes", "--no-probe")
     assert frozen.returncode == 0 and "nothing to do" in frozen.stdout, frozen.stderr
+    assert "tiny (from a stale lock)" in run_envkit("list").stdout
     # without --locked a sync solves the recipe: an env made from a lock says so before it changes.
     # After that --frozen sync (a stale lock taken as it is) the recipe's files were recorded as
     # synced, and a plain sync answered "nothing to do" with the lock's OMP_NUM_THREADS in place.

@@ -203,7 +203,8 @@ def plan_from_lock(
         have = ", ".join(p.platform for p in lock.platforms) or "none"
         relock = _relock(request, recipe, path, f" --platform {platform}")
         raise UsageError(f"{path} has no {platform} packages (it locks {have})", hint=f"add it: {relock}")
-    if not request.frozen and lock.recipe_digest != resolved_digest(recipe):
+    stale = lock.recipe_digest != resolved_digest(recipe)
+    if stale and not request.frozen:
         raise UsageError(
             f"{path} is stale: recipe '{recipe.name}' (or one it extends) changed since it was locked",
             hint=f"re-lock: {_relock(request, recipe, path)}; or pass --frozen to install the lock as it is",
@@ -224,7 +225,12 @@ def plan_from_lock(
         pip_specs=tuple(p.requirement for p in locked.pip),
         pip_locked=True,
     )
-    return SolveOutcome(plan, list(locked.records)), {"path": str(path), "digest": lock_digest(path), "frozen": request.frozen}
+    return SolveOutcome(plan, list(locked.records)), {
+        "path": str(path),
+        "digest": lock_digest(path),
+        "frozen": request.frozen,
+        "stale": stale,  # `envkit list` says so: the env is not what its recipe asks for
+    }
 
 
 def machine_gaps(locked: tuple[str, ...], detected: list[Any]) -> tuple[str, ...]:

@@ -30,6 +30,7 @@ class ListedEnv:
     drift: tuple[str, ...] = ()
     error: str | None = None
     recipe_files: str | None = None  # envkit.sync.recipe_files: unchanged | changed | missing
+    stale_lock: str | None = None  # the lock a --frozen create or sync installed though its recipe had changed
 
 
 def describe(prefix: Path) -> ListedEnv:
@@ -44,6 +45,8 @@ def describe(prefix: Path) -> ListedEnv:
     healthy = record.get("healthy")
     health = "not probed" if healthy is None else "healthy" if healthy else "unhealthy"
     packages, _ = read_conda_meta(prefix)
+    lock = record.get("lock") if isinstance(record.get("lock"), dict) else {}
+    assert isinstance(lock, dict)
     return ListedEnv(
         str(prefix),
         prefix.name,
@@ -55,6 +58,7 @@ def describe(prefix: Path) -> ListedEnv:
         health=health,
         drift=tuple(drift(record, packages, pip_dists(prefix))),
         recipe_files=recipe_files(recipe),
+        stale_lock=str(lock["path"]) if lock.get("stale") and lock.get("path") else None,
     )
 
 
