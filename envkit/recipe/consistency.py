@@ -7,6 +7,7 @@ which turns it into a warning.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -233,6 +234,19 @@ def _check_oversubscription(recipe: Recipe) -> str | None:
     return None
 
 
+# what a value written for a shell looks like: $NAME, ${NAME}, $(command), %NAME% (cmd.exe), ~ (a home)
+_SHELL_SYNTAX = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\$\(|%[A-Za-z_][A-Za-z0-9_]*%|^~")
+
+
+def _check_shell_syntax(recipe: Recipe) -> str | None:
+    for op in recipe.threading.env:
+        for value in op.entries if op.action in ("prepend", "append") else (op.value,):
+            if found := _SHELL_SYNTAX.search(value):
+                where = f" ({op.origin})" if op.origin else ""
+                return f"threading.env {op.name}: '{value}'{where} is set as written; activation does not expand '{found.group()}'"
+    return None
+
+
 RULES: tuple[ConsistencyRule, ...] = (
     ConsistencyRule(
         "RC001",
@@ -383,6 +397,17 @@ RULES: tuple[ConsistencyRule, ...] = (
         "Set omp_num_threads to about physical cores / DDP ranks per node.",
         ("https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py",),
         _check_oversubscription,
+    ),
+    ConsistencyRule(
+        "RC016",
+        "shell-syntax-in-value",
+        "warning",
+        "a variable's value written for a shell",
+        "Activation sets values as data, byte-exact in every shell, and never evaluates them (so a recipe cannot run "
+        "code at activation): $CONDA_PREFIX, ${HOME}, %USERPROFILE% or ~ reach the program as those characters.",
+        "Write the value out in full, or add 'RC016' to force: when the characters are meant literally.",
+        ("https://docs.conda.io/projects/conda/en/latest/user-guide/tasks/manage-environments.html#setting-environment-variables",),
+        _check_shell_syntax,
     ),
 )
 

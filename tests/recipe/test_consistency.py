@@ -28,6 +28,7 @@ CASES = {
     "RC013": "channels: [conda-forge]\nthreading: {env: {MKL_DEBUG_CPU_TYPE: '5'}}",
     "RC014": "channels: [conda-forge]\ntoolchain: {blas: openblas}\nthreading: {mkl_threading_layer: gnu}",
     "RC015": "channels: [conda-forge]\nthreading: {omp_num_threads: physical-cores}\nprobe: {ddp: {nproc: 4}}",
+    "RC016": "channels: [conda-forge]\nthreading: {env: {PATH: {prepend: [/opt/bin, $CONDA_PREFIX/tools]}}}",
 }
 
 
@@ -64,3 +65,26 @@ def test_shipped_recipes_are_consistent() -> None:
     assert {"yolov8", "pytorch-cuda", "pytorch-cpu-openblas", "pytorch-legacy-channel"} <= set(names)
     for name in names:
         assert [f for f in check_recipe(load_recipe(name)) if f.severity == "error"] == [], name
+
+
+@pytest.mark.parametrize(
+    ("env", "found"),
+    [
+        ("{PATH: {prepend: [/opt/bin, $CONDA_PREFIX/tools]}}", "$CONDA_PREFIX"),
+        ("{DATA: '${HOME}/data'}", "${HOME}"),
+        ("{DATA: '~/data'}", "~"),
+        ("{WHO: '$(whoami)'}", "$("),
+        ("{CACHE: '%LOCALAPPDATA%\\cache'}", "%LOCALAPPDATA%"),
+    ],
+)
+def test_a_value_written_for_a_shell_is_named_where_it_is(tmp_path: Path, env: str, found: str) -> None:
+    path = write_recipe(tmp_path, "t", f"envkit: 1\nname: t\nchannels: [conda-forge]\nthreading:\n  env: {env}\n")
+    [finding] = [f for f in require_consistent(load_recipe(str(path))) if f.rule.id == "RC016"]
+    assert finding.severity == "warning" and f"does not expand '{found}'" in finding.message
+    assert f"({path}:5:" in finding.message  # the value's own line
+
+
+@pytest.mark.parametrize("value", ["GNU", "a$", "100%", "costs $5", "/opt/~user/x", "50% of 10%"])
+def test_plain_values_are_not_shell_syntax(tmp_path: Path, value: str) -> None:
+    path = write_recipe(tmp_path, "t", f"envkit: 1\nname: t\nchannels: [conda-forge]\nthreading:\n  env: {{X: '{value}'}}\n")
+    assert [f for f in check_recipe(load_recipe(str(path))) if f.rule.id == "RC016"] == []
