@@ -43,11 +43,29 @@ def pkgs_dir() -> Path:
 def target_prefix(name: str | None, prefix: str | None) -> Path:
     """Where a create puts the env: through a link, where it points (the link stays)."""
     if prefix:
-        return real_prefix(Path(prefix).expanduser().absolute())
-    assert name is not None
-    if not NAME_RE.match(name):
-        raise UsageError(f"invalid env name {name!r}", hint="use letters, digits, '-' and '_', or give -p PREFIX")
-    return real_prefix(envs_dir() / name)
+        given = Path(prefix).expanduser().absolute()
+    else:
+        assert name is not None
+        if not NAME_RE.match(name):
+            raise UsageError(f"invalid env name {name!r}", hint="use letters, digits, '-' and '_', or give -p PREFIX")
+        given = envs_dir() / name
+    _must_be_placeable(given)
+    return real_prefix(given)
+
+
+def _must_be_placeable(prefix: Path) -> None:
+    """The paths conda refuses to make an env at (conda.core.prefix_data.validate_path), refused
+    here too: envkit's envs are conda's envs."""
+    if os.pathsep in str(prefix):
+        raise UsageError(
+            f"{prefix}: an env's path cannot contain '{os.pathsep}'",
+            hint=f"activation puts its bin folder on PATH, which '{os.pathsep}' would split; choose another path (conda refuses it too)",
+        )
+    if (prefix.parent / "conda-meta" / "history").is_file():
+        raise UsageError(
+            f"{prefix} is inside the env {prefix.parent}",
+            hint="removing that env would take this one with it; choose a path outside it (conda refuses it too)",
+        )
 
 
 def conda_root() -> Path | None:

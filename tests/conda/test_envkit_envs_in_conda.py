@@ -225,3 +225,21 @@ def test_conda_doctor_finds_no_altered_files_in_an_env_with_real_files(conda: Co
     assert link["path_type"] == "softlink" and "sha256_in_prefix" not in link
     doctor = conda.ok("doctor", "-v", "-p", str(prefix))
     assert "There are no packages with altered files" in doctor, doctor
+
+
+def test_paths_conda_refuses_for_an_env_envkit_refuses_too(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """A ':' splits PATH at activation; an env in another env goes when that one is removed."""
+    outer = envkit_env(tmp_path, replica)
+    recipe = tmp_path / "recipes" / "mklenv.yaml"
+    mirror = f"--mirror=conda-forge={replica['conda-forge'].as_uri()}"
+    for bad, said in ((tmp_path / "a:b", "cannot contain ':'"), (outer / "inner", f"is inside the env {outer}")):
+        theirs = conda.run("create", "-y", "-q", "-p", str(bad))
+        assert theirs.returncode != 0 and not bad.exists(), theirs.stdout + theirs.stderr
+        ours = run_envkit("create", str(recipe), "-p", str(bad), "--yes", "--no-probe", mirror)
+        assert ours.returncode == 2 and said in ours.stderr and ours.stderr.count("\n") == 1, ours.stderr
+        assert not bad.exists()
+    # nested deeper is what conda's own layout is (ROOT/envs/NAME under the base env): allowed
+    deeper = outer / "more" / "inner"
+    assert conda.run("create", "-y", "-q", "-p", str(outer / "conda-made" / "inner")).returncode == 0
+    ours = run_envkit("create", str(recipe), "-p", str(deeper), "--yes", "--no-probe", mirror)
+    assert ours.returncode == 0, ours.stderr
