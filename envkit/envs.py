@@ -61,6 +61,12 @@ def _must_be_placeable(prefix: Path) -> None:
             f"{prefix}: an env's path cannot contain '{os.pathsep}'",
             hint=f"activation puts its bin folder on PATH, which '{os.pathsep}' would split; choose another path (conda refuses it too)",
         )
+    if refused := sorted(set(prefix.name) & set(" #:")):
+        shown = " and ".join("a space" if c == " " else f"'{c}'" for c in refused)
+        raise UsageError(
+            f"{prefix}: an env's folder name cannot contain {shown}",
+            hint="conda cannot name such an env (conda activate NAME, an environment.yml's name:); choose another name (conda refuses it too)",
+        )
     if (prefix.parent / "conda-meta" / "history").is_file():
         raise UsageError(
             f"{prefix} is inside the env {prefix.parent}",

@@ -80,9 +80,9 @@ def environment_yml(env: EnvSnapshot) -> str:
         f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
         "# Exact packages; `variables:` keeps envkit's activation settings, so `conda env create -f` sets them too.",
         f"name: {_yaml_str(env.name)}",
-        "channels:",
+        "channels:" if env.channels else "channels: []",  # a bare key is null, which conda's reader refuses
         *(f"  - {_yaml_str(c)}" for c in env.channels),
-        "dependencies:",
+        "dependencies:" if env.packages or env.pip else "dependencies: []",
         *(f"  - {_yaml_str(f'{p.name}={p.version}={p.build}')}" for p in env.packages),
     ]
     if env.pip:

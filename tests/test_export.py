@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import dockerfile
+import pytest
 import rattler
 import yaml
 
+from envkit.commands.export import conda_env_name
 from envkit.lock import read_lock
 from tests.conftest import run_envkit, write_recipe
 from tests.support.pipchannel import offline_pip_env, pip_channel
@@ -177,3 +179,11 @@ def test_environment_yml_of_a_plain_env_keeps_conda_config_vars(tmp_path: Path) 
     doc = yaml.safe_load(export(prefix, "environment-yml"))
     assert doc["variables"] == {"MKL_THREADING_LAYER": "GNU"}
     assert sorted(doc["dependencies"]) == ["helper=1.0=0", "tool=1.0=0"]
+
+
+@pytest.mark.parametrize(
+    ("folder", "recipe", "name"),
+    [("exp", "exp", "exp"), ("team env", "yolov8", "yolov8"), ("a:b#c", None, "a-b-c"), ("base", None, "base-env"), ("root", "r", "r")],
+)
+def test_the_environment_yml_name_is_one_conda_accepts(folder: str, recipe: str | None, name: str) -> None:
+    assert conda_env_name(folder, recipe) == name

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,17 +76,32 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
     ops: list[EnvOp] = list(recorded_activation(prefix, record).ops) if record else []
     taken = {op.name for op in ops}
     ops += [EnvOp(name, "set", value=value) for name, value in conda_env_vars(prefix).items() if name not in taken]
+    recipe = str(record["recipe"]["name"]) if record and isinstance(record.get("recipe"), dict) else None
     return export.EnvSnapshot(
-        name=prefix.name,
+        name=conda_env_name(prefix.name, recipe),
         prefix=str(prefix),
         platform=str((record or {}).get("platform") or backend.native_platform()),
-        recipe=str(record["recipe"]["name"]) if record and isinstance(record.get("recipe"), dict) else None,
+        recipe=recipe,
         channels=tuple(channel_name(c) if c.startswith("https://conda.anaconda.org/") else c for c in channels),
         packages=tuple(packages),
         pip=tuple(pip),
         activation=tuple(ops),
         editable=tuple(editable),
     )
+
+
+# what conda refuses in an env's name (conda.base.constants.PREFIX_NAME_DISALLOWED_CHARS)
+_NOT_IN_CONDA_NAMES = re.compile(r"[/ :#]")
+
+
+def conda_env_name(folder: str, recipe: str | None) -> str:
+    """The `name:` of an environment.yml that `conda env create -f` accepts: the env's folder name,
+    else its recipe's name (always a valid one), else the folder's name with '-' for what conda refuses."""
+    reserved = ("base", "root")
+    if not _NOT_IN_CONDA_NAMES.search(folder) and folder not in reserved:
+        return folder
+    fallback = _NOT_IN_CONDA_NAMES.sub("-", folder)
+    return recipe or (f"{fallback}-env" if fallback in reserved else fallback)
 
 
 def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:

@@ -228,11 +228,18 @@ def test_conda_doctor_finds_no_altered_files_in_an_env_with_real_files(conda: Co
 
 
 def test_paths_conda_refuses_for_an_env_envkit_refuses_too(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
-    """A ':' splits PATH at activation; an env in another env goes when that one is removed."""
+    """A ':' splits PATH at activation, conda cannot name an env whose folder holds a space or '#',
+    and an env in another env goes when that one is removed. A space elsewhere in the path only
+    makes conda warn."""
     outer = envkit_env(tmp_path, replica)
     recipe = tmp_path / "recipes" / "mklenv.yaml"
     mirror = f"--mirror=conda-forge={replica['conda-forge'].as_uri()}"
-    for bad, said in ((tmp_path / "a:b", "cannot contain ':'"), (outer / "inner", f"is inside the env {outer}")):
+    for bad, said in (
+        (tmp_path / "a:b", "cannot contain ':'"),
+        (tmp_path / "a:b" / "c", "cannot contain ':'"),
+        (tmp_path / "team env#2", "folder name cannot contain a space and '#'"),
+        (outer / "inner", f"is inside the env {outer}"),
+    ):
         theirs = conda.run("create", "-y", "-q", "-p", str(bad))
         assert theirs.returncode != 0 and not bad.exists(), theirs.stdout + theirs.stderr
         ours = run_envkit("create", str(recipe), "-p", str(bad), "--yes", "--no-probe", mirror)
@@ -243,3 +250,6 @@ def test_paths_conda_refuses_for_an_env_envkit_refuses_too(conda: Conda, replica
     assert conda.run("create", "-y", "-q", "-p", str(outer / "conda-made" / "inner")).returncode == 0
     ours = run_envkit("create", str(recipe), "-p", str(deeper), "--yes", "--no-probe", mirror)
     assert ours.returncode == 0, ours.stderr
+    spaced = tmp_path / "my envs" / "plain"
+    assert conda.run("create", "-y", "-q", "-p", str(tmp_path / "conda envs" / "plain")).returncode == 0
+    assert run_envkit("create", str(recipe), "-p", str(spaced), "--yes", "--no-probe", mirror).returncode == 0

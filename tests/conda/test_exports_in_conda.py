@@ -128,3 +128,17 @@ def test_conda_reads_rattler_lock_version_6_only(conda: Conda, tmp_path: Path) -
     refused = conda.run("env", "create", "-q", "-y", "-p", str(made), "--file", str(lock), "--format", "rattler-lock-v6")
     assert refused.returncode != 0 and "field 'version': Input should be less than or equal to 6" in refused.stderr, refused.stderr
     assert not made.exists()
+
+
+def test_an_env_whose_folder_conda_cannot_name_exports_a_name_it_can(conda: Conda, tmp_path: Path) -> None:
+    """conda refuses 'my env#2' as an env's folder name and as the name in an environment.yml, but
+    such an env exists once a folder is renamed by hand (or made by another tool); its export gets
+    a name that `conda env create -f` takes."""
+    odd = tmp_path / "my env#2"
+    conda.ok("create", "-y", "-q", "-p", str(tmp_path / "plain"))
+    (tmp_path / "plain").rename(odd)
+    yml = tmp_path / "environment.yml"
+    assert run_envkit("export", "-p", str(odd), "--format", "environment-yml", "-o", str(yml)).returncode == 0
+    assert '\nname: "my-env-2"\n' in yml.read_text()
+    conda.ok("env", "create", "-q", "-f", str(yml), env=conda.environ(CONDA_ENVS_DIRS=str(tmp_path / "envs")))
+    assert (tmp_path / "envs" / "my-env-2" / "conda-meta" / "history").is_file()
