@@ -98,11 +98,12 @@ def is_stdout(path: str) -> bool:
     return (there.st_dev, there.st_ino) == (out.st_dev, out.st_ino)
 
 
-def write_output(path: Path, text: str) -> Path:
+def write_output(path: Path, text: str, usual_name: str = "out.txt") -> Path:
     """A file the user named (-o): replaced atomically, as every envkit write is, but where it points
-    when it is a link (the link stays), and written as a stream when it is one (/dev/stdout, a
-    FIFO; a rename over it would replace the device or pipe, and as root did). Folders on the way
-    are made; a directory, or a path through a file, is refused in one line. Returns where it went."""
+        when it is a link (the link stays), and written as a stream when it is one (/dev/stdout, a
+        FIFO; a rename over it would replace the device or pipe, and as root did). Folders on the way
+        are made; a directory, or a path through a file, is refused in one line (the hint names the file
+    `usual_name` in it). Returns where it went."""
     if str(path) == STDOUT:
         sys.stdout.write(text)
         return path
@@ -113,7 +114,7 @@ def write_output(path: Path, text: str) -> Path:
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}", hint="give another output path") from None
     if mode is not None and stat.S_ISDIR(mode):
-        raise UsageError(f"cannot write {path}: it is a directory", hint="give a file path, e.g. " + str(path / "out.txt"))
+        raise UsageError(f"cannot write {path}: it is a directory", hint="give a file path, e.g. " + str(path / usual_name))
     if mode is not None and (not stat.S_ISREG(mode) or is_stdout(str(path))):
         with open(path, "w", encoding="utf-8") as stream:
             stream.write(text)

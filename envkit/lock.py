@@ -106,7 +106,7 @@ def write_lock(path: Path, lock: Lock) -> None:
         }
     }
     # JSON is YAML: one line, stable, no dependency on a YAML emitter's choices
-    write_output(path, f"{first}\nenvkit: {json.dumps(meta['envkit'], sort_keys=True)}\n{rest}")
+    write_output(path, f"{first}\nenvkit: {json.dumps(meta['envkit'], sort_keys=True)}\n{rest}", f"{lock.recipe}.lock")
 
 
 def _envkit_section(text: str, path: Path) -> dict[str, Any]:

@@ -179,9 +179,12 @@ def solve_recipe(
     return SolveOutcome(plan, records)
 
 
-def solve_or_explain(jobs: list[tuple[CompiledRecipe, Target]], channels: list[ResolvedChannel]) -> list[list[Any]]:
+def solve_or_explain(
+    jobs: list[tuple[CompiledRecipe, Target]], channels: list[ResolvedChannel], *, name_platform: bool = False
+) -> list[list[Any]]:
     """Solve each (recipe compiled for a platform, that platform's target); failures become one
-    envkit error naming the channel or the recipe lines."""
+    envkit error naming the channel or the recipe lines, and the platform where there are several
+    or `name_platform` (a lock, which may be for another machine)."""
     urls = [c.url for c in channels]
     try:
         if len(jobs) == 1:
@@ -193,7 +196,7 @@ def solve_or_explain(jobs: list[tuple[CompiledRecipe, Target]], channels: list[R
     except SolveError as exc:
         first = jobs[0][0]
         failed = [(c, goal) for c, goal in jobs if goal.platform == exc.platform] or jobs
-        where = "" if len(jobs) == 1 else f" for {', '.join(goal.platform for _, goal in failed)}"
+        where = f" for {', '.join(goal.platform for _, goal in failed)}" if name_platform or len(jobs) > 1 else ""
         specs = tuple(s for c, _ in failed for s in c.conda_specs)
         raise SolveError(
             f"the recipe '{first.recipe.name}' cannot be solved{where}:\n{exc.message}", hint=_hint(exc.message, specs)

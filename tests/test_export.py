@@ -85,6 +85,8 @@ def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> Non
     out = tmp_path / "Dockerfile"
     proc = run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "-o", str(out))
     assert proc.returncode == 0 and proc.stdout.startswith(f"wrote {out} (dockerfile)"), proc.stderr
+    folder = run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "-o", str(tmp_path))
+    assert folder.returncode == 2 and f"e.g. {tmp_path / 'Dockerfile'})" in folder.stderr, folder.stderr
     commands = dockerfile.parse_file(str(out))
     assert [c.cmd for c in commands][:4] == ["FROM", "COPY", "RUN", "RUN"]
     copy = commands[1]

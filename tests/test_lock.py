@@ -81,6 +81,12 @@ def test_each_platform_is_solved_with_its_own_virtual_packages(tmp_path: Path) -
     assert failed.returncode == 3 and "Traceback" not in failed.stderr
     assert "the recipe 'both' cannot be solved for linux-64:" in failed.stderr.splitlines()[0]  # the one that failed, not both
     assert not (both.parent / "both.lock").exists()
+    # one platform, not this machine's: named too (the lock is for another machine)
+    one = run_envkit("lock", str(recipe), "--platform", "linux-64", "-o", str(tmp_path / "one.lock"))
+    assert one.returncode == 3 and "the recipe 'osx' cannot be solved for linux-64:" in one.stderr.splitlines()[0], one.stderr
+    # a platform given twice is locked once
+    twice = run_envkit("lock", str(recipe), "--platform", "osx-arm64", "--platform", "osx-arm64", "--json")
+    assert [p["platform"] for p in json.loads(twice.stdout)["data"]["platforms"]] == ["osx-arm64"], twice.stdout
 
 
 def test_locked_create_installs_the_lock_without_solving(tmp_path: Path) -> None:
@@ -167,6 +173,8 @@ def test_where_locks_go(tmp_path: Path) -> None:
     out = tmp_path / "elsewhere" / "x.lock"
     assert run_envkit("lock", "pathrecipe", "-o", str(out), env=env).returncode == 0
     assert out.is_file()
+    folder = run_envkit("lock", "pathrecipe", "-o", str(out.parent), env=env)
+    assert folder.returncode == 2 and f"e.g. {out.parent / 'pathrecipe.lock'}" in folder.stderr, folder.stderr
     bad = run_envkit("lock", "pathrecipe", "--platform", "amiga-68k", env=env)
     assert bad.returncode == 2 and "not a platform conda knows" in bad.stderr
 

@@ -26,6 +26,8 @@ from envkit.record import read_record
 
 Format = Literal["environment-yml", "explicit", "dockerfile", "lock"]
 FORMATS: tuple[str, ...] = ("environment-yml", "explicit", "dockerfile", "lock")
+# what a format's file is usually called (a lock: ENV.lock), named when -o is a directory
+USUAL_NAMES = {"environment-yml": "environment.yml", "explicit": "explicit.txt", "dockerfile": "Dockerfile"}
 
 
 @dataclass(frozen=True)
@@ -158,5 +160,5 @@ def export_env(prefix: Path, fmt: str, output: str | None) -> Result:
     if output is None:
         return Result("export", ExportOutcome(fmt, str(prefix), None, text))
     path = output_path(output)
-    write_output(path, text)
+    write_output(path, text, USUAL_NAMES.get(fmt, f"{prefix.name}.lock"))
     return Result("export", ExportOutcome(fmt, str(prefix), str(path), None))

@@ -57,7 +57,7 @@ def default_lock_path(recipe: Recipe) -> Path:
 def lock_platforms(recipe: Recipe, requested: tuple[str, ...]) -> tuple[str, ...]:
     for platform in requested:
         known_platform(platform, "--platform")
-    return requested or recipe.platforms or (backend.native_platform(),)
+    return tuple(dict.fromkeys(requested)) or recipe.platforms or (backend.native_platform(),)
 
 
 def solve_for_lock(
@@ -71,7 +71,7 @@ def solve_for_lock(
     for platform in platforms:
         compiled = compile_recipe(recipe, platform)
         jobs.append((compiled, target(compiled, platform, detect=False)))
-    solved = solve_or_explain(jobs, channels)
+    solved = solve_or_explain(jobs, channels, name_platform=True)
     return [(compiled, goal, records) for (compiled, goal), records in zip(jobs, solved, strict=True)]
 
 
