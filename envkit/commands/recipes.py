@@ -18,7 +18,15 @@ from envkit.recipe.gitsource import add_source, remove_source, update_sources
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
 from envkit.recipe.platforms import known_platform
-from envkit.recipe.sources import all_sources, folders_with_recipe_files, list_names, recipe_file, unusable_files, yaml_files
+from envkit.recipe.sources import (
+    all_sources,
+    folders_with_recipe_files,
+    list_names,
+    path_mistakes,
+    recipe_file,
+    unusable_files,
+    yaml_files,
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,7 @@ def list_recipes() -> Result:
             winner.setdefault(name, source.name)
         for path, why in unusable_files(source):
             rows.append(ListedRecipe(path.stem, source.name, source.kind, str(path), source.commit, f"(not usable: {why})", None))
-    return Result("recipes list", rows)
+    return Result("recipes list", rows, messages=tuple(path_mistakes()))
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,17 @@ def all_sources() -> list[RecipeSource]:
     return out
 
 
+def path_mistakes() -> list[str]:
+    """ENVKIT_RECIPE_PATH entries that cannot hold recipes: a file (the recipe itself, likely) or a
+    folder that does not exist. Lookups skip them, as PATH lookups do; these words say why."""
+    out = []
+    for source in all_sources():
+        if source.kind == "path" and not source.root.is_dir():
+            what = "is a file, not a folder of recipes" if source.root.exists() else "does not exist"
+            out.append(f"ENVKIT_RECIPE_PATH entry {source.root} {what}")
+    return out
+
+
 def sources_holding(path: Path) -> list[RecipeSource]:
     """The sources whose folder holds `path` (links resolved), in lookup order."""
     real = path.resolve()
@@ -171,4 +182,4 @@ def find_recipe(name: str, prefer: RecipeSource | None = None) -> tuple[RecipeSo
 
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean '{close[0]}'?" if close else "run 'envkit recipes list' to see what is available"
-    raise SourceError(f"no recipe named '{name}'", hint=hint)
+    raise SourceError(f"no recipe named '{name}'", hint="; ".join([*path_mistakes(), hint]))

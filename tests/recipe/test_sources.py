@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from envkit.errors import SourceError
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.sources import all_sources, find_recipe
-from tests.conftest import write_recipe
+from tests.conftest import run_envkit, write_recipe
 
 
 def rec(name: str, desc: str, extra: str = "") -> str:
@@ -62,3 +63,21 @@ def test_unknown_name_suggests() -> None:
     with pytest.raises(SourceError) as info:
         find_recipe("yolov9")
     assert info.value.hint == "did you mean 'yolov8'?"
+
+
+def test_a_recipe_path_entry_that_holds_no_recipes_is_named(tmp_path: Path) -> None:
+    """ENVKIT_RECIPE_PATH=~/team/train.yaml (the file, not its folder) found nothing and said nothing."""
+    recipe = write_recipe(tmp_path / "team", "train", rec("train", "t"))
+    env = {**os.environ, "ENVKIT_RECIPE_PATH": os.pathsep.join([str(recipe), str(tmp_path / "typo")])}
+    missing = run_envkit("create", "train", "--dry-run", env=env)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1, missing.stderr
+    assert f"ENVKIT_RECIPE_PATH entry {recipe} is a file, not a folder of recipes" in missing.stderr
+    assert f"ENVKIT_RECIPE_PATH entry {tmp_path / 'typo'} does not exist" in missing.stderr
+    listed = run_envkit("recipes", "list", "--json", env=env)
+    assert json.loads(listed.stdout)["messages"] == [
+        f"ENVKIT_RECIPE_PATH entry {recipe} is a file, not a folder of recipes",
+        f"ENVKIT_RECIPE_PATH entry {tmp_path / 'typo'} does not exist",
+    ]
+    env["ENVKIT_RECIPE_PATH"] = str(recipe.parent)
+    assert run_envkit("recipes", "list", "--json", env=env).returncode == 0
+    assert json.loads(run_envkit("recipes", "list", "--json", env=env).stdout)["messages"] == []
