@@ -100,10 +100,10 @@ def is_stdout(path: str) -> bool:
 
 def write_output(path: Path, text: str, usual_name: str = "out.txt") -> Path:
     """A file the user named (-o): replaced atomically, as every envkit write is, but where it points
-        when it is a link (the link stays), and written as a stream when it is one (/dev/stdout, a
-        FIFO; a rename over it would replace the device or pipe, and as root did). Folders on the way
-        are made; a directory, or a path through a file, is refused in one line (the hint names the file
-    `usual_name` in it). Returns where it went."""
+    when it is a link (the link stays), and written as a stream when it is one (/dev/stdout, a
+    FIFO; a rename over it would replace the device or pipe, and as root did). Folders on the way
+    are made; a directory, or a path through a file, is refused in one line (the hint names the file
+    `usual_name` in that directory). Returns where it went."""
     if str(path) == STDOUT:
         sys.stdout.write(text)
         return path

@@ -357,7 +357,7 @@ def _list(c: Out, rows: Any) -> None:
         if r.stale_lock and r.recipe_files != "changed":
             c.print(
                 f"{escape(r.name)} holds {escape(r.stale_lock)} as it was (--frozen), older than its recipe: "
-                f"`envkit lock` it again, then `envkit sync -n {escape(r.name)} --locked`"
+                f"lock its recipe again (`envkit lock`), then `envkit sync -n {escape(r.name)} --locked`"
             )
 
 
