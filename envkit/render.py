@@ -305,6 +305,8 @@ def render_sync(c: Out, out: Any) -> None:
         c.print(f"  [cyan]pip[/cyan] {escape(line)}")
     if not (out.packages or out.variables or out.pip):
         c.print("  nothing differs")
+    for w in out.warnings:
+        c.print(f"[yellow]warning[/yellow] {escape(w)}")
     _findings(c, [f for f in out.findings if f.severity != "info"])
 
 

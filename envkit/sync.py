@@ -68,6 +68,7 @@ class SyncOutcome:
     probe: ProbeReport | None = None
     # the lock the env was made (or last synced) from, when this sync solves the recipe instead
     lock_set_aside: str | None = None
+    warnings: tuple[str, ...] = ()  # the recipe's consistency warnings, as create shows them
 
 
 def describe_op(op: EnvOp) -> str:

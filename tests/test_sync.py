@@ -144,6 +144,12 @@ def test_add_change_remove_and_variables(tmp_path: Path, monkeypatch: pytest.Mon
     record = read_record(prefix)
     assert record is not None and sorted(p["name"] for p in record["packages"]) == ["helper", "tool"]
 
+    # the recipe's warnings show above a change, as create shows them above a plan
+    edit(recipe, "omp_num_threads: 1}", "omp_num_threads: 1, env: {DATA: '~/data'}}")
+    warned = run_envkit("sync", "-n", "tiny", "--dry-run")
+    assert "warning RC016: threading.env DATA: '~/data'" in warned.stdout, warned.stdout
+    assert json.loads(run_envkit("sync", "-n", "tiny", "--dry-run", "--json").stdout)["data"]["warnings"][0].startswith("RC016: ")
+
 
 def test_sync_to_the_lock(tmp_path: Path) -> None:
     channel, recipe, prefix = tiny_env(tmp_path)

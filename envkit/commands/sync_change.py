@@ -89,6 +89,7 @@ def look(
         pip=repair.lines() + _pip_change(record, plan),
         findings=tuple(audit_plan(plan, recipe.force)),
         lock_set_aside=None if lock_path else _lock_made_from(record),
+        warnings=warnings,
     )
     provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
     return Look(recipe, plan, outcome.records, changes, provenance, repair)
