@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from envkit import envs
+from envkit import backend, envs
 from envkit.activation.writer import RecordedActivation, activation_json, recorded_activation, remove_stale, write_files
 from envkit.audit.engine import audit_plan
 from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
@@ -28,6 +28,7 @@ from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.loader import load_recorded
 from envkit.recipe.model import Recipe
+from envkit.recipe.platforms import undeclared
 from envkit.record import sync_journal_path, write_record
 from envkit.solve import Plan, solve_recipe
 from envkit.sync import PipRepair, SyncOutcome, diff_packages, diff_variables, pip_repair, pip_state
@@ -59,9 +60,10 @@ def look(
     (when one was started) has read the env's records already."""
     origin = record["recipe"]
     recipe = load_recorded(str(origin.get("source") or "file"), str(origin["path"]))
-    recipe_findings = require_consistent(recipe)
+    platform = backend.native_platform()
+    recipe_findings = require_consistent(recipe, platform)
     compiled = compile_recipe(recipe)
-    warnings = tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings)
+    warnings = tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings) + tuple(filter(None, [undeclared(recipe, platform)]))
     lock_path = recorded_lock(record, lock) if (locked or lock or frozen) else None
     lock_info: dict[str, Any] | None = None
     if lock_path is not None:

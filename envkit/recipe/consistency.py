@@ -436,15 +436,16 @@ def check_recipe(recipe: Recipe) -> list[ConsistencyFinding]:
     return findings
 
 
-def require_consistent(recipe: Recipe) -> list[ConsistencyFinding]:
-    """Raise for unforced errors (one line each); return every finding for display."""
+def require_consistent(recipe: Recipe, used_on: str | None = None) -> list[ConsistencyFinding]:
+    """Raise for unforced errors (one line each); return every finding for display. `used_on`: the
+    platform a create or sync runs for, whose toolchain must exist even if the recipe omits it."""
     unknown = [rid for rid in recipe.force if rid not in RULES_BY_ID and rid not in AUDIT_RULES]
     loc = Location(recipe.origin.path, 1, 1)
     if unknown:
         raise RecipeError(
             [Problem(loc, "force", f"unknown rule id '{rid}' (recipe rules are RC001..., audit rules EK001...)") for rid in unknown]
         )
-    unbuilt = platform_problems(recipe)
+    unbuilt = platform_problems(recipe, used_on)
     if unbuilt:  # a toolchain that does not exist there: not a risk to accept with force:
         raise RecipeError(unbuilt)
     findings = check_recipe(recipe)

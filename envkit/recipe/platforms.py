@@ -56,11 +56,12 @@ def torch_flavour(blas: str | None, platform: str) -> tuple[str, str | None]:
     return ("mkl" if blas == "mkl" else "generic"), None
 
 
-def platform_problems(recipe: Recipe) -> list[Problem]:
-    """A toolchain that cannot exist on a declared platform, one problem each, at the line that
-    chose it, with the per_platform entry that would fix it."""
+def platform_problems(recipe: Recipe, used_on: str | None = None) -> list[Problem]:
+    """A toolchain that cannot exist on a declared platform (or `used_on`, where a create or sync
+    runs, declared or not), one problem each, at the line that chose it, with the per_platform
+    entry that would fix it."""
     out: list[Problem] = []
-    for platform in recipe.platforms:
+    for platform in dict.fromkeys([*recipe.platforms, *([used_on] if used_on else [])]):
         if platform == "noarch":
             continue
         on = recipe.for_platform(platform)
@@ -137,3 +138,16 @@ def unavailable(on: Recipe, platform: str) -> list[tuple[str, str, str]]:
             )
         )
     return out
+
+
+def undeclared(recipe: Recipe, platform: str) -> str | None:
+    """A warning when the recipe lists its platforms and this is not one of them: its author's
+    checks (and `envkit lock`, and `recipes check`) never looked at it."""
+    if not recipe.platforms or platform in recipe.platforms:
+        return None
+    where = recipe.located("platforms")
+    return (
+        f"recipe '{recipe.name}' is for {', '.join(recipe.platforms)}, not {platform}"
+        + (f" ({where})" if where else "")
+        + f"; add {platform} to its platforms: once it is meant to work here"
+    )

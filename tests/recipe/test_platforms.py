@@ -161,3 +161,31 @@ def test_plans_and_specs_for_another_platform(replica: dict[str, Path], tmp_path
     assert "libblas * *mkl" in conda and not any(s.startswith("_openmp_mutex") for s in conda)
     unknown = run_envkit("recipes", "show", str(recipe), "--resolved", "--platform", "amiga-68k")
     assert unknown.returncode == 2 and "not a platform conda knows" in unknown.stderr
+
+
+def test_a_platform_the_recipe_does_not_list_is_checked_and_named(replica: dict[str, Path], tmp_path: Path) -> None:
+    """A recipe for Macs made on Linux: the toolchain must exist here too (it was checked only for
+    the platforms listed), and the plan says the recipe is not for this platform."""
+    mac = write_recipe(
+        tmp_path / "r",
+        "mac",
+        TEAM.replace("name: team", "name: mac")
+        .replace("[linux-64, osx-arm64, win-64]", "[osx-arm64]")
+        .replace("blas: mkl", "blas: accelerate"),
+    )
+    mirror = f"--mirror=conda-forge={replica['conda-forge'].as_uri()}"
+    refused = run_envkit("create", str(mac), "--dry-run", mirror)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "toolchain.blas: conda-forge builds no accelerate BLAS on linux-64" in refused.stderr
+    linux_ok = write_recipe(
+        tmp_path / "r2", "mac", TEAM.replace("name: team", "name: mac").replace("[linux-64, osx-arm64, win-64]", "[osx-arm64]") + OVERRIDE
+    )
+    warned = run_envkit("create", str(linux_ok), "--dry-run", "--json", mirror)
+    assert warned.returncode == 0, warned.stderr
+    said = json.loads(warned.stdout)["data"]["plan"]["warnings"]
+    assert (
+        f"recipe 'mac' is for osx-arm64, not linux-64 ({linux_ok}:4:1); add linux-64 to its platforms: once it is meant to work here"
+        in said
+    )
+    listed = run_envkit("create", str(write_recipe(tmp_path / "r3", "team", TEAM + OVERRIDE)), "--dry-run", "--json", mirror)
+    assert not any("is for" in w for w in json.loads(listed.stdout)["data"]["plan"]["warnings"])
