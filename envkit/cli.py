@@ -58,10 +58,18 @@ def _json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one versioned JSON document on stdout")
 
 
+def _given(text: str) -> str:
+    """An env name, prefix or output file: an empty one names nothing (conda refuses it too), and
+    was taken as not given, so `-p "$UNSET_VAR"` went to the default env."""
+    if not text:
+        raise argparse.ArgumentTypeError("needs a value, not an empty string")
+    return text
+
+
 def _env_args(p: argparse.ArgumentParser, default: str = "the active env") -> None:
     group = p.add_mutually_exclusive_group()
-    group.add_argument("-n", "--name", help=f"env name (as in 'conda env list'); default: {default}")
-    group.add_argument("-p", "--prefix", help=f"env prefix path; default: {default}")
+    group.add_argument("-n", "--name", type=_given, help=f"env name (as in 'conda env list'); default: {default}")
+    group.add_argument("-p", "--prefix", type=_given, help=f"env prefix path; default: {default}")
 
 
 def _channel_args(p: argparse.ArgumentParser) -> None:
@@ -108,8 +116,8 @@ def _args_recipes(recipes: Parser) -> None:
 def _args_create(p: Parser) -> None:
     p.add_argument("recipe", help="recipe name or path to a .yaml file")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("-n", "--name", help="env name (default: the recipe's name)")
-    group.add_argument("-p", "--prefix", help="env prefix path")
+    group.add_argument("-n", "--name", type=_given, help="env name (default: the recipe's name)")
+    group.add_argument("-p", "--prefix", type=_given, help="env prefix path")
     _channel_args(p)
     _lock_args(p, "install")
     p.add_argument(
@@ -130,6 +138,7 @@ def _args_lock(p: Parser) -> None:
     p.add_argument(
         "-o",
         "--output",
+        type=_given,
         metavar="FILE",
         help="where to write it, - for stdout (default: NAME.lock beside the recipe, ./NAME.lock for built-ins)",
     )
@@ -149,7 +158,7 @@ def _args_sync(p: Parser) -> None:
 def _args_export(p: Parser) -> None:
     _env_args(p)
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="environment-yml | explicit | dockerfile | lock")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE, - for stdout (default: stdout)")
+    p.add_argument("-o", "--output", type=_given, metavar="FILE", help="write to FILE, - for stdout (default: stdout)")
     _json_flag(p)
 
 
@@ -159,8 +168,8 @@ def _args_list(p: Parser) -> None:
 
 def _args_remove(p: Parser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("-n", "--name", help="env name")
-    group.add_argument("-p", "--prefix", help="env prefix path")
+    group.add_argument("-n", "--name", type=_given, help="env name")
+    group.add_argument("-p", "--prefix", type=_given, help="env prefix path")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation (required off a terminal)")
     _json_flag(p)
 

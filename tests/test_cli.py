@@ -95,6 +95,11 @@ def test_validate_reports_each_problem_and_exit_2(tmp_path: Path) -> None:
         (["probe", "-p", "/nonexistent/env"], 2, "is not a conda env"),
         (["create", "yolov8", "-n", "../escape", "--dry-run"], 2, "invalid env name"),
         (["frobnicate"], 2, "invalid choice"),
+        # an empty value (`-p "$UNSET"`) named nothing and was taken as not given: the default env
+        (["create", "yolov8", "-p", "", "--dry-run"], 2, "argument -p/--prefix: needs a value, not an empty string"),
+        (["sync", "-n", ""], 2, "argument -n/--name: needs a value, not an empty string"),
+        (["remove", "-p", "", "--yes"], 2, "argument -p/--prefix: needs a value"),
+        (["lock", "yolov8", "-o", ""], 2, "argument -o/--output: needs a value"),
     ],
 )
 def test_bad_input_is_one_line_with_exit_code(args: list[str], code: int, needle: str) -> None:
