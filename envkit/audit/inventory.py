@@ -12,7 +12,16 @@ from typing import Any
 
 from envkit.activation import FILE_PREFIX
 from envkit.fsutil import read_exact
-from envkit.installed import CondaPackage, PipDist, UnreadableRecord, conda_activation_vars, pip_dists, read_conda_meta, site_packages
+from envkit.installed import (
+    CondaPackage,
+    PipDist,
+    UnreadableRecord,
+    conda_activation_vars,
+    conda_env_vars,
+    pip_dists,
+    read_conda_meta,
+    site_packages,
+)
 from envkit.recipe.model import EnvOp
 from envkit.record import RecordDenied, legacy_record_path, read_record, record_path
 
@@ -84,6 +93,8 @@ class Inventory:
     # toolchain modules in the user site this env's python reads ahead of its own site-packages
     # (`pip install --user`), each "NAME (VERSION) in FOLDER"
     user_site: tuple[str, ...] = ()
+    # what `conda env config vars set` stored (conda-meta/state), before envkit's scripts run over it
+    conda_vars: dict[str, str] = field(default_factory=dict)
 
     def advice_setting(self, name: str) -> tuple[str, str] | None:
         """(value, where it comes from) of a variable the env's processes will see: its activation
@@ -377,6 +388,7 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
         cpu_vendor=cpu_vendor if cpu_vendor is not None else _cpu_vendor(),
         cuda_driver=cuda_driver,
         envkit_scripts=_envkit_scripts(prefix, record),
+        conda_vars=conda_env_vars(prefix),
         legacy_record=legacy_record_path(prefix).is_file(),
         unreadable=unreadable,
         shell={name: os.environ[name] for name in ADVICE_VARS if name in os.environ},

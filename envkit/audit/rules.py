@@ -365,6 +365,33 @@ def user_site_shadow(inv: Inventory) -> list[str]:
     return [f"{found}: imported ahead of the env's own" for found in inv.user_site]
 
 
+def _replaced_conda_vars(inv: Inventory) -> list[tuple[str, str, str | None]]:
+    """(name, conda's value, envkit's value or None for unset) where the two differ."""
+    out = []
+    for name, value in sorted(inv.conda_vars.items()):
+        var = inv.activation.get(name)
+        if var is not None and var.source == "envkit" and var.value != value:
+            out.append((name, value, var.value))
+    return out
+
+
+def conda_var_replaced(inv: Inventory) -> list[str]:
+    return [
+        f"conda's {name}={theirs} (conda env config vars) gives way to envkit's "
+        + (f"{name}={ours}" if ours is not None else f"unset {name}")
+        + " at activation"
+        for name, theirs, ours in _replaced_conda_vars(inv)
+    ]
+
+
+def unset_replaced_conda_vars(inv: Inventory) -> str:
+    names = " ".join(name for name, _, _ in _replaced_conda_vars(inv))
+    return (
+        f"Keep one: envkit's value, with conda env config vars unset {names} -p {inv.prefix}; or conda's, by putting it in the "
+        "recipe's threading.env and running envkit sync (then unset it in conda too). envkit export writes envkit's value."
+    )
+
+
 def legacy_record(inv: Inventory) -> list[str]:
     if inv.legacy_record:
         return ["conda-meta/envkit.json: conda reads every conda-meta/*.json as a package record, so conda list/install/remove fail here"]
@@ -839,6 +866,22 @@ RULES: tuple[Rule, ...] = (
         "or keep this env off the user site: PYTHONNOUSERSITE: '1' under the recipe's threading.env.",
         ("https://peps.python.org/pep-0370/", "https://docs.python.org/3/library/site.html"),
         user_site_shadow,
+    ),
+    Rule(
+        "EK033",
+        "conda-env-var-replaced",
+        "warning",
+        "a conda env var that envkit's activation replaces",
+        "conda applies the variables of `conda env config vars set` before it runs the env's activate.d scripts, so envkit's "
+        "value is what processes get (conda activate and conda run alike, tested). conda's own records keep the other one: "
+        "`conda env config vars list` shows it, `conda env export` writes it under variables:, and an env made again from that "
+        "export, where envkit's scripts are not, gets it. For MKL_THREADING_LAYER=INTEL that is the DDP crash envkit's GNU was "
+        "there to prevent; either way the two places disagree about what the env does.",
+        "Keep one: envkit's value, with conda env config vars unset NAME -n ENV; or conda's, by putting it in the recipe's "
+        "threading.env and running envkit sync (then unset it in conda too). envkit export writes envkit's value.",
+        ("https://docs.conda.io/projects/conda/en/latest/user-guide/tasks/manage-environments.html#setting-environment-variables",),
+        conda_var_replaced,
+        advise=unset_replaced_conda_vars,
     ),
 )
 

@@ -253,3 +253,32 @@ def test_paths_conda_refuses_for_an_env_envkit_refuses_too(conda: Conda, replica
     spaced = tmp_path / "my envs" / "plain"
     assert conda.run("create", "-y", "-q", "-p", str(tmp_path / "conda envs" / "plain")).returncode == 0
     assert run_envkit("create", str(recipe), "-p", str(spaced), "--yes", "--no-probe", mirror).returncode == 0
+
+
+def test_a_conda_env_var_envkit_replaces_is_found_and_its_fix_works(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """`conda env config vars set MKL_THREADING_LAYER=INTEL` on an envkit env: conda applies it before
+    the activate.d scripts, so processes get envkit's GNU, but conda's export carries INTEL."""
+    prefix = envkit_env(tmp_path, replica)
+    conda.ok("env", "config", "vars", "set", "-p", str(prefix), "MKL_THREADING_LAYER=INTEL")
+    show = 'printf "%s\\n" "$MKL_THREADING_LAYER"'
+    assert conda.ok("run", "-p", str(prefix), "sh", "-c", show).strip() == "GNU"
+    script = f'eval "$("$CONDA_EXE_FOR_TEST" shell.bash hook)"; conda activate "$ENV_PREFIX"; {show}'
+    env = conda.environ(CONDA_EXE_FOR_TEST=str(conda.exe), ENV_PREFIX=str(prefix))
+    activated = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert activated.stdout.strip() == "GNU", activated.stderr
+    assert "MKL_THREADING_LAYER: INTEL" in conda.ok("env", "export", "-p", str(prefix))
+
+    audit = json.loads(run_envkit("audit", "-p", str(prefix), "--json").stdout)
+    [found] = [f for f in audit["data"]["audits"][0]["findings"] if f["rule_id"] == "EK033"]
+    assert found["severity"] == "warning"
+    assert (
+        found["evidence"]
+        == "conda's MKL_THREADING_LAYER=INTEL (conda env config vars) gives way to envkit's MKL_THREADING_LAYER=GNU at activation"
+    )
+    command = f"conda env config vars unset MKL_THREADING_LAYER -p {prefix}"
+    assert command in found["fix"]
+    conda.ok(*command.split()[1:])  # the fix, as it says
+    audit = json.loads(run_envkit("audit", "-p", str(prefix), "--json").stdout)
+    assert "EK033" not in {f["rule_id"] for f in audit["data"]["audits"][0]["findings"]}
+    assert conda.ok("run", "-p", str(prefix), "sh", "-c", show).strip() == "GNU"
+    assert "MKL_THREADING_LAYER" not in conda.ok("env", "export", "-p", str(prefix))
