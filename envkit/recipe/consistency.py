@@ -405,7 +405,8 @@ RULES: tuple[ConsistencyRule, ...] = (
         "a variable's value written for a shell",
         "Activation sets values as data, byte-exact in every shell, and never evaluates them (so a recipe cannot run "
         "code at activation): $CONDA_PREFIX, ${HOME}, %USERPROFILE% or ~ reach the program as those characters.",
-        "Write the value out in full, or add 'RC016' to force: when the characters are meant literally.",
+        "Write the value out in full (the path itself, not one built from $HOME or $CONDA_PREFIX); a value whose $ or ~ is "
+        "meant literally can stay as it is, and this stays a warning.",
         ("https://docs.conda.io/projects/conda/en/latest/user-guide/tasks/manage-environments.html#setting-environment-variables",),
         _check_shell_syntax,
     ),
