@@ -95,6 +95,9 @@ class Inventory:
     user_site: tuple[str, ...] = ()
     # what `conda env config vars set` stored (conda-meta/state), before envkit's scripts run over it
     conda_vars: dict[str, str] = field(default_factory=dict)
+    # what envkit's activation sets (None: unsets), as its record keeps it; `activation` says what
+    # wins once every script has run
+    envkit_settings: dict[str, str | None] = field(default_factory=dict)
 
     def advice_setting(self, name: str) -> tuple[str, str] | None:
         """(value, where it comes from) of a variable the env's processes will see: its activation
@@ -168,34 +171,43 @@ def _read_libs(prefix: Path, pip: dict[str, PipDist], packages: dict[str, CondaP
     return tuple(sorted(out, key=lambda lib: lib.path))
 
 
-def _read_activation(prefix: Path, record: dict[str, Any] | None) -> tuple[dict[str, ActivationVar], tuple[str, ...]]:
-    """Variables the env's activation sets: conda's env vars (packages' env_vars.d, conda-meta/state),
-    envkit's record, simple exports."""
+def _read_activation(
+    prefix: Path, record: dict[str, Any] | None
+) -> tuple[dict[str, ActivationVar], tuple[str, ...], dict[str, str | None]]:
+    """Variables the env's activation sets, in the order conda applies them: its env vars
+    (packages' env_vars.d, then conda-meta/state), then activate.d's scripts in name order, where
+    envkit's own script stands for the settings its record keeps. Also returns those settings."""
     out: dict[str, ActivationVar] = {}
     files: list[str] = []
     for name, (value, source) in conda_activation_vars(prefix).items():
         out[name] = ActivationVar(value, source)
-    folder = prefix / "etc" / "conda" / "activate.d"
-    if folder.is_dir():
-        for path in sorted(folder.glob("*.sh")):
-            rel = str(path.relative_to(prefix))
-            files.append(rel)
-            if path.name.startswith(FILE_PREFIX) and record is not None:
-                continue
-            for line in path.read_text(errors="replace").splitlines():
-                m = EXPORT_RE.match(line)
-                if m:
-                    value = next((g for g in m.groups()[1:] if g is not None), "")
-                    out[m.group(1)] = ActivationVar(value, rel)
+    envkit: dict[str, str | None] = {}
     if record is not None:
         from envkit.activation.writer import recorded_activation
 
         for op in recorded_activation(prefix, record).ops:
-            if op.action == "set":
-                out[op.name] = ActivationVar(op.value, "envkit")
-            elif op.action == "unset":
-                out[op.name] = ActivationVar(None, "envkit")
-    return out, tuple(files)
+            if op.action in ("set", "unset"):
+                envkit[op.name] = op.value if op.action == "set" else None
+    recipe = (record or {}).get("recipe") or {}
+    own = f"{FILE_PREFIX}{recipe.get('name')}.sh" if isinstance(recipe, dict) else None
+    applied = False
+    folder = prefix / "etc" / "conda" / "activate.d"
+    for path in sorted(folder.glob("*.sh")) if folder.is_dir() else []:
+        rel = str(path.relative_to(prefix))
+        files.append(rel)
+        if path.name.startswith(FILE_PREFIX) and record is not None:
+            if path.name == own:
+                out.update({name: ActivationVar(value, "envkit") for name, value in envkit.items()})
+                applied = True
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            m = EXPORT_RE.match(line)
+            if m:
+                value = next((g for g in m.groups()[1:] if g is not None), "")
+                out[m.group(1)] = ActivationVar(value, rel)
+    if not applied:  # its script is missing or renamed (EK014 says so): what the record asks for
+        out.update({name: ActivationVar(value, "envkit") for name, value in envkit.items()})
+    return out, tuple(files), envkit
 
 
 def _numpy_imports_mkl(prefix: Path) -> bool:
@@ -374,7 +386,7 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
     except RecordDenied:  # the rest can still be audited; EK030 says why and who can fix it
         record = None
     pip = pip_dists(prefix)
-    activation, files = _read_activation(prefix, record)
+    activation, files, envkit_settings = _read_activation(prefix, record)
     packages, unreadable = read_conda_meta(prefix)
     return Inventory(
         prefix=prefix,
@@ -389,6 +401,7 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
         cuda_driver=cuda_driver,
         envkit_scripts=_envkit_scripts(prefix, record),
         conda_vars=conda_env_vars(prefix),
+        envkit_settings=envkit_settings,
         legacy_record=legacy_record_path(prefix).is_file(),
         unreadable=unreadable,
         shell={name: os.environ[name] for name in ADVICE_VARS if name in os.environ},

@@ -392,6 +392,17 @@ def unset_replaced_conda_vars(inv: Inventory) -> str:
     )
 
 
+def envkit_setting_overridden(inv: Inventory) -> list[str]:
+    out = []
+    for name, ours in sorted(inv.envkit_settings.items()):
+        var = inv.activation.get(name)
+        if var is not None and var.source != "envkit" and var.value != ours:
+            theirs = f"{name}={var.value}" if var.value is not None else f"unsets {name}"
+            mine = f"{name}={ours}" if ours is not None else f"unset {name}"
+            out.append(f"{var.source} sets {theirs} after envkit's {mine} (conda runs activate.d scripts in name order)")
+    return out
+
+
 def legacy_record(inv: Inventory) -> list[str]:
     if inv.legacy_record:
         return ["conda-meta/envkit.json: conda reads every conda-meta/*.json as a package record, so conda list/install/remove fail here"]
@@ -882,6 +893,22 @@ RULES: tuple[Rule, ...] = (
         ("https://docs.conda.io/projects/conda/en/latest/user-guide/tasks/manage-environments.html#setting-environment-variables",),
         conda_var_replaced,
         advise=unset_replaced_conda_vars,
+    ),
+    Rule(
+        "EK034",
+        "envkit-setting-overridden",
+        "error",
+        "an activation script that undoes envkit's settings",
+        "conda runs an env's etc/conda/activate.d scripts one after another in name order, so a script whose name sorts after "
+        "envkit-RECIPE.sh (a package's, or one written by hand) has the last word on any variable it also sets: "
+        "export MKL_THREADING_LAYER=INTEL there brings back the DDP crash envkit's GNU is there to prevent, and the recipe, "
+        "the record and envkit's own script all still say GNU. envkit run and the probe source the scripts in the same order, so "
+        "they see it too (and `envkit toolchain` names the script that wins).",
+        "Take the line out of that script (a package's script comes back with the package: ask its maintainers, or remove the "
+        "package), or, if its value is the one you want, put it in the recipe's threading.env and run envkit sync.",
+        ("https://github.com/conda/conda/blob/main/conda/activate.py",),
+        envkit_setting_overridden,
+        toolchain=True,
     ),
 )
 

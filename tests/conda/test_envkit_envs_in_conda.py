@@ -282,3 +282,32 @@ def test_a_conda_env_var_envkit_replaces_is_found_and_its_fix_works(conda: Conda
     assert "EK033" not in {f["rule_id"] for f in audit["data"]["audits"][0]["findings"]}
     assert conda.ok("run", "-p", str(prefix), "sh", "-c", show).strip() == "GNU"
     assert "MKL_THREADING_LAYER" not in conda.ok("env", "export", "-p", str(prefix))
+
+
+def test_a_script_conda_runs_after_envkits_has_the_last_word_and_the_audit_says_so(
+    conda: Conda, replica: dict[str, Path], tmp_path: Path
+) -> None:
+    """conda runs activate.d scripts in name order: one sorted after envkit-RECIPE.sh that exports
+    MKL_THREADING_LAYER=INTEL wins (the audit took envkit's GNU for granted); one sorted before it
+    does not."""
+    prefix = envkit_env(tmp_path, replica)
+    scripts = prefix / "etc" / "conda" / "activate.d"
+    show = 'printf "%s\\n" "$MKL_THREADING_LAYER"'
+
+    def audit() -> list[dict[str, str]]:
+        doc = json.loads(run_envkit("audit", "-p", str(prefix), "--json").stdout)
+        return [f for f in doc["data"]["audits"][0]["findings"] if f["rule_id"] == "EK034"]
+
+    (scripts / "00-early.sh").write_text("export MKL_THREADING_LAYER=INTEL\n")
+    assert conda.ok("run", "-p", str(prefix), "sh", "-c", show).strip() == "GNU"
+    assert audit() == []
+    (scripts / "zz-vendor.sh").write_text("export MKL_THREADING_LAYER=INTEL\n")
+    assert conda.ok("run", "-p", str(prefix), "sh", "-c", show).strip() == "INTEL"
+    assert run_envkit("run", "-p", str(prefix), "--", "sh", "-c", show).stdout.strip() == "INTEL"
+    [found] = audit()
+    assert found["severity"] == "error" and found["evidence"] == (
+        "etc/conda/activate.d/zz-vendor.sh sets MKL_THREADING_LAYER=INTEL after envkit's MKL_THREADING_LAYER=GNU"
+        " (conda runs activate.d scripts in name order)"
+    )
+    shown = json.loads(run_envkit("toolchain", "-p", str(prefix), "--json").stdout)["data"]
+    assert ["MKL_THREADING_LAYER", "INTEL", "etc/conda/activate.d/zz-vendor.sh"] in shown["activation"], shown["activation"]
