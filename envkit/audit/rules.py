@@ -397,9 +397,9 @@ def envkit_setting_overridden(inv: Inventory) -> list[str]:
     for name, ours in sorted(inv.envkit_settings.items()):
         var = inv.activation.get(name)
         if var is not None and var.source != "envkit" and var.value != ours:
-            theirs = f"{name}={var.value}" if var.value is not None else f"unsets {name}"
+            theirs = f"sets {name}={var.value}" if var.value is not None else f"unsets {name}"
             mine = f"{name}={ours}" if ours is not None else f"unset {name}"
-            out.append(f"{var.source} sets {theirs} after envkit's {mine} (conda runs activate.d scripts in name order)")
+            out.append(f"{var.source} {theirs} after envkit's {mine} (conda runs activate.d scripts in name order)")
     return out
 
 
