@@ -13,11 +13,11 @@ from typing import Any
 from envkit.activation import FILE_PREFIX
 from envkit.fsutil import read_exact
 from envkit.installed import (
+    STATE,
     CondaPackage,
     PipDist,
     UnreadableRecord,
     conda_activation_vars,
-    conda_env_vars,
     pip_dists,
     read_conda_meta,
     site_packages,
@@ -172,14 +172,15 @@ def _read_libs(prefix: Path, pip: dict[str, PipDist], packages: dict[str, CondaP
 
 
 def _read_activation(
-    prefix: Path, record: dict[str, Any] | None
+    prefix: Path, record: dict[str, Any] | None, conda: dict[str, tuple[str, str]]
 ) -> tuple[dict[str, ActivationVar], tuple[str, ...], dict[str, str | None]]:
     """Variables the env's activation sets, in the order conda applies them: its env vars
-    (packages' env_vars.d, then conda-meta/state), then activate.d's scripts in name order, where
-    envkit's own script stands for the settings its record keeps. Also returns those settings."""
+    (`conda`: packages' env_vars.d, then conda-meta/state), then activate.d's scripts in name
+    order, where envkit's own script stands for the settings its record keeps. Also returns those
+    settings."""
     out: dict[str, ActivationVar] = {}
     files: list[str] = []
-    for name, (value, source) in conda_activation_vars(prefix).items():
+    for name, (value, source) in conda.items():
         out[name] = ActivationVar(value, source)
     envkit: dict[str, str | None] = {}
     if record is not None:
@@ -386,7 +387,8 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
     except RecordDenied:  # the rest can still be audited; EK030 says why and who can fix it
         record = None
     pip = pip_dists(prefix)
-    activation, files, envkit_settings = _read_activation(prefix, record)
+    conda = conda_activation_vars(prefix)
+    activation, files, envkit_settings = _read_activation(prefix, record, conda)
     packages, unreadable = read_conda_meta(prefix)
     return Inventory(
         prefix=prefix,
@@ -400,7 +402,7 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
         cpu_vendor=cpu_vendor if cpu_vendor is not None else _cpu_vendor(),
         cuda_driver=cuda_driver,
         envkit_scripts=_envkit_scripts(prefix, record),
-        conda_vars=conda_env_vars(prefix),
+        conda_vars={name: value for name, (value, source) in conda.items() if source == STATE},
         envkit_settings=envkit_settings,
         legacy_record=legacy_record_path(prefix).is_file(),
         unreadable=unreadable,

@@ -16,11 +16,11 @@ from envkit.create import CreatedEnv, create_env, ensure_creatable, probe_and_ke
 from envkit.envs import target_prefix
 from envkit.errors import ExitCode, UsageError
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
-from envkit.recipe.consistency import require_consistent
+from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.digest import resolved_digest, sources_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import EnvOp, Recipe
-from envkit.recipe.platforms import known_platform, undeclared
+from envkit.recipe.platforms import known_platform
 from envkit.solve import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
 
 if TYPE_CHECKING:  # for annotations: a sync to its recipe, which imports this module, needs none of them
@@ -79,11 +79,9 @@ def create(
                 hint="add --dry-run to see its plan, or 'envkit lock --platform' to lock it",
             )
     recipe = load_recipe(request.recipe)
-    platform = request.platform or backend.native_platform()
-    recipe_findings = require_consistent(recipe, platform)
+    warnings = plan_warnings(recipe, request.platform or backend.native_platform())
     compiled = compile_recipe(recipe, request.platform)
     prefix = target_prefix(request.name or (None if request.prefix else recipe.name), request.prefix)
-    warnings = tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings) + tuple(filter(None, [undeclared(recipe, platform)]))
     try:
         ensure_creatable(prefix, force=request.force)  # before the solve: say it now, not after a plan
     except UsageError as exc:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from envkit.errors import UsageError
 from envkit.fsutil import output_path, write_output
 from envkit.installed import channel_name, conda_env_vars, pip_dists
 from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
+from envkit.names import CONDA_NAME_REFUSES
 from envkit.recipe.model import EnvOp
 from envkit.record import read_record
 
@@ -92,17 +92,13 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
     )
 
 
-# what conda refuses in an env's name (conda.base.constants.PREFIX_NAME_DISALLOWED_CHARS)
-_NOT_IN_CONDA_NAMES = re.compile(r"[/ :#]")
-
-
 def conda_env_name(folder: str, recipe: str | None) -> str:
     """The `name:` of an environment.yml that `conda env create -f` accepts: the env's folder name,
     else its recipe's name (always a valid one), else the folder's name with '-' for what conda refuses."""
     reserved = ("base", "root")
-    if not _NOT_IN_CONDA_NAMES.search(folder) and folder not in reserved:
+    if not CONDA_NAME_REFUSES & set(folder) and folder not in reserved:
         return folder
-    fallback = _NOT_IN_CONDA_NAMES.sub("-", folder)
+    fallback = "".join("-" if c in CONDA_NAME_REFUSES else c for c in folder)
     return recipe or (f"{fallback}-env" if fallback in reserved else fallback)
 
 

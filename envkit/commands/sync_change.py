@@ -25,10 +25,9 @@ from envkit.installed import dist_files, pip_dists, read_conda_meta
 from envkit.journal import rollback, stash, write_journal
 from envkit.linkscope import change_folders
 from envkit.recipe.compile import compile_recipe
-from envkit.recipe.consistency import require_consistent
+from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.loader import load_recorded
 from envkit.recipe.model import Recipe
-from envkit.recipe.platforms import undeclared
 from envkit.record import sync_journal_path, write_record
 from envkit.solve import Plan, solve_recipe
 from envkit.sync import PipRepair, SyncOutcome, diff_packages, diff_variables, pip_repair, pip_state
@@ -60,10 +59,8 @@ def look(
     (when one was started) has read the env's records already."""
     origin = record["recipe"]
     recipe = load_recorded(str(origin.get("source") or "file"), str(origin["path"]))
-    platform = backend.native_platform()
-    recipe_findings = require_consistent(recipe, platform)
+    warnings = plan_warnings(recipe, backend.native_platform())
     compiled = compile_recipe(recipe)
-    warnings = tuple(f"{f.rule.id}: {f.message}" for f in recipe_findings) + tuple(filter(None, [undeclared(recipe, platform)]))
     lock_path = recorded_lock(record, lock) if (locked or lock or frozen) else None
     lock_info: dict[str, Any] | None = None
     if lock_path is not None:

@@ -17,7 +17,7 @@ import rattler
 from envkit.audit.rules import RULES_BY_ID as AUDIT_RULES  # force: may also accept an audit rule's risk (plan audit)
 from envkit.errors import Location, Problem, RecipeError
 from envkit.recipe.model import Recipe
-from envkit.recipe.platforms import platform_problems
+from envkit.recipe.platforms import platform_problems, undeclared
 
 Severity = Literal["error", "warning"]
 
@@ -456,3 +456,10 @@ def require_consistent(recipe: Recipe, used_on: str | None = None) -> list[Consi
             [Problem(loc, f.rule.id, f"{f.message} [{f.rule.source}; add '{f.rule.id}' to force: to accept the risk]") for f in errors]
         )
     return findings
+
+
+def plan_warnings(recipe: Recipe, platform: str) -> tuple[str, ...]:
+    """The recipe checked for the platform a create or sync runs for (errors raise), and the
+    warnings its plan shows: the consistency rules', and one when the recipe is not for it."""
+    found = [f"{f.rule.id}: {f.message}" for f in require_consistent(recipe, platform)]
+    return tuple(found + [w for w in [undeclared(recipe, platform)] if w])
