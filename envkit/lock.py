@@ -125,11 +125,28 @@ def _envkit_section(text: str, path: Path) -> dict[str, Any]:
     raise UsageError(f"{path} has no envkit section: it was not written by 'envkit lock'", hint="re-lock with 'envkit lock RECIPE'")
 
 
+CONFLICT_MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")  # git's, at its default size: no YAML line starts so
+
+
+def _refuse_conflict(text: str, path: Path) -> None:
+    """Two people locked at once and git merged the lock line by line. Its YAML may even parse, but
+    a lock is made, not merged: no half of it is what a solve gave."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith(CONFLICT_MARKERS):
+            raise UsageError(
+                f"{path}:{number}: an unresolved merge conflict ('{line[:7]}'): a lock cannot be merged by hand",
+                hint=f"keep either side (git checkout --theirs {path}), then re-lock with 'envkit lock RECIPE' and commit it",
+            )
+
+
 def read_lock(path: Path) -> Lock:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read lock file {path}: {exc.strerror}", hint="make one with 'envkit lock RECIPE'") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not a lock file: it is not UTF-8 text", hint="re-lock with 'envkit lock RECIPE'") from None
+    _refuse_conflict(text, path)
     meta = _envkit_section(text, path)
     try:
         lockfile = rattler.LockFile.from_path(path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import rattler
@@ -159,8 +160,60 @@ def test_lock_for_another_recipe_and_missing_or_damaged_locks(tmp_path: Path) ->
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
     other = write_recipe(tmp_path / "other", "other", f"envkit: 1\nname: other\nchannels: [{ch.as_uri()}]\npackages: [tool]\n")
     assert run_envkit("lock", str(other)).returncode == 0
-    wrong = run_envkit("create", str(recipe), "--lock", str(other.parent / "other.lock"), "--frozen", "--yes")
-    assert wrong.returncode == 2 and "locks recipe 'other', not 'team'" in wrong.stderr
+    for frozen in ((), ("--frozen",)):  # another recipe's lock is not a stale one: said so, with or without --frozen
+        wrong = run_envkit("create", str(recipe), "--lock", str(other.parent / "other.lock"), *frozen, "--yes")
+        assert wrong.returncode == 2 and "locks recipe 'other', not 'team'" in wrong.stderr and "stale" not in wrong.stderr
+    binary = tmp_path / "binary.lock"
+    binary.write_bytes(b"version: 7\n\xf9\xff\x00garbage\n")
+    undecodable = run_envkit("create", str(recipe), "--lock", str(binary), "--yes")
+    assert (
+        undecodable.returncode == 2
+        and undecodable.stderr == f"envkit: error: {binary} is not a lock file: it is not UTF-8 text (re-lock with 'envkit lock RECIPE')\n"
+    )
+    folder = tmp_path / "folder.lock"
+    folder.mkdir()
+    assert "is a directory, not a lock file" in run_envkit("create", str(recipe), "--lock", str(folder), "--yes").stderr
+
+
+def test_a_lock_git_merged_line_by_line_is_refused_at_its_conflict(tmp_path: Path) -> None:
+    """Two people change the recipe and lock on their branches; the merge conflicts in the lock.
+    Whatever YAML is left, a lock that is half one solve and half another is no lock."""
+    ch = two_platform_channel(tmp_path)
+    repo = tmp_path / "repo"
+
+    def git(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=check, capture_output=True, text=True
+        )
+
+    recipe = team_recipe(repo, ch, platforms="[linux-64]")
+    git("init", "-q", "-b", "main")
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    git("add", "-A")
+    git("commit", "-qm", "team")
+    git("checkout", "-qb", "omp2")
+    write_recipe(repo, "team-base", f"envkit: 1\nname: team-base\nchannels: [{ch.as_uri()}]\nthreading: {{omp_num_threads: 2}}\n")
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    git("commit", "-qam", "two threads")
+    git("checkout", "-q", "main")
+    write_recipe(repo, "team-base", f"envkit: 1\nname: team-base\nchannels: [{ch.as_uri()}]\nthreading: {{omp_num_threads: 4}}\n")
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    git("commit", "-qam", "four threads")
+    assert git("merge", "omp2", check=False).returncode != 0  # conflicts in team-base.yaml and team.lock
+    git("checkout", "--theirs", "team-base.yaml")
+    lock = repo / "team.lock"
+    marker = next(n for n, line in enumerate(lock.read_text().splitlines(), 1) if line.startswith("<<<<<<<"))
+    refused = run_envkit("create", str(recipe), "--locked", "--frozen", "--yes", "--no-probe")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert f"{lock}:{marker}: an unresolved merge conflict" in refused.stderr and f"git checkout --theirs {lock}" in refused.stderr
+    check = run_envkit("recipes", "check", str(recipe))
+    assert check.returncode == 1 and f"{lock}:{marker}: an unresolved merge conflict" in check.stdout
+    git("checkout", "--theirs", "team.lock")  # the fix the error gives
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    assert run_envkit("recipes", "check", str(recipe)).returncode == 0
+    made = run_envkit("create", str(recipe), "--locked", "-p", str(tmp_path / "env"), "--yes", "--no-probe")
+    assert made.returncode == 0, made.stderr
+    assert "export OMP_NUM_THREADS='2'" in (tmp_path / "env" / "etc" / "conda" / "activate.d" / "envkit-team.sh").read_text()
 
 
 def test_where_locks_go(tmp_path: Path) -> None:

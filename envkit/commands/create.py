@@ -193,6 +193,8 @@ def plan_from_lock(
     from envkit.lock import lock_digest, read_lock
 
     path = lock_file_for(request.lock, recipe)
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory, not a lock file", hint="move it aside, or give --lock FILE")
     if not path.is_file():
         raise UsageError(f"no lock file at {path}", hint=f"make one with 'envkit lock {request.recipe}', or give --lock FILE")
     lock = read_lock(path)
@@ -202,14 +204,14 @@ def plan_from_lock(
         have = ", ".join(p.platform for p in lock.platforms) or "none"
         relock = _relock(request, recipe, path, f" --platform {platform}")
         raise UsageError(f"{path} has no {platform} packages (it locks {have})", hint=f"add it: {relock}")
+    if lock.recipe != recipe.name:  # before staleness: another recipe's lock is not a stale one, nor one --frozen may take
+        raise UsageError(f"{path} locks recipe '{lock.recipe}', not '{recipe.name}'", hint="give the lock that belongs to this recipe")
     stale = lock.recipe_digest != resolved_digest(recipe)
     if stale and not request.frozen:
         raise UsageError(
             f"{path} is stale: recipe '{recipe.name}' (or one it extends) changed since it was locked",
             hint=f"re-lock: {_relock(request, recipe, path)}; or pass --frozen to install the lock as it is",
         )
-    if lock.recipe != recipe.name:
-        raise UsageError(f"{path} locks recipe '{lock.recipe}', not '{recipe.name}'", hint="give the lock that belongs to this recipe")
     detected = backend.virtual_packages(platform)
     goal = Target(platform, tuple(detected), machine_gaps(locked.virtual_packages, detected))
     channels = [ResolvedChannel(url, url, "lock") for url in lock.channels]

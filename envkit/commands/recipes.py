@@ -199,9 +199,11 @@ def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, 
         try:
             lock = read_lock(lock_path)
         except EnvkitError as exc:
-            problems.append(f"{lock_path}: {exc.message}")
+            problems.append(exc.message if exc.message.startswith(str(lock_path)) else f"{lock_path}: {exc.message}")
         else:
-            if lock.recipe_digest != resolved_digest(recipe):
+            if lock.recipe != recipe.name:
+                problems.append(f"{lock_path}: locks recipe '{lock.recipe}', not '{recipe.name}'; re-lock with 'envkit lock {where}'")
+            elif lock.recipe_digest != resolved_digest(recipe):
                 problems.append(f"{lock_path}: stale, the recipe (or one it extends) changed since; re-lock with 'envkit lock {where}'")
             missing = sorted(set(platforms) - {p.platform for p in lock.platforms})
             if missing:
