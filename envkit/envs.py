@@ -56,6 +56,13 @@ def target_prefix(name: str | None, prefix: str | None) -> Path:
 def _must_be_placeable(prefix: Path) -> None:
     """The paths conda refuses to make an env at (conda.core.prefix_data.validate_path), refused
     here too: envkit's envs are conda's envs."""
+    try:
+        str(prefix).encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8: Python keeps it as a lone surrogate
+        raise UsageError(
+            f"{os.fsencode(prefix)!r}: an env's path must be UTF-8 text",
+            hint="conda packages and their records name files in UTF-8 (rattler refuses to link into such a path); choose another path",
+        ) from None
     if os.pathsep in str(prefix):
         raise UsageError(
             f"{prefix}: an env's path cannot contain '{os.pathsep}'",
@@ -128,11 +135,22 @@ def environments_txt() -> Path:
     return Path.home() / ".conda" / "environments.txt"
 
 
-def registered_envs() -> list[Path]:
+def _registry_lines() -> list[str]:
+    """environments.txt's lines as paths are: bytes, not always UTF-8 (a folder named on a Latin-1
+    system), decoded as Python decodes file names so that they name the same folders and are
+    written back as they were."""
     path = environments_txt()
-    if not path.is_file():
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return []
-    return [Path(line.strip()) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}", hint="conda's registry of envs; fix its permissions") from None
+    return [os.fsdecode(line.strip()) for line in data.splitlines() if line.strip()]
+
+
+def registered_envs() -> list[Path]:
+    return [Path(line) for line in _registry_lines() if not line.startswith("#")]  # conda skips '#' lines too
 
 
 def _registry_lock() -> Path:
@@ -142,16 +160,16 @@ def _registry_lock() -> Path:
 
 def register(prefix: Path) -> None:
     with exclusive_lock(_registry_lock(), "the conda env registry", wait=30):
-        current = [str(p) for p in registered_envs()]
+        current = _registry_lines()
         if str(prefix) not in current:
-            atomic_write_text(environments_txt(), "".join(f"{line}\n" for line in [*current, str(prefix)]))
+            atomic_write_text(environments_txt(), "".join(f"{line}\n" for line in [*current, str(prefix)]), errors="surrogateescape")
 
 
 def unregister(prefix: Path) -> None:
     with exclusive_lock(_registry_lock(), "the conda env registry", wait=30):
-        current = [str(p) for p in registered_envs()]
+        current = _registry_lines()
         if str(prefix) in current:
-            atomic_write_text(environments_txt(), "".join(f"{line}\n" for line in current if line != str(prefix)))
+            atomic_write_text(environments_txt(), "".join(f"{line}\n" for line in current if line != str(prefix)), errors="surrogateescape")
 
 
 def all_envs() -> list[Path]:

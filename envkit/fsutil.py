@@ -47,7 +47,7 @@ def may_create_in(directory: Path) -> Path | None:
     return nearest
 
 
-def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None, errors: str = "strict") -> None:
     """Write via a temp file in the same directory and rename over the target. The file keeps the
     mode it had, or gets the one open() would have given it: mkstemp's 0600 would make a shared
     env's record, or a lock meant for the team, readable by its writer only."""
@@ -64,7 +64,7 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
     except PermissionError as exc:  # name the file being written, not the temp file beside it
         raise PermissionError(exc.errno, exc.strerror, str(path)) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8", errors=errors, newline="") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

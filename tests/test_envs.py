@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from envkit import envs
+from tests.conftest import run_envkit
 
 
 def test_envs_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path) -> None:
@@ -49,3 +51,23 @@ def test_registry_is_deduplicated_and_atomic(tmp_path: Path, isolated: Path) -> 
     envs.unregister(a)
     assert envs.registered_envs() == [b]
     assert not list((isolated / ".conda").glob(".environments.txt.*.tmp"))
+
+
+def test_registry_lines_that_are_not_utf8_or_comments_are_kept_as_they_are(tmp_path: Path, isolated: Path) -> None:
+    """conda's registry is a list of paths, and a path is bytes: a folder named on a Latin-1 system
+    is no reason to fail `envkit list`, nor to lose the line when envkit adds or removes its own."""
+    registry = isolated / ".conda" / "environments.txt"
+    registry.parent.mkdir()
+    before = b"/data/caf\xe9/env\n# kept by hand\n"
+    registry.write_bytes(before)
+    assert envs.registered_envs() == [Path(os.fsdecode(b"/data/caf\xe9/env"))]
+    env = tmp_path / "mine"
+    envs.register(env)
+    assert registry.read_bytes() == before + f"{env}\n".encode()
+    envs.unregister(env)
+    assert registry.read_bytes() == before
+    (env / "conda-meta").mkdir(parents=True)
+    envs.register(env)
+    listed = run_envkit("list", "--json", env=dict(os.environ))
+    assert listed.returncode == 0, listed.stderr
+    assert [e["prefix"] for e in json.loads(listed.stdout)["data"]] == [str(env)]

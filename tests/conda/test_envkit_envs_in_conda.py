@@ -4,6 +4,7 @@ doctor, rename, remove --all, run, and conda activate/deactivate through its she
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -253,6 +254,19 @@ def test_paths_conda_refuses_for_an_env_envkit_refuses_too(conda: Conda, replica
     spaced = tmp_path / "my envs" / "plain"
     assert conda.run("create", "-y", "-q", "-p", str(tmp_path / "conda envs" / "plain")).returncode == 0
     assert run_envkit("create", str(recipe), "-p", str(spaced), "--yes", "--no-probe", mirror).returncode == 0
+
+
+def test_a_path_that_is_not_utf8_is_refused_before_anything_is_made(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """A folder named in Latin-1 ('café' as one byte 0xe9): conda solves, downloads, then fails its
+    transaction on the path and rolls back; rattler refuses to link there. envkit says so first."""
+    recipe = write_recipe(tmp_path, "plain", 'envkit: 1\nname: plain\nchannels: [conda-forge]\npython: "3.12"\npackages: [numpy]\n')
+    mirror = f"--mirror=conda-forge={replica['conda-forge'].as_uri()}"
+    theirs = os.fsdecode(bytes(tmp_path) + b"/conda-caf\xe9/env")
+    assert conda.run("create", "-y", "-q", "-p", theirs, "python").returncode != 0
+    ours = os.fsdecode(bytes(tmp_path) + b"/envkit-caf\xe9/env")
+    made = run_envkit("create", str(recipe), "-p", ours, "--yes", "--no-probe", mirror)
+    assert made.returncode == 2 and made.stderr.count("\n") == 1 and "an env's path must be UTF-8 text" in made.stderr, made.stderr
+    assert not Path(ours).parent.exists()
 
 
 def test_a_conda_env_var_envkit_replaces_is_found_and_its_fix_works(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
