@@ -122,9 +122,14 @@ def _record(data: object) -> tuple[CondaPackage | None, str]:
     channel = data.get("channel") or data.get("url") or ""
     if not isinstance(channel, str):
         return None, "'channel' is not a string"
-    files = data.get("files")
-    libraries = tuple(f for f in files if isinstance(f, str) and NATIVE_LIBRARY.search(f)) if isinstance(files, list) else ()
+    files = data.get("files", [])
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):  # conda itself fails on such a record
+        return None, "'files' is not a list of strings"
+    libraries = tuple(f for f in files if NATIVE_LIBRARY.search(f))
     return CondaPackage(data["name"], data["version"], data["build"], channel, tuple(depends), libraries), ""
+
+
+LEGACY_RECORD = "envkit.json"  # envkit 0.1 kept its record in conda-meta, where conda took it for a package's
 
 
 def read_conda_meta(prefix: Path) -> tuple[dict[str, CondaPackage], tuple[UnreadableRecord, ...]]:
@@ -132,7 +137,7 @@ def read_conda_meta(prefix: Path) -> tuple[dict[str, CondaPackage], tuple[Unread
     out: dict[str, CondaPackage] = {}
     bad: list[UnreadableRecord] = []
     for path in sorted((prefix / "conda-meta").glob("*.json")):
-        if path.name == "envkit.json":  # envkit 0.1's record, reported by its own rule
+        if path.name == LEGACY_RECORD:  # envkit 0.1's record, reported by its own rule
             continue
         rel = str(path.relative_to(prefix))
         try:

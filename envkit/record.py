@@ -88,6 +88,10 @@ class RecordDenied(UsageError):
     """The record is there, but this user may not read it (a teammate's env, written 0600)."""
 
 
+# nothing can rebuild a lost record (the recipe it was made from is what it records)
+_REMAKE = "make the env again with 'envkit create RECIPE -p {prefix} --force', or delete the file to keep it as a plain conda env"
+
+
 def read_record(prefix: Path) -> dict[str, Any] | None:
     path = existing_record_path(prefix)
     if path is None:
@@ -95,7 +99,7 @@ def read_record(prefix: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, RecursionError) as exc:
-        raise UsageError(f"{path}: not valid JSON ({str(exc)[:120]})", hint="delete it and run 'envkit audit --fix'") from None
+        raise UsageError(f"{path}: not valid JSON ({str(exc)[:120]})", hint=_REMAKE.format(prefix=prefix)) from None
     except PermissionError as exc:
         raise RecordDenied(
             f"{path}: cannot be read ({exc.strerror})",
@@ -104,8 +108,10 @@ def read_record(prefix: Path) -> dict[str, Any] | None:
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read ({exc.strerror})", hint="check its permissions") from None
     version = data.get("envkit_record_version") if isinstance(data, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > max(READABLE_VERSIONS):
+        raise UsageError(f"{path}: record version {version} is newer than this envkit reads", hint="upgrade envkit")
     if not isinstance(data, dict) or version not in READABLE_VERSIONS:
-        raise UsageError(f"{path}: unsupported record version {version!r}", hint="upgrade envkit")
+        raise UsageError(f"{path}: not an envkit record (envkit_record_version {version!r})", hint=_REMAKE.format(prefix=prefix))
     return data
 
 

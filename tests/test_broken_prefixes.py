@@ -59,6 +59,7 @@ CORRUPT = {
     "wrong-types": json.dumps({"name": ["x"], "version": "1", "build": "0"}).encode(),
     "depends-not-a-list": json.dumps({"name": "x", "version": "1", "build": "0", "depends": "numpy"}).encode(),
     "a-list": b"[1, 2, 3]",
+    "files-not-a-list": json.dumps({"name": "y", "version": "1", "build": "0", "files": 5}).encode(),  # `conda list` crashes on it
 }
 
 
@@ -75,6 +76,7 @@ def test_unreadable_package_records_are_reported_by_name(tmp_path: Path) -> None
     assert set(evidence) == {f"conda-meta/{name}-1-0.json" for name in CORRUPT}
     assert "nested too deeply" in evidence["conda-meta/nested-1-0.json"] and "empty" in evidence["conda-meta/empty-1-0.json"]
     assert "'depends' is not a list" in evidence["conda-meta/depends-not-a-list-1-0.json"]
+    assert "'files' is not a list" in evidence["conda-meta/files-not-a-list-1-0.json"]
 
 
 @pytest.mark.parametrize(
@@ -98,3 +100,7 @@ def test_a_damaged_envkit_record(tmp_path: Path, damage: str) -> None:
         no_traceback(proc)
         assert proc.returncode in (1, 2), (args, proc.stdout, proc.stderr)
         assert "etc/envkit/record.json" in proc.stdout + proc.stderr
+        if damage.endswith("99}"):  # only a newer envkit reads it; anything else, none does
+            assert "newer than this envkit reads" in proc.stdout + proc.stderr and "upgrade envkit" in proc.stdout + proc.stderr
+        elif args[0] == "activation" and "Expecting" in proc.stderr:
+            assert "make the env again with 'envkit create RECIPE" in proc.stderr, proc.stderr

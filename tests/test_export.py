@@ -16,7 +16,7 @@ import pytest
 import rattler
 import yaml
 
-from envkit.commands.export import conda_env_name
+from envkit.commands.export import FORMATS, conda_env_name
 from envkit.lock import read_lock
 from tests.conftest import run_envkit, write_recipe
 from tests.support.pipchannel import offline_pip_env, pip_channel
@@ -124,6 +124,34 @@ def test_export_of_a_missing_env_and_a_bad_format(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "Traceback" not in missing.stderr and missing.stderr.count("\n") == 1
     bad = run_envkit("export", "-p", str(tmp_path), "--format", "toml")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_a_record_no_export_can_read_stops_every_format(tmp_path: Path) -> None:
+    """A package record that is JSON but no record (a list; a 'files' rattler cannot take) was left
+    out of environment.yml and @EXPLICIT without a word, and crashed the lock export: an export
+    that claims to be the env must hold all of it, or be refused in one line."""
+    recipe = write_recipe(tmp_path / "r", "t", f"envkit: 1\nname: t\nchannels: [{tiny_channel(tmp_path).as_uri()}]\npackages: [tool]\n")
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe").returncode == 0
+    prefix = tmp_path / "envs" / "t"
+    helper = next((prefix / "conda-meta").glob("helper-*.json"))
+    good = json.loads(helper.read_text())
+    cases = (
+        ([1, 2], "a JSON list, not an object", FORMATS),
+        ({**good, "files": 5}, "'files' is not a list of strings", FORMATS),  # `conda list` crashes on it
+        ({**good, "size": "big"}, "expected u64", ("lock",)),  # read by rattler for a lock alone
+    )
+    for broken, why, formats in cases:
+        helper.write_text(json.dumps(broken))
+        for fmt in formats:
+            proc = run_envkit("export", "-p", str(prefix), "--format", fmt, "-o", str(tmp_path / f"out.{fmt}"))
+            assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (fmt, proc.stderr)
+            assert f"{helper} is not a readable package record" in proc.stderr and why in proc.stderr, proc.stderr
+            assert not (tmp_path / f"out.{fmt}").exists()
+    helper.write_text(json.dumps(good))
+    legacy = prefix / "conda-meta" / "envkit.json"  # what envkit 0.1 left there: no package record either
+    legacy.write_text(json.dumps({"envkit_record_version": 1}))
+    assert run_envkit("export", "-p", str(prefix), "--format", "lock", "-o", str(tmp_path / "legacy.lock")).returncode == 0
+    assert sorted(r.name.normalized for r in read_lock(tmp_path / "legacy.lock").platforms[0].records) == ["helper", "tool"]
 
 
 def test_output_to_a_stream_a_folder_or_nowhere(tmp_path: Path) -> None:

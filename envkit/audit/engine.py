@@ -115,7 +115,7 @@ def _audit_one(prefix: Path, probe: bool, cuda_driver: str | None) -> EnvAudit:
     try:
         return audit_env(prefix, probe=probe, cuda_driver=cuda_driver)
     except EnvkitError as exc:
-        return EnvAudit(prefix, (), False, 0, error=exc.message)
+        return EnvAudit(prefix, (), False, 0, error=" ".join(exc.lines()))  # with its hint: the fix is what an unreadable env needs most
 
 
 def audit_many(prefixes: list[Path], *, probe: bool = False, cuda_driver: str | None = None) -> list[EnvAudit]:

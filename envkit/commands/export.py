@@ -18,7 +18,7 @@ from envkit.activation.writer import recorded_activation
 from envkit.commands import Result
 from envkit.errors import UsageError
 from envkit.fsutil import output_path, write_output
-from envkit.installed import channel_name, conda_env_vars, pip_dists
+from envkit.installed import LEGACY_RECORD, channel_name, conda_env_vars, pip_dists, read_conda_meta
 from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
 from envkit.names import CONDA_NAME_REFUSES
 from envkit.recipe.model import EnvOp
@@ -40,15 +40,20 @@ class ExportOutcome:
     text: str | None  # when written to stdout
 
 
+def _unreadable(path: Path, why: str) -> UsageError:
+    return UsageError(f"{path} is not a readable package record ({why})", hint="see 'envkit audit' (EK022)")
+
+
 def _conda_meta(prefix: Path) -> list[dict[str, Any]]:
+    """Every package record, or none: an export that left out the one it could not read would claim
+    to be the env and not be it."""
+    _, bad = read_conda_meta(prefix)  # the audit's judgement of a record (EK022)
+    if bad:
+        raise _unreadable(prefix / bad[0].path, bad[0].reason)
     out = []
     for path in sorted((prefix / "conda-meta").glob("*.json")):
-        try:
-            data = json.loads(path.read_bytes())
-        except (OSError, ValueError, RecursionError):
-            raise UsageError(f"{path} is not a readable package record", hint="see 'envkit audit' (EK022)") from None
-        if isinstance(data, dict) and isinstance(data.get("name"), str):
-            out.append(data)
+        if path.name != LEGACY_RECORD:
+            out.append(json.loads(path.read_bytes()))
     return sorted(out, key=lambda d: d["name"])
 
 
@@ -102,9 +107,19 @@ def conda_env_name(folder: str, recipe: str | None) -> str:
     return recipe or (f"{fallback}-env" if fallback in reserved else fallback)
 
 
+def _prefix_record(path: Path) -> Any:
+    """rattler's reading of a record, stricter than conda's (a 'files' that is not a list)."""
+    try:
+        return rattler.PrefixRecord.from_path(path)
+    except BaseException as exc:  # pyo3 panics derive from BaseException
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise _unreadable(path, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
 def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
     record = read_record(prefix)
-    records = [rattler.PrefixRecord.from_path(p) for p in sorted((prefix / "conda-meta").glob("*.json"))]
+    records = [_prefix_record(p) for p in sorted((prefix / "conda-meta").glob("*.json")) if p.name != LEGACY_RECORD]
     pip = tuple(LockedPip(p.name, p.version, p.url) for p in env.pip if p.url)
     activation = tuple(
         {"name": op.name, "action": op.action, "value": op.value, "entries": list(op.entries), "separator": op.separator, "computed": None}
