@@ -58,3 +58,15 @@ def as_conda_writes(prefix: Path, names: set[str] | None = None) -> list[Path]:
             atomic_write_text(path, json.dumps(data, indent=2) + "\n")
             changed.append(path)
     return changed
+
+
+def stamp(prefix: Path) -> dict[str, list[int]]:
+    """Each package record's size and mtime, as kept in envkit's record: a record rewritten since
+    (by hand, by another tool, by a damaged disk) under the same name is then no longer taken for
+    the one envkit installed, at the cost of a stat per package (make's and git's index's test)."""
+    out = {}
+    for path in (prefix / "conda-meta").glob("*.json"):
+        with contextlib.suppress(OSError):
+            status = path.stat()
+            out[path.name] = [status.st_size, status.st_mtime_ns]
+    return out

@@ -223,7 +223,12 @@ def create_env(
             activation = RecordedActivation(plan.recipe, plan.activation, prefix_tag(prefix))
             write_files(activation.files(staging))
             files = activation.files(prefix)
-            record = {**build_record(plan, origin, activation, files), "pip_installed": pip_installed, **(provenance or {})}
+            record = {
+                **build_record(plan, origin, activation, files),
+                "pip_installed": pip_installed,
+                "conda_meta": condameta.stamp(staging),  # kept by the rename into place
+                **(provenance or {}),
+            }
             write_record(staging, record)  # last: the staging env is complete
             old = swap_in(staging, prefix)
         except BaseException as exc:

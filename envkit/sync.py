@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from envkit.activation import SCRIPTS_FORMAT
+from envkit.condameta import stamp
 from envkit.fsutil import read_exact
 from envkit.installed import dist_files, pip_dists, requires
 from envkit.recipe.digest import sources_digest
@@ -155,7 +156,16 @@ def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
     # with a lock too: an edited recipe may have made the lock stale, which only the full look can tell
     if recipe_files(recipe) != "unchanged":
         return False
-    return installed_names(prefix) == recorded_names(record) and pip_state(prefix) == recorded_pip(record) and scripts_match(prefix, record)
+    return packages_as_recorded(prefix, record) and pip_state(prefix) == recorded_pip(record) and scripts_match(prefix, record)
+
+
+def packages_as_recorded(prefix: Path, record: dict[str, Any]) -> bool:
+    """conda-meta holds the recorded packages' records, each as envkit left it (a record written
+    before envkit kept their stamps: the names alone)."""
+    kept = record.get("conda_meta")
+    if not isinstance(kept, dict):
+        return installed_names(prefix) == recorded_names(record)
+    return set(kept) == recorded_names(record) and stamp(prefix) == kept
 
 
 def diff_packages(installed: dict[str, str], planned: dict[str, str]) -> tuple[PackageChange, ...]:

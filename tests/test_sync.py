@@ -337,6 +337,26 @@ def test_an_unreadable_package_record_is_refused_before_anything_changes(tmp_pat
     assert snapshot(prefix) == before
 
 
+def test_a_package_record_rewritten_under_its_name_is_no_longer_taken_as_installed(tmp_path: Path) -> None:
+    """The quick answer went by conda-meta's file names: a record damaged in place (same name) was
+    "in sync: nothing to do" while audit, list and conda itself saw the env broken."""
+    _, _, prefix = tiny_env(tmp_path)
+    helper = next((prefix / "conda-meta").glob("helper-*.json"))
+    kept = helper.read_bytes()
+    status = helper.stat()
+    helper.write_text("[1]")
+    damaged = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
+    assert damaged.returncode == 2 and f"conda-meta/{helper.name} is not a readable package record" in damaged.stderr, damaged.stdout
+    helper.write_bytes(kept)
+    os.utime(helper, ns=(status.st_atime_ns, status.st_mtime_ns))  # as it was: the quick answer again
+    assert in_sync(prefix)
+    os.utime(helper)  # the same bytes, written again: the full look finds nothing, and keeps the new stamp
+    assert not in_sync(prefix)
+    full = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
+    assert full.returncode == 0 and "already matches its recipe" in full.stdout, full.stdout + full.stderr
+    assert in_sync(prefix)
+
+
 def test_sync_an_env_envkit_did_not_make_is_refused(tmp_path: Path) -> None:
     prefix = tmp_path / "plain"
     (prefix / "conda-meta").mkdir(parents=True)

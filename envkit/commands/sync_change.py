@@ -16,6 +16,7 @@ from envkit.activation.writer import RecordedActivation, activation_json, record
 from envkit.audit.engine import audit_plan
 from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
 from envkit.commands.sync_quick import recorded_lock
+from envkit.condameta import stamp
 from envkit.create import pip_install, pip_put_back, verify_archives
 from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, filesystem_error
 from envkit.fsutil import read_exact
@@ -132,7 +133,9 @@ def remember(prefix: Path, record: dict[str, Any], seen: Look) -> tuple[Path, ..
     files = activation.files(prefix)
     stale = [f for f in files if read_exact(f.path) != f.text]
     write_files(stale)
-    write_record(prefix, {**record, **seen.provenance, "activation": activation_json(activation, prefix, files)})
+    write_record(
+        prefix, {**record, **seen.provenance, "activation": activation_json(activation, prefix, files), "conda_meta": stamp(prefix)}
+    )
     return tuple(f.path for f in stale)
 
 
@@ -175,6 +178,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
                 "activation": activation_json(activation, prefix, files),
                 "pip": list(plan.pip_specs),
                 "pip_installed": pip_installed,
+                "conda_meta": stamp(prefix),
                 "virtual_packages": list(plan.virtual_packages),
                 "assumed": list(plan.assumed),
                 "probe": None,
