@@ -187,10 +187,22 @@ def _envs_from(source: str, recipes: set[str] | None = None) -> tuple[str, ...]:
     return tuple(out)
 
 
+class RefMissing(SourceError):
+    """The pinned ref is not in the repository (any more): a branch deleted or renamed."""
+
+    def __init__(self, message: str, *, hint: str, branches: list[str]) -> None:
+        super().__init__(message, hint=hint)
+        self.branches = branches
+
+
 def _resolve(repo: Path, ref: str, *, default: bool = False) -> str:
     """`default`: `ref` is what the remote's HEAD names (no --ref given), which can be a branch that
-    was never pushed (a bare repo made with `git init` names master; the team pushed main)."""
-    for candidate in (f"origin/{ref}", ref):
+    was never pushed (a bare repo made with `git init` names master; the team pushed main).
+    The checkout's own branch (the one `git clone` made) is never taken for the remote's: it stays
+    where the clone left it after the remote deletes that branch."""
+    for candidate in (f"refs/remotes/origin/{ref}", f"refs/tags/{ref}", ref):
+        if candidate == ref and _is_local_branch(repo, ref):
+            continue
         try:
             return _git(["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], repo)
         except SourceError:
@@ -206,7 +218,17 @@ def _resolve(repo: Path, ref: str, *, default: bool = False) -> str:
     )
     if not branches:  # an empty repo (a fresh `git init --bare`): nothing to pin yet
         raise SourceError(f"{missing}; {has}: nothing was pushed to it yet", hint="push the recipes to it first, then add it")
-    raise SourceError(f"{missing}; {has}", hint=f"pass an existing branch, tag or commit with --ref, e.g. --ref {branches[0]}")
+    raise RefMissing(
+        f"{missing}; {has}", hint=f"pass an existing branch, tag or commit with --ref, e.g. --ref {branches[0]}", branches=branches
+    )
+
+
+def _is_local_branch(repo: Path, name: str) -> bool:
+    try:
+        _git(["show-ref", "--verify", "--quiet", f"refs/heads/{name}"], repo)
+    except SourceError:
+        return False
+    return True
 
 
 def _recipe_changes(repo: Path, old: str, new: str) -> tuple[RecipeChange, ...]:
@@ -245,6 +267,13 @@ def update_sources(name: str | None = None, *, apply: bool = True) -> list[Sourc
             try:
                 _git(["fetch", "--quiet", "--prune", "origin"], repo)
                 new = _resolve(repo, entry.ref)
+            except RefMissing as exc:  # deleted or renamed on the remote: the pin cannot follow it
+                again = f"envkit recipes add-source {entry.url} --name {entry.name} --ref {exc.branches[0]}"
+                raise SourceError(
+                    f"recipe source '{entry.name}' ({entry.url}): it no longer has ref '{entry.ref}' (its branches: "
+                    f"{', '.join(exc.branches)}); no source was updated, '{entry.name}' stays at {entry.commit[:10]}",
+                    hint=f"follow another branch: envkit recipes remove-source {entry.name}, then {again}",
+                ) from None
             except SourceError as exc:
                 raise SourceError(
                     f"recipe source '{entry.name}' ({entry.url}): {exc.message}; no source was updated",

@@ -249,3 +249,23 @@ def test_an_unreachable_source_stops_the_update_before_any_pin_moves(team_repo: 
     assert moved["alpha"].applied and not moved["beta"].applied
     pins = {e["name"]: e["commit"] for e in json.loads(sources_file().read_text())["sources"]}
     assert pins == {"alpha": second, "beta": first} and git(git_checkout_dir("alpha"), "rev-parse", "HEAD") == second
+
+
+def test_a_followed_branch_renamed_on_the_remote_stops_the_update(team_repo: Path) -> None:
+    """The team renames master to main (or deletes the branch a source follows). The branch `git
+    clone` made in envkit's checkout still named the old commit, so update said "unchanged" for
+    ever after; it must say the branch is gone, keep the pin, and the fix it gives must work."""
+    git(team_repo, "branch", "-m", "main", "master")
+    first = git(team_repo, "rev-parse", "HEAD")
+    assert add_source(team_repo.as_uri()).ref == "master"
+    git(team_repo, "branch", "-m", "master", "main")  # the rename, and a commit on the new name
+    (team_repo / "trainer.yaml").write_text("envkit: 1\nname: trainer\nextends: [pytorch-base]\nthreading: {omp_num_threads: 8}\n")
+    git(team_repo, "commit", "-qam", "after the rename")
+    update = run_envkit("recipes", "update")
+    assert update.returncode == 2 and update.stderr.count("\n") == 1, update.stdout + update.stderr
+    assert "it no longer has ref 'master' (its branches: main)" in update.stderr and f"stays at {first[:10]}" in update.stderr
+    assert json.loads(sources_file().read_text())["sources"][0]["commit"] == first
+    fix = update.stderr.split("follow another branch: ")[1].rstrip(")\n")
+    for command in fix.split(", then "):
+        assert run_envkit(*command.split()[1:]).returncode == 0, command
+    assert load_recipe("trainer").threading.omp_num_threads == 8
