@@ -265,7 +265,8 @@ def update_sources(name: str | None = None, *, apply: bool = True) -> list[Sourc
                     hint=f"run 'envkit recipes remove-source {entry.name}', then add it again",
                 )
             try:
-                _git(["fetch", "--quiet", "--prune", "origin"], repo)
+                # a tag the team moved or deleted is moved or deleted here too (git keeps the old one by default)
+                _git(["fetch", "--quiet", "--prune", "--prune-tags", "--tags", "--force", "origin"], repo)
                 new = _resolve(repo, entry.ref)
             except RefMissing as exc:  # deleted or renamed on the remote: the pin cannot follow it
                 again = f"envkit recipes add-source {entry.url} --name {entry.name} --ref {exc.branches[0]}"

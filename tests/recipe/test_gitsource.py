@@ -269,3 +269,18 @@ def test_a_followed_branch_renamed_on_the_remote_stops_the_update(team_repo: Pat
     for command in fix.split(", then "):
         assert run_envkit(*command.split()[1:]).returncode == 0, command
     assert load_recipe("trainer").threading.omp_num_threads == 8
+
+
+def test_a_pinned_tag_moved_or_deleted_on_the_remote(team_repo: Path) -> None:
+    """git fetch keeps a tag it has even when the remote moved it: the team's release never came."""
+    git(team_repo, "tag", "stable")
+    assert add_source(team_repo.as_uri(), ref="stable").ref == "stable"
+    (team_repo / "trainer.yaml").write_text("envkit: 1\nname: trainer\nextends: [pytorch-base]\nthreading: {omp_num_threads: 8}\n")
+    git(team_repo, "commit", "-qam", "next release")
+    git(team_repo, "tag", "-f", "stable")
+    moved = update_sources()
+    assert moved[0].new_commit == git(team_repo, "rev-parse", "HEAD") and moved[0].applied
+    assert load_recipe("trainer").threading.omp_num_threads == 8
+    git(team_repo, "tag", "-d", "stable")
+    with pytest.raises(SourceError, match="it no longer has ref 'stable'"):
+        update_sources()
