@@ -183,6 +183,16 @@ def _load_checked(path: Path) -> Recipe | EnvkitError:
     return recipe
 
 
+def _solver_reason(message: str, where: str) -> str:
+    """One line of a solver's message: its lead ("... cannot be solved for P:") with the reason
+    that follows it; a conflict's tree beyond that is for `envkit lock` to show whole."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    reason, rest = lines[0], lines[1:]
+    if reason.endswith(":") and rest:
+        reason, rest = f"{reason} {rest[0]}", rest[1:]
+    return reason + (f" ... ('envkit lock {where}' shows all {len(rest)} more lines)" if rest else "")
+
+
 def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, ...]) -> CheckedRecipe:
     """`extended_by`: the checked recipes that extend this one. A parent that is there only to be
     extended needs no lock of its own; one that has a lock must keep it fresh all the same."""
@@ -211,8 +221,8 @@ def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, 
     try:
         solve_for_lock(recipe, platforms, resolve_channels(list(recipe.channels), {}))
     except EnvkitError as exc:
-        first = exc.message.splitlines()[0]
-        problems.append(f"{where}: does not solve today for {', '.join(platforms)}: {first}")
+        hint = f" ({exc.hint})" if exc.hint else ""
+        problems.append(f"{where}: does not solve today ({', '.join(platforms)}): {_solver_reason(exc.message, where)}{hint}")
     locked = str(lock_path) if lock_path.is_file() or not extended_by else None
     return CheckedRecipe(where, recipe.name, locked, platforms, tuple(problems), extended_by)
 

@@ -60,6 +60,9 @@ def test_check_a_recipe_repo_through_its_history(tmp_path: Path) -> None:
     assert gone.returncode == 1
     lines = [line for line in gone.stdout.splitlines() + gone.stderr.splitlines() if "does not solve today" in line]
     assert len(lines) == 1 and "linux-64, osx-arm64" in lines[0]
+    # the reason, not only the lead "cannot be solved for osx-arm64:" that ended the line before
+    assert "cannot be solved for osx-arm64: Cannot solve the request because of: No candidates were found for tool" in lines[0], lines[0]
+    assert "team.yaml:" in lines[0]  # the recipe line that asks for it
 
 
 def test_check_reports_a_missing_lock_and_a_missing_platform(tmp_path: Path) -> None:
