@@ -32,6 +32,17 @@ RECORD_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 RECORD_REL = "etc/envkit/record.json"
 LEGACY_RECORD_REL = "conda-meta/envkit.json"
+# the source of a record `audit --fix` wrote for an env envkit did not make: activation settings
+# alone, no recipe and no package list
+FIX_SOURCE = "audit --fix"
+
+
+def recipe_name(record: dict[str, Any]) -> str | None:
+    """The recipe the env was made from; None for an env envkit only fixed."""
+    recipe = record.get("recipe")
+    if not isinstance(recipe, dict) or recipe.get("source") == FIX_SOURCE or not isinstance(recipe.get("name"), str):
+        return None
+    return str(recipe["name"])
 
 
 def record_path(prefix: Path) -> Path:

@@ -7,6 +7,7 @@ from typing import Any
 from envkit.commands import Result
 from envkit.fsutil import STDOUT
 from envkit.plaintext import Out, TextTable, escape
+from envkit.record import FIX_SOURCE
 
 STATUS_STYLE = {
     "pass": "green",
@@ -330,6 +331,8 @@ def _export(c: Out, out: Any) -> None:
 def _recipe_cell(r: Any) -> str:
     if not r.envkit:
         return "(not envkit)"
+    if r.recipe is None and r.source == FIX_SOURCE:
+        return "(audit --fix)"  # activation settings envkit added to an env it did not make
     files = {"changed": " (changed since)", "missing": " (its file is gone)"}
     return escape((r.recipe or "") + (files.get(r.recipe_files) or (" (from a stale lock)" if r.stale_lock else "")))
 

@@ -280,7 +280,10 @@ def _over_conda(prefix: Path, wheels: list[PipDist]) -> tuple[tuple[str, tuple[s
 
 def drift(record: dict[str, Any], packages: dict[str, CondaPackage], pip: dict[str, PipDist]) -> list[str]:
     """What changed since envkit installed the env (conda install, pip install, a removal), one line
-    each, from conda-meta's packages and the env's pip dists."""
+    each, from conda-meta's packages and the env's pip dists. An env envkit only fixed (audit --fix)
+    has no package list to drift from."""
+    if not isinstance(record.get("packages"), list):
+        return []
     recorded = {str(p["name"]): f"{p['version']} {p['build']}" for p in record.get("packages", []) if isinstance(p, dict)}
     installed = {name: f"{p.version} {p.build}" for name, p in packages.items()}
     pip_installed = pip_wheels(pip)

@@ -30,7 +30,16 @@ from envkit.audit.rules import RULES_BY_ID
 from envkit.errors import UsageError
 from envkit.fsutil import read_exact
 from envkit.recipe.model import EnvOp
-from envkit.record import LEGACY_RECORD_REL, RECORD_REL, legacy_record_path, move_legacy_record, read_record, record_path, write_record
+from envkit.record import (
+    FIX_SOURCE,
+    LEGACY_RECORD_REL,
+    RECORD_REL,
+    legacy_record_path,
+    move_legacy_record,
+    read_record,
+    record_path,
+    write_record,
+)
 from envkit.transaction import env_lock
 
 
@@ -155,7 +164,7 @@ def _write_fix(plan: FixPlan) -> list[Path]:
     record: dict[str, Any] = read_record(plan.prefix) or {
         "envkit_version": None,
         "created": None,
-        "recipe": {"name": plan.activation.recipe_name, "source": "audit --fix", "path": None, "commit": None},
+        "recipe": {"name": plan.activation.recipe_name, "source": FIX_SOURCE, "path": None, "commit": None},
         "probe": None,
         "healthy": None,
     }

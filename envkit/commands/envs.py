@@ -10,7 +10,7 @@ from envkit.commands import Result
 from envkit.envs import all_envs, conda_root, unregister
 from envkit.errors import EnvkitError, UsageError
 from envkit.installed import pip_dists, read_conda_meta
-from envkit.record import read_record
+from envkit.record import read_record, recipe_name
 from envkit.sync import drift, recipe_files
 from envkit.transaction import env_lock, real_prefix, recover, remove_tree, work_dir
 
@@ -51,7 +51,7 @@ def describe(prefix: Path) -> ListedEnv:
         str(prefix),
         prefix.name,
         True,
-        recipe=recipe.get("name"),
+        recipe=recipe_name(record),
         source=recipe.get("source"),
         commit=recipe.get("commit"),
         created=record.get("created"),

@@ -22,7 +22,7 @@ from envkit.installed import LEGACY_RECORD, channel_name, conda_env_vars, pip_di
 from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
 from envkit.names import CONDA_NAME_REFUSES
 from envkit.recipe.model import EnvOp
-from envkit.record import read_record
+from envkit.record import read_record, recipe_name
 
 Format = Literal["environment-yml", "explicit", "dockerfile", "lock"]
 FORMATS: tuple[str, ...] = ("environment-yml", "explicit", "dockerfile", "lock")
@@ -83,7 +83,7 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
     ops: list[EnvOp] = list(recorded_activation(prefix, record).ops) if record else []
     taken = {op.name for op in ops}
     ops += [EnvOp(name, "set", value=value) for name, value in conda_env_vars(prefix).items() if name not in taken]
-    recipe = str(record["recipe"]["name"]) if record and isinstance(record.get("recipe"), dict) else None
+    recipe = recipe_name(record) if record else None
     return export.EnvSnapshot(
         name=conda_env_name(prefix.name, recipe),
         prefix=str(prefix),
@@ -127,7 +127,7 @@ def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
     )
     recipe = (record or {}).get("recipe") or {}
     lock = Lock(
-        str(recipe.get("name") or env.name),
+        (record and recipe_name(record)) or env.name,
         str(recipe.get("resolved_digest") or ""),
         env.channels,
         (

@@ -59,6 +59,17 @@ def test_the_seed_env_as_conda_made_it(conda: Conda, wheel_channel: Path, tmp_pa
     assert "❌" not in conda.ok("doctor", "-p", str(prefix))
     assert run_envkit("audit", "-p", str(prefix), "--min-severity", "error").returncode == 0
 
+    # envkit fixed the env, it did not make it: no recipe 'audit', no drift from a package list it never had
+    listed = run_envkit("list", "--json", env=conda.environ())
+    entry = next(e for e in json.loads(listed.stdout)["data"] if e["prefix"] == str(prefix))
+    assert entry["recipe"] is None and entry["source"] == "audit --fix" and entry["drift"] == [], entry
+    assert "(audit --fix)" in run_envkit("list", env=conda.environ()).stdout
+    exported = run_envkit("export", "-p", str(prefix), "--format", "environment-yml")
+    assert exported.returncode == 0 and "recipe 'audit'" not in exported.stdout
+    assert "MKL_THREADING_LAYER" in exported.stdout
+    sync = run_envkit("sync", "-p", str(prefix), "--yes")
+    assert sync.returncode == 2 and "was not made by envkit (audit --fix only added its activation settings)" in sync.stderr
+
 
 def test_envkit_run_sets_condas_env_vars_as_conda_run_does(conda: Conda, tmp_path: Path) -> None:
     """conda activate (and conda run) set the packages' etc/conda/env_vars.d variables, then
