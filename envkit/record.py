@@ -37,10 +37,16 @@ LEGACY_RECORD_REL = "conda-meta/envkit.json"
 FIX_SOURCE = "audit --fix"
 
 
+def only_fixed(record: dict[str, Any]) -> bool:
+    """An env envkit did not make, whose activation `audit --fix` wrote."""
+    recipe = record.get("recipe")
+    return isinstance(recipe, dict) and recipe.get("source") == FIX_SOURCE
+
+
 def recipe_name(record: dict[str, Any]) -> str | None:
     """The recipe the env was made from; None for an env envkit only fixed."""
     recipe = record.get("recipe")
-    if not isinstance(recipe, dict) or recipe.get("source") == FIX_SOURCE or not isinstance(recipe.get("name"), str):
+    if not isinstance(recipe, dict) or only_fixed(record) or not isinstance(recipe.get("name"), str):
         return None
     return str(recipe["name"])
 

@@ -83,7 +83,7 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
     ops: list[EnvOp] = list(recorded_activation(prefix, record).ops) if record else []
     taken = {op.name for op in ops}
     ops += [EnvOp(name, "set", value=value) for name, value in conda_env_vars(prefix).items() if name not in taken]
-    recipe = recipe_name(record) if record else None
+    recipe = recipe_name(record or {})
     return export.EnvSnapshot(
         name=conda_env_name(prefix.name, recipe),
         prefix=str(prefix),
@@ -127,7 +127,7 @@ def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
     )
     recipe = (record or {}).get("recipe") or {}
     lock = Lock(
-        (record and recipe_name(record)) or env.name,
+        recipe_name(record or {}) or env.name,
         str(recipe.get("resolved_digest") or ""),
         env.channels,
         (

@@ -22,7 +22,7 @@ from envkit.commands import Result
 from envkit.errors import ExitCode, UsageError
 from envkit.inplace import Installer
 from envkit.recipe.sources import is_git_source_name, read_git_sources
-from envkit.record import FIX_SOURCE, read_record
+from envkit.record import only_fixed, read_record
 from envkit.sync import SyncOutcome
 from envkit.transaction import env_lock, recover
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 def _record_or_fail(prefix: Path) -> dict[str, Any]:
     record = read_record(prefix)
-    if record is None or (record.get("recipe") or {}).get("source") == FIX_SOURCE:
+    if record is None or only_fixed(record):
         fixed = " (audit --fix only added its activation settings)" if record else ""
         raise UsageError(
             f"{prefix} was not made by envkit{fixed}: there is no recipe to sync it to",
