@@ -229,7 +229,7 @@ def test_where_locks_go(tmp_path: Path) -> None:
     folder = run_envkit("lock", "pathrecipe", "-o", str(out.parent), env=env)
     assert folder.returncode == 2 and f"e.g. {out.parent / 'pathrecipe.lock'}" in folder.stderr, folder.stderr
     bad = run_envkit("lock", "pathrecipe", "--platform", "amiga-68k", env=env)
-    assert bad.returncode == 2 and "not a platform conda knows" in bad.stderr
+    assert bad.returncode == 2 and "not a platform envkit builds for" in bad.stderr
 
 
 def test_builtin_recipe_locks_into_the_working_dir(tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ OPENMP_CHOICES: tuple[str, ...] = ("gnu", "llvm", "intel")
 TORCH_SOURCES: tuple[str, ...] = ("conda-forge", "pytorch-channel", "pip")
 TORCH_VARIANTS: tuple[str, ...] = ("cpu", "cuda")
 LAYER_CHOICES: tuple[str, ...] = ("gnu", "intel", "sequential", "tbb", "auto")
+# the platforms envkit's toolchain rules cover (envkit.recipe.platforms); an env runs on one of
+# them, never on noarch, whose packages go into every platform's env
 KNOWN_PLATFORMS: tuple[str, ...] = (
     "linux-64",
     "linux-aarch64",
@@ -30,7 +32,6 @@ KNOWN_PLATFORMS: tuple[str, ...] = (
     "osx-64",
     "osx-arm64",
     "win-64",
-    "noarch",
 )
 
 

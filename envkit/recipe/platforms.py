@@ -36,8 +36,8 @@ TORCH_CUDA_ON = ("linux-64", "linux-aarch64", "win-64")
 
 
 def known_platform(platform: str, flag: str) -> str:
-    if platform not in KNOWN_PLATFORMS or platform == "noarch":
-        raise UsageError(f"{flag} {platform!r}: not a platform conda knows", hint="e.g. linux-64, osx-arm64, win-64")
+    if platform not in KNOWN_PLATFORMS:  # conda knows more (win-arm64, linux-riscv64, ...): envkit's rules do not cover them
+        raise UsageError(f"{flag} {platform!r}: not a platform envkit builds for", hint=f"one of {', '.join(KNOWN_PLATFORMS)}")
     return platform
 
 
@@ -62,8 +62,6 @@ def platform_problems(recipe: Recipe, used_on: str | None = None) -> list[Proble
     entry that would fix it."""
     out: list[Problem] = []
     for platform in dict.fromkeys([*recipe.platforms, *([used_on] if used_on else [])]):
-        if platform == "noarch":
-            continue
         on = recipe.for_platform(platform)
         for field, message, fix in unavailable(on, platform):
             where = on.located(field) or on.located("toolchain") or Location(recipe.origin.path, 1, 1)

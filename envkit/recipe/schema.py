@@ -326,9 +326,9 @@ def _platform_fields(c: _Checker, root: dict[str, Any], layer: Layer) -> None:
 
 def _per_platform(c: _Checker, value: object) -> dict[str, Layer]:
     out: dict[str, Layer] = {}
-    entries = c.mapping(("per_platform",), value, tuple(p for p in KNOWN_PLATFORMS if p != "noarch"))
+    entries = c.mapping(("per_platform",), value, KNOWN_PLATFORMS)
     for platform, entry in (entries or {}).items():
-        if platform not in KNOWN_PLATFORMS or platform == "noarch":
+        if platform not in KNOWN_PLATFORMS:
             continue
         sub = c.within(("per_platform", platform), entry)
         fields = sub.mapping((), entry, PLATFORM_KEYS)

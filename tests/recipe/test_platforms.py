@@ -160,7 +160,18 @@ def test_plans_and_specs_for_another_platform(replica: dict[str, Path], tmp_path
     conda = [s["spec"] for s in json.loads(shown.stdout)["data"]["compiled"]["conda_specs"]]
     assert "libblas * *mkl" in conda and not any(s.startswith("_openmp_mutex") for s in conda)
     unknown = run_envkit("recipes", "show", str(recipe), "--resolved", "--platform", "amiga-68k")
-    assert unknown.returncode == 2 and "not a platform conda knows" in unknown.stderr
+    assert unknown.returncode == 2 and "not a platform envkit builds for" in unknown.stderr
+    # conda knows win-arm64; envkit's toolchain rules do not cover it (it said "not a platform conda knows")
+    uncovered = run_envkit("lock", str(recipe), "--platform", "win-arm64")
+    assert uncovered.returncode == 2 and "'win-arm64': not a platform envkit builds for (one of linux-64," in uncovered.stderr
+    # an env never runs on noarch: a recipe that lists it was valid and then failed in the solver's words
+    noarch = write_recipe(tmp_path / "na", "na", "envkit: 1\nname: na\nchannels: [conda-forge]\nplatforms: [linux-64, noarch]\n")
+    refused = run_envkit("recipes", "validate", str(noarch))
+    assert (
+        refused.returncode == 2
+        and f"{noarch}:4:" in refused.stdout + refused.stderr
+        and "found 'noarch'" in refused.stdout + refused.stderr
+    )
 
 
 def test_a_platform_the_recipe_does_not_list_is_checked_and_named(replica: dict[str, Path], tmp_path: Path) -> None:
