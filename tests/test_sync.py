@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from envkit import inplace
-from envkit.record import read_record, sync_journal_path
+from envkit.record import read_record, record_path, sync_journal_path
 from envkit.sync import in_sync
 from tests.conftest import payload_recipe, run_envkit
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda, write_tar_bz2
@@ -354,6 +354,11 @@ def test_a_package_record_rewritten_under_its_name_is_no_longer_taken_as_install
     assert not in_sync(prefix)
     full = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
     assert full.returncode == 0 and "already matches its recipe" in full.stdout, full.stdout + full.stderr
+    assert in_sync(prefix)
+    record = json.loads(record_path(prefix).read_text())  # a record an envkit before the stamps wrote: names alone
+    del record["conda_meta"]
+    record_path(prefix).write_text(json.dumps(record))
+    os.utime(helper)
     assert in_sync(prefix)
 
 
