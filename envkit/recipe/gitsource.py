@@ -70,6 +70,7 @@ class RemovedSource:
 
 
 def _git(args: list[str], cwd: Path | None = None) -> str:
+    command = next((a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-c")), "")  # past -c K=V
     try:
         proc = subprocess.run(
             ["git", *args],
@@ -85,9 +86,9 @@ def _git(args: list[str], cwd: Path | None = None) -> str:
     except FileNotFoundError:
         raise SourceError("git is not installed", hint="install git to use recipe repos") from None
     except subprocess.TimeoutExpired:
-        raise SourceError(f"git {args[0]} timed out") from None
+        raise SourceError(f"git {command} timed out") from None
     if proc.returncode != 0:
-        raise SourceError(f"git {args[0]} failed: {_git_reason(proc.stderr)}")
+        raise SourceError(f"git {command} failed: {_git_reason(proc.stderr)}")
     return proc.stdout.strip()
 
 
@@ -223,6 +224,19 @@ def _resolve(repo: Path, ref: str, *, default: bool = False) -> str:
     )
 
 
+def _must_be_clean(name: str, repo: Path) -> None:
+    """Recipes are read from the checkout's files: an edit there changes them behind the pin, and a
+    checkout over it fails halfway through an update. Said before any source moves."""
+    status = _git(["status", "--porcelain", "--untracked-files=no"], repo)  # "XY PATH" lines
+    changed = [line.split(maxsplit=1)[1] for line in status.splitlines() if line.strip()]
+    if changed:
+        raise SourceError(
+            f"envkit's checkout of source '{name}' ({repo}) has local changes ({', '.join(changed[:3])}"
+            f"{', ...' if len(changed) > 3 else ''}); no source was updated",
+            hint=f"recipes are edited in a clone of the repo, not there: drop them with 'git -C {repo} checkout -- .', then update again",
+        )
+
+
 def _is_local_branch(repo: Path, name: str) -> bool:
     try:
         _git(["show-ref", "--verify", "--quiet", f"refs/heads/{name}"], repo)
@@ -264,6 +278,7 @@ def update_sources(name: str | None = None, *, apply: bool = True) -> list[Sourc
                     f"the checkout of source '{entry.name}' is missing ({repo})",
                     hint=f"run 'envkit recipes remove-source {entry.name}', then add it again",
                 )
+            _must_be_clean(entry.name, repo)
             try:
                 # a tag the team moved or deleted is moved or deleted here too (git keeps the old one by default)
                 _git(["fetch", "--quiet", "--prune", "--prune-tags", "--tags", "--force", "origin"], repo)

@@ -284,3 +284,21 @@ def test_a_pinned_tag_moved_or_deleted_on_the_remote(team_repo: Path) -> None:
     git(team_repo, "tag", "-d", "stable")
     with pytest.raises(SourceError, match="it no longer has ref 'stable'"):
         update_sources()
+
+
+def test_an_edit_in_envkits_checkout_stops_the_update_before_any_source_moves(team_repo: Path) -> None:
+    """Recipes are read from the checkout's files: an edit there (someone "fixing" a recipe in the
+    cache) made git's checkout fail halfway through the update, as "git -c failed"."""
+    first = git(team_repo, "rev-parse", "HEAD")
+    add_source(team_repo.as_uri())
+    checkout = git_checkout_dir("team-recipes")
+    (checkout / "trainer.yaml").write_text((checkout / "trainer.yaml").read_text() + "# tried a change here\n")
+    (team_repo / "trainer.yaml").write_text("envkit: 1\nname: trainer\nextends: [pytorch-base]\nthreading: {omp_num_threads: 8}\n")
+    git(team_repo, "commit", "-qam", "upstream change")
+    update = run_envkit("recipes", "update")
+    assert update.returncode == 2 and update.stderr.count("\n") == 1, update.stderr
+    assert "has local changes (trainer.yaml); no source was updated" in update.stderr
+    assert json.loads(sources_file().read_text())["sources"][0]["commit"] == first
+    git(checkout, "checkout", "--", ".")  # what the error says to do
+    assert run_envkit("recipes", "update").returncode == 0
+    assert load_recipe("trainer").threading.omp_num_threads == 8
