@@ -9,7 +9,7 @@ from envkit import paths
 from envkit.condaconfig import current, first_writable, root_prefix
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, exclusive_lock
-from envkit.names import CONDA_NAME_REFUSES, NAME_RE
+from envkit.names import CONDA_NAME_REFUSES, env_name_problem
 from envkit.transaction import is_leftover, real_prefix, recover_unlocked
 
 
@@ -46,8 +46,8 @@ def target_prefix(name: str | None, prefix: str | None) -> Path:
         given = Path(prefix).expanduser().absolute()
     else:
         assert name is not None
-        if not NAME_RE.match(name):
-            raise UsageError(f"invalid env name {name!r}", hint="use letters, digits, '-' and '_', or give -p PREFIX")
+        if problem := env_name_problem(name):
+            raise UsageError(f"invalid env name {name!r}: {problem}", hint="choose another name, or give -p PREFIX")
         given = envs_dir() / name
     _must_be_placeable(given)
     return real_prefix(given)

@@ -256,6 +256,28 @@ def test_paths_conda_refuses_for_an_env_envkit_refuses_too(conda: Conda, replica
     assert run_envkit("create", str(recipe), "-p", str(spaced), "--yes", "--no-probe", mirror).returncode == 0
 
 
+def test_env_names_are_condas_names(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """`-n` takes what conda takes (envkit refused "MyEnv" and "py3.11", saying "use letters"), and
+    refuses conda's own env's names: an env at ENVS/base was made, which `conda activate base` never
+    reaches."""
+    recipe = write_recipe(tmp_path, "plain", 'envkit: 1\nname: plain\nchannels: [conda-forge]\npython: "3.12"\npackages: [numpy]\n')
+    mirror = f"--mirror=conda-forge={replica['conda-forge'].as_uri()}"
+    envs_dir = tmp_path / "envs"
+    env = {**conda.environ(), "CONDA_ENVS_DIRS": str(envs_dir / "conda"), "ENVKIT_ENVS_DIR": str(envs_dir / "envkit")}
+    for name in ("MyEnv", "py3.11", "café"):
+        assert conda.run("create", "-y", "-q", "-n", name, env=env).returncode == 0
+        made = run_envkit("create", str(recipe), "-n", name, "--yes", "--no-probe", mirror, env=env)
+        assert made.returncode == 0 and (envs_dir / "envkit" / name / "conda-meta").is_dir(), made.stderr
+    for name in ("base", "root"):
+        theirs = conda.run("create", "-y", "-q", "-n", name, env=env)
+        assert theirs.returncode != 0 and "reserved environment name" in theirs.stdout + theirs.stderr
+        ours = run_envkit("create", str(recipe), "-n", name, "--yes", "--no-probe", mirror, env=env)
+        assert ours.returncode == 2 and f"'{name}' is the name of conda's own (base) env" in ours.stderr, ours.stderr
+        assert not (envs_dir / "envkit" / name).exists()
+    dots = run_envkit("create", str(recipe), "-n", "..", "--yes", "--no-probe", mirror, env=env)  # conda makes that one in ENVS/..
+    assert dots.returncode == 2 and "names a folder, not an env" in dots.stderr
+
+
 def test_a_path_that_is_not_utf8_is_refused_before_anything_is_made(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
     """A folder named in Latin-1 ('café' as one byte 0xe9): conda solves, downloads, then fails its
     transaction on the path and rolls back; rattler refuses to link there. envkit says so first."""
