@@ -20,7 +20,7 @@ from envkit.errors import UsageError
 from envkit.fsutil import output_path, write_output
 from envkit.installed import LEGACY_RECORD, channel_name, conda_env_vars, pip_dists, read_conda_meta
 from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
-from envkit.names import CONDA_NAME_REFUSES
+from envkit.names import CONDA_NAME_REFUSES, CONDA_RESERVED_NAMES
 from envkit.recipe.model import EnvOp
 from envkit.record import read_record, recipe_name
 
@@ -100,7 +100,7 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
 def conda_env_name(folder: str, recipe: str | None) -> str:
     """The `name:` of an environment.yml that `conda env create -f` accepts: the env's folder name,
     else its recipe's name (always a valid one), else the folder's name with '-' for what conda refuses."""
-    reserved = ("base", "root")
+    reserved = CONDA_RESERVED_NAMES
     if not CONDA_NAME_REFUSES & set(folder) and folder not in reserved:
         return folder
     fallback = "".join("-" if c in CONDA_NAME_REFUSES else c for c in folder)
