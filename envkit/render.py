@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from envkit.commands import Result
@@ -147,9 +148,8 @@ def _create(c: Out, out: Any) -> None:
             f"[green]created[/green] {escape(str(out.created.prefix))}"
             + (" (replaced the previous env)" if out.created.replaced_existing else "")
         )
-        c.print(
-            f"activate with: conda activate {escape(str(out.created.prefix))}   or run: envkit run -p {escape(str(out.created.prefix))} -- CMD"
-        )
+        pasted = escape(shlex.quote(str(out.created.prefix)))  # a command to paste: `$` or `'` in the path stay the path's
+        c.print(f"activate with: conda activate {pasted}   or run: envkit run -p {pasted} -- CMD")
     if out.probe is not None:
         _probe(c, out.probe)
 

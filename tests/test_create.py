@@ -71,6 +71,19 @@ def test_happy_path_registers_and_records(tmp_path: Path, isolated: Path) -> Non
     assert registry.read_text().splitlines() == [str(prefix)]
 
 
+def test_the_commands_it_prints_to_activate_can_be_pasted(tmp_path: Path) -> None:
+    """conda takes "x$y" as an env name; printed bare, the pasted command activated "x"."""
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    proc = run_envkit("create", str(recipe), "-n", "x$y", "--yes", "--no-probe")
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("activate with: "))
+    pasted = line.split("or run: ", 1)[1].replace(" -- CMD", " -- printenv CONDA_PREFIX")
+    ran = subprocess.run(
+        ["bash", "-c", pasted.replace("envkit ", f"{sys.executable} -m envkit ", 1)], capture_output=True, text=True, check=False
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == str(tmp_path / "envs" / "x$y"), (pasted, ran.stdout, ran.stderr)
+
+
 def test_a_dry_run_says_what_the_create_itself_would_refuse(tmp_path: Path) -> None:
     """The plan all the same (as conda's dry run), and the refusal the real run would stop at: an
     existing env without --force, and a folder that is no env, which --force does not help."""
