@@ -362,6 +362,27 @@ def test_a_package_record_rewritten_under_its_name_is_no_longer_taken_as_install
     assert in_sync(prefix)
 
 
+def test_a_recipe_given_by_a_relative_path_is_synced_from_any_directory(tmp_path: Path) -> None:
+    """`envkit create recipes/tiny.yaml` in a repo, `envkit sync -n tiny` anywhere else: the record
+    kept "recipes/tiny.yaml", so list said the file was gone and sync refused."""
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path, extra=(PkgMeta("extra", "1.0", "0"),)))
+    made = run_envkit("create", "recipes/tiny.yaml", "--locked", "--yes", "--no-probe", cwd=tmp_path)
+    assert made.returncode == 2 and "envkit lock recipes/tiny.yaml" in made.stderr  # said as it was given
+    assert run_envkit("lock", "recipes/tiny.yaml", cwd=tmp_path).returncode == 0
+    assert run_envkit("create", "recipes/tiny.yaml", "--locked", "--yes", "--no-probe", cwd=tmp_path).returncode == 0
+    prefix = tmp_path / "envs" / "tiny"
+    record = read_record(prefix)
+    assert record is not None and record["recipe"]["path"] == str(recipe) and record["lock"]["path"] == str(recipe.with_suffix(".lock"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    listed = json.loads(run_envkit("list", "--json", cwd=elsewhere).stdout)["data"]
+    assert [e["recipe_files"] for e in listed if e["prefix"] == str(prefix)] == ["unchanged"]
+    assert "nothing to do" in run_envkit("sync", "-n", "tiny", "--locked", "--no-probe", cwd=elsewhere).stdout
+    edit(recipe, "packages: [tool]", "packages: [tool, extra]")
+    synced = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe", cwd=elsewhere)
+    assert synced.returncode == 0 and "+ extra 1.0" in synced.stdout, synced.stdout + synced.stderr
+
+
 def test_sync_an_env_envkit_did_not_make_is_refused(tmp_path: Path) -> None:
     prefix = tmp_path / "plain"
     (prefix / "conda-meta").mkdir(parents=True)

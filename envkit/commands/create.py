@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,14 +144,16 @@ def create(
 
 
 def recipe_provenance(recipe: Recipe, compiled: CompiledRecipe) -> dict[str, Any]:
-    """The record's recipe section: where it came from, and the fingerprints sync compares."""
+    """The record's recipe section: where it came from, and the fingerprints sync compares. Paths
+    are kept absolute: a recipe given as `recipes/train.yaml` is synced from any directory."""
+    chain = [os.path.abspath(p) for p in recipe.chain]
     return {
         "name": recipe.name,
         "source": recipe.origin.source,
-        "path": recipe.origin.path,
+        "path": os.path.abspath(recipe.origin.path),
         "commit": recipe.origin.commit,
-        "chain": list(recipe.chain),
-        "sources_digest": sources_digest(recipe.chain),
+        "chain": chain,
+        "sources_digest": sources_digest(chain),
         "resolved_digest": resolved_digest(recipe),
     }
 
@@ -227,7 +230,7 @@ def plan_from_lock(
         pip_locked=True,
     )
     return SolveOutcome(plan, list(locked.records)), {
-        "path": str(path),
+        "path": os.path.abspath(path),
         "digest": lock_digest(path),
         "frozen": request.frozen,
         "stale": stale,  # `envkit list` says so: the env is not what its recipe asks for
