@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 from envkit import condaconfig, paths
 from envkit.errors import UsageError
+from envkit.names import is_relative_path
 
 DEFAULT_ALIAS = condaconfig.DEFAULT_ALIAS
 
@@ -92,6 +93,8 @@ def resolve_channels(names: list[str], flag_mirrors: dict[str, str]) -> list[Res
             out.append(ResolvedChannel(name, name, "url"))
         elif name.startswith("/"):
             out.append(ResolvedChannel(name, Path(name).as_uri(), "url"))
+        elif is_relative_path(name):  # `-c ./channel`, as conda takes it: from the working directory
+            out.append(ResolvedChannel(name, Path(name).expanduser().absolute().as_uri(), "url"))
         elif name in flag_mirrors:
             out.append(ResolvedChannel(name, flag_mirrors[name], "--mirror"))
         elif name in config_mirrors:

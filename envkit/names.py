@@ -28,3 +28,9 @@ def env_name_problem(name: str) -> str | None:
     if len(name.encode("utf-8", "surrogateescape")) > 255:
         return "an env name is a folder name: at most 255 bytes"
     return None
+
+
+def is_relative_path(channel: str) -> bool:
+    """A channel given as a path that is not absolute ('./ch', '../ch', '~/ch'): conda reads it as
+    a folder, not as a channel's name."""
+    return channel in (".", "..", "~") or channel.startswith(("./", "../", "~/"))

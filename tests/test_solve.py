@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,9 @@ from envkit.errors import SolveError, UsageError
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.loader import load_recipe
 from envkit.solve import solve_recipe
-from tests.conftest import write_recipe
+from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgMeta, index_channel, write_tar_bz2
+from tests.support.tiny import tiny_channel
 
 
 def solved(name: str, mirrors: dict[str, str], tmp_path: Path) -> dict[str, tuple[str, str, str]]:
@@ -135,3 +137,19 @@ def test_missing_local_channel_is_one_clear_line(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as info:
         solved("conda-forge-base", {"conda-forge": (tmp_path / "nope").as_uri()}, tmp_path)
     assert "channel 'conda-forge'" in info.value.message and "--mirror conda-forge=URL" in (info.value.hint or "")
+
+
+def test_a_channel_given_as_a_relative_path(tmp_path: Path) -> None:
+    """`-c ./channel` is a folder, as conda takes it (rattler took it for the channel named
+    'channel' on anaconda.org); in a recipe it would name another folder on each machine."""
+    channel = tiny_channel(tmp_path / "work")
+    recipe = write_recipe(tmp_path / "work" / "recipes", "rel", "envkit: 1\nname: rel\nchannels: [conda-forge]\npackages: [tool]\n")
+    plan = run_envkit("create", str(recipe), "-c", "./tiny", "--override-channels", "--dry-run", "--yes", "--json", cwd=channel.parent)
+    assert plan.returncode == 0, plan.stderr
+    assert {p["channel"].rstrip("/") for p in json.loads(plan.stdout)["data"]["plan"]["packages"]} == {channel.as_uri()}
+    for written in ("./tiny", "../work/tiny", "~/channels/tiny"):
+        relative = write_recipe(tmp_path / "work" / "recipes", "rel", f"envkit: 1\nname: rel\nchannels: [{written}]\npackages: [tool]\n")
+        refused = run_envkit("recipes", "validate", str(relative))
+        assert (
+            refused.returncode == 2 and f"{relative}:3:12: channels[0]: '{written}' is a path relative" in refused.stdout + refused.stderr
+        )

@@ -14,7 +14,7 @@ import rattler
 
 from envkit.activation.reserved import why_reserved
 from envkit.errors import Location, Problem
-from envkit.names import NAME_RE
+from envkit.names import NAME_RE, is_relative_path
 from envkit.recipe.model import (
     BLAS_CHOICES,
     KNOWN_PLATFORMS,
@@ -243,6 +243,13 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
         def _channel(path: PathKey, value: object) -> str | None:
             if not isinstance(value, str) or not value.strip() or any(ch.isspace() for ch in value):
                 c.expect(path, "a channel name or URL", value)
+                return None
+            if is_relative_path(value):  # rattler took './ch' for the channel named 'ch' on anaconda.org
+                c.fail(
+                    path,
+                    f"'{value}' is a path relative to the working directory or a home folder, so it names another "
+                    "channel on each machine; give a channel name, a URL or an absolute path",
+                )
                 return None
             return value.rstrip("/")
 
