@@ -17,13 +17,19 @@ def envs_dir() -> Path:
     """Where a new env named NAME goes: ENVKIT_ENVS_DIR, else the first writable of conda's envs
     dirs (envs_dirs in .condarc, CONDA_ENVS_DIRS, the root's envs, ~/.conda/envs: envkit.condaconfig)."""
     if os.environ.get("ENVKIT_ENVS_DIR"):
-        return Path(os.environ["ENVKIT_ENVS_DIR"]).expanduser()
+        return _own_dir("ENVKIT_ENVS_DIR")
     return next(first_writable(current().envs_dirs), Path.home() / ".conda" / "envs")
+
+
+def _own_dir(variable: str) -> Path:
+    """A folder named by envkit's variable, absolute as conda makes its own: an env made under a
+    relative one was registered by that relative path, which no other directory finds."""
+    return Path(os.environ[variable]).expanduser().absolute()
 
 
 def envs_dirs() -> tuple[Path, ...]:
     """Every dir conda looks in for envs by name, ENVKIT_ENVS_DIR first."""
-    own = (Path(os.environ["ENVKIT_ENVS_DIR"]).expanduser(),) if os.environ.get("ENVKIT_ENVS_DIR") else ()
+    own = (_own_dir("ENVKIT_ENVS_DIR"),) if os.environ.get("ENVKIT_ENVS_DIR") else ()
     return tuple(dict.fromkeys((*own, *current().envs_dirs)))
 
 
@@ -33,7 +39,7 @@ def pkgs_dir() -> Path:
     is not shared: conda skips extracted packages that have no tarball beside them, and rattler
     keeps none, so sharing it would save nothing and mix two caches' bookkeeping."""
     if os.environ.get("ENVKIT_PKGS_DIR"):
-        return Path(os.environ["ENVKIT_PKGS_DIR"]).expanduser()
+        return _own_dir("ENVKIT_PKGS_DIR")
     configured = next(first_writable(current().pkgs_dirs), None)
     if configured is not None:
         return configured

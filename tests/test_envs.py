@@ -10,6 +10,7 @@ import pytest
 
 from envkit import envs
 from tests.conftest import run_envkit
+from tests.support.tiny import tiny_channel, tiny_recipe
 
 
 def test_envs_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path) -> None:
@@ -71,3 +72,20 @@ def test_registry_lines_that_are_not_utf8_or_comments_are_kept_as_they_are(tmp_p
     listed = run_envkit("list", "--json", env=dict(os.environ))
     assert listed.returncode == 0, listed.stderr
     assert [e["prefix"] for e in json.loads(listed.stdout)["data"]] == [str(env)]
+
+
+def test_envkits_own_folders_given_relative_are_taken_from_where_it_runs(tmp_path: Path, isolated: Path) -> None:
+    """ENVKIT_ENVS_DIR=envs: the env was registered as "envs/NAME", which conda env list and envkit
+    list run anywhere else did not find (conda makes its own folders absolute the same way)."""
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    env = {**os.environ, "ENVKIT_ENVS_DIR": "my-envs", "ENVKIT_PKGS_DIR": "my-pkgs"}
+    made = run_envkit("create", str(recipe), "--yes", "--no-probe", env=env, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    prefix = tmp_path / "my-envs" / "tiny"
+    assert (isolated / ".conda" / "environments.txt").read_text().splitlines() == [str(prefix)]
+    record = json.loads((prefix / "conda-meta" / "tool-1.0-0.json").read_text())
+    assert Path(record["extracted_package_dir"]).is_relative_to(tmp_path / "my-pkgs"), record["extracted_package_dir"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    listed = run_envkit("list", "--json", cwd=elsewhere)
+    assert [e["prefix"] for e in json.loads(listed.stdout)["data"]] == [str(prefix)]
