@@ -156,21 +156,47 @@ class PlainConsole:
         """`soft_wrap=False`: wrap at the width, as a tree must (with soft wrapping rich crops each
         of its lines at the width instead)."""
         if all(isinstance(o, str) and "\t" not in o for o in objects):
-            self.file.write(" ".join(strip_markup(o) for o in objects) + "\n")
+            self._people.write(" ".join(strip_markup(o) for o in objects) + "\n")
             return
         if len(objects) == 1 and isinstance(objects[0], TextTable):
             width = rich_width(self.environ)
             lines = objects[0].plain_lines(width) if width is not None else None
             if lines is not None:
-                self.file.write("".join(f"{line}\n" for line in lines))
+                self._people.write("".join(f"{line}\n" for line in lines))
                 return
         self._rich.print(*objects, soft_wrap=soft_wrap)
+
+    @functools.cached_property
+    def _people(self) -> IO[str]:
+        """What print() writes through; `file` itself stays exact, for data (an export, a script)."""
+        return for_people(self.file)
 
     @functools.cached_property
     def _rich(self) -> Console:
         from rich.console import Console
 
-        return Console(file=self.file, _environ=self.environ, **console_options())
+        return Console(file=self._people, _environ=self.environ, **console_options())
+
+
+class Lenient:
+    """A stream for text meant for a person: what its encoding cannot write (an env named café on
+    a stdout set to ASCII) is written as a backslash escape. Data written to stdout (an export, a
+    script, JSON) goes to the stream itself, where such a character is an error, never a lossy copy."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        encoding = getattr(self.stream, "encoding", None) or "utf-8"
+        return self.stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, flush, encoding: the stream's own
+        return getattr(self.stream, name)
+
+
+def for_people(stream: IO[str]) -> IO[str]:
+    encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "")
+    return stream if encoding == "utf8" else Lenient(stream)  # type: ignore[return-value]
 
 
 def console(stderr: bool = False) -> Out:
@@ -180,4 +206,4 @@ def console(stderr: bool = False) -> Out:
         return PlainConsole(stream)
     from rich.console import Console
 
-    return Console(stderr=stderr, **console_options())
+    return Console(file=for_people(stream), **console_options())

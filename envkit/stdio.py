@@ -56,7 +56,14 @@ class CheckedStdout(io.TextIOWrapper):
 
     def write(self, text: str) -> int:
         with self._refusals():
-            return super().write(text)
+            try:
+                return super().write(text)
+            except UnicodeEncodeError as exc:  # PYTHONIOENCODING=ascii, a Latin-1 terminal: never a lossy export
+                self.refused = self.refused or OutputError(
+                    f"stdout's encoding ({self.encoding}) cannot write {exc.object[exc.start : exc.end]!r}",
+                    hint="set PYTHONIOENCODING=utf-8, or use a UTF-8 locale",
+                )
+                raise self.refused from None
 
     def flush(self) -> None:
         with self._refusals():

@@ -335,3 +335,23 @@ def test_show_a_recipe_without_packages(tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path, "bare", "envkit: 1\nname: bare\nchannels: [conda-forge]\n")
     proc = run_envkit("recipes", "show", str(recipe))
     assert proc.returncode == 0 and "packages: -\n" in proc.stdout and "python: -" in proc.stdout, proc.stdout
+
+
+def test_a_stdout_that_cannot_encode_a_name(tmp_path: Path) -> None:
+    """An env named café (conda takes it) with stdout set to ASCII: `envkit list` died with an
+    internal error. Text for people escapes what it cannot write; data on stdout is never a lossy
+    copy: it is refused in one line, and the same export to a file is exact."""
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    assert run_envkit("create", str(recipe), "-n", "café", "--yes", "--no-probe").returncode == 0
+    ascii_out = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    listed = run_envkit("list", env=ascii_out)
+    assert listed.returncode == 0 and "caf\\xe9" in listed.stdout, listed.stderr
+    exported = run_envkit("export", "-n", "café", "--format", "environment-yml", env=ascii_out)
+    assert exported.returncode == 74 and exported.stdout == "", exported.stdout
+    assert (
+        exported.stderr
+        == "envkit: error: stdout's encoding (ascii) cannot write '\\xe9' (set PYTHONIOENCODING=utf-8, or use a UTF-8 locale)\n"
+    )
+    out = tmp_path / "env.yml"
+    to_file = run_envkit("export", "-n", "café", "--format", "environment-yml", "-o", str(out), env=ascii_out)
+    assert to_file.returncode == 0 and "/envs/café" in out.read_text(encoding="utf-8")
