@@ -254,7 +254,7 @@ def build_record(plan: Plan, origin: RecipeOrigin, activation: RecordedActivatio
         "envkit_version": __version__,
         "created": now,
         "updated": now,
-        "recipe": {"name": plan.recipe, "source": origin.source, "path": os.path.abspath(origin.path), "commit": origin.commit},
+        "recipe": {"name": plan.recipe, "source": origin.source, "path": origin.path, "commit": origin.commit},
         "platform": plan.platform,
         "channels": [{"name": c.name, "url": c.url} for c in plan.channels],
         "specs": [{"spec": s.spec, "reason": s.reason, "origin": str(s.origin) if s.origin else None} for s in plan.specs],

@@ -9,7 +9,7 @@ from envkit import paths
 from envkit.condaconfig import current, first_writable, root_prefix
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, exclusive_lock
-from envkit.names import CONDA_NAME_REFUSES, env_name_problem
+from envkit.names import env_name_problem, refused_characters
 from envkit.transaction import is_leftover, real_prefix, recover_unlocked
 
 
@@ -74,8 +74,7 @@ def _must_be_placeable(prefix: Path) -> None:
             f"{prefix}: an env's path cannot contain '{os.pathsep}'",
             hint=f"activation puts its bin folder on PATH, which '{os.pathsep}' would split; choose another path (conda refuses it too)",
         )
-    if refused := sorted(set(prefix.name) & CONDA_NAME_REFUSES):
-        shown = " and ".join("a space" if c == " " else f"'{c}'" for c in refused)
+    if shown := refused_characters(prefix.name):
         raise UsageError(
             f"{prefix}: an env's folder name cannot contain {shown}",
             hint="conda cannot name such an env (conda activate NAME, an environment.yml's name:); choose another name (conda refuses it too)",

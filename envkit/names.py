@@ -14,6 +14,12 @@ CONDA_NAME_REFUSES = frozenset("/ :#")
 CONDA_RESERVED_NAMES = ("base", "root")
 
 
+def refused_characters(name: str) -> str | None:
+    """The characters of CONDA_NAME_REFUSES in `name`, as a message names them ("a space and '#'")."""
+    found = sorted(set(name) & CONDA_NAME_REFUSES)
+    return " and ".join("a space" if c == " " else f"'{c}'" for c in found) or None
+
+
 def env_name_problem(name: str) -> str | None:
     """Why conda would not take `name` for an env (`-n NAME`), or None. Env names are conda's, not
     envkit's recipe names: "MyEnv" and "py3.11" are fine; "base" is conda's own env."""
@@ -21,8 +27,8 @@ def env_name_problem(name: str) -> str | None:
         return f"'{name}' is the name of conda's own (base) env; conda refuses it too"
     if name in (".", ".."):  # conda takes '..' and makes the env in the envs folder's parent
         return f"'{name}' names a folder, not an env"
-    if refused := sorted(set(name) & CONDA_NAME_REFUSES):
-        return f"an env name cannot contain {' or '.join('a space' if c == ' ' else repr(c) for c in refused)}; conda refuses it too"
+    if refused := refused_characters(name):
+        return f"an env name cannot contain {refused}; conda refuses it too"
     if not name.isprintable():
         return "an env name cannot contain control characters"
     if len(name.encode("utf-8", "surrogateescape")) > 255:

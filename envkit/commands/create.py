@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,16 +143,14 @@ def create(
 
 
 def recipe_provenance(recipe: Recipe, compiled: CompiledRecipe) -> dict[str, Any]:
-    """The record's recipe section: where it came from, and the fingerprints sync compares. Paths
-    are kept absolute: a recipe given as `recipes/train.yaml` is synced from any directory."""
-    chain = [os.path.abspath(p) for p in recipe.chain]
+    """The record's recipe section: where it came from, and the fingerprints sync compares."""
     return {
         "name": recipe.name,
         "source": recipe.origin.source,
-        "path": os.path.abspath(recipe.origin.path),
+        "path": recipe.origin.path,
         "commit": recipe.origin.commit,
-        "chain": chain,
-        "sources_digest": sources_digest(chain),
+        "chain": list(recipe.chain),
+        "sources_digest": sources_digest(recipe.chain),
         "resolved_digest": resolved_digest(recipe),
     }
 
@@ -230,7 +227,7 @@ def plan_from_lock(
         pip_locked=True,
     )
     return SolveOutcome(plan, list(locked.records)), {
-        "path": os.path.abspath(path),
+        "path": str(path),
         "digest": lock_digest(path),
         "frozen": request.frozen,
         "stale": stale,  # `envkit list` says so: the env is not what its recipe asks for

@@ -100,11 +100,10 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
 def conda_env_name(folder: str, recipe: str | None) -> str:
     """The `name:` of an environment.yml that `conda env create -f` accepts: the env's folder name,
     else its recipe's name (always a valid one), else the folder's name with '-' for what conda refuses."""
-    reserved = CONDA_RESERVED_NAMES
-    if not CONDA_NAME_REFUSES & set(folder) and folder not in reserved:
+    if not CONDA_NAME_REFUSES & set(folder) and folder not in CONDA_RESERVED_NAMES:
         return folder
     fallback = "".join("-" if c in CONDA_NAME_REFUSES else c for c in folder)
-    return recipe or (f"{fallback}-env" if fallback in reserved else fallback)
+    return recipe or (f"{fallback}-env" if fallback in CONDA_RESERVED_NAMES else fallback)
 
 
 def _prefix_record(path: Path) -> Any:

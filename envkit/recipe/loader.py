@@ -108,12 +108,10 @@ def load_recipe(name_or_path: str) -> Recipe:
     files: list[str] = []
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
         layer, path = _load_path(name_or_path, files)
-        origin = RecipeOrigin("file", str(path))
-    else:
-        layer, source, path = _resolve(name_or_path, None, None, (), files=files, memo={})
-        assert source is not None
-        origin = RecipeOrigin(source.name, str(path), source.commit)
-    return build_recipe(layer, origin, tuple(files))
+        return _loaded(layer, "file", path, None, files)
+    layer, source, path = _resolve(name_or_path, None, None, (), files=files, memo={})
+    assert source is not None
+    return _loaded(layer, source.name, path, source.commit, files)
 
 
 def load_recorded(source: str, path: str) -> Recipe:
@@ -124,8 +122,13 @@ def load_recorded(source: str, path: str) -> Recipe:
     files: list[str] = []
     layer, found = _load_path(path, files)
     holder = next((s for s in sources_holding(found) if s.name == source), None)
-    origin = RecipeOrigin(holder.name, str(found), holder.commit) if holder else RecipeOrigin("file", str(found))
-    return build_recipe(layer, origin, tuple(files))
+    return _loaded(layer, holder.name, found, holder.commit, files) if holder else _loaded(layer, "file", found, None, files)
+
+
+def _loaded(layer: Layer, source: str, path: Path, commit: str | None, files: list[str]) -> Recipe:
+    """The recipe read from `path` (and the `files` it extends), which it names by absolute paths:
+    an env records them, and `recipes/train.yaml` named from one directory is synced from any."""
+    return build_recipe(layer, RecipeOrigin(source, os.path.abspath(path), commit), tuple(os.path.abspath(f) for f in files))
 
 
 def _load_path(given: str, files: list[str]) -> tuple[Layer, Path]:
