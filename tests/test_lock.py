@@ -284,3 +284,22 @@ def test_pip_is_locked_to_files_with_hashes_and_installed_exactly(tmp_path: Path
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert f"pip install failed: mpmath @ {wheel.as_uri()}: its sha256 is {digest}, not the " in tampered.stderr, tampered.stderr
     assert not (tmp_path / "envs" / "tampered").exists()
+
+
+def test_a_lock_judges_no_machine_the_one_that_wrote_it_included(tmp_path: Path) -> None:
+    """A lock is for every machine the team installs it on: this one's CPU and driver (here: no
+    NVIDIA driver) must not show in it or refuse it; a locked create here is judged here."""
+    ch = tmp_path / "cuda"
+    write_tar_bz2(ch, PkgMeta("cuda-version", "12.4", "0"), [PkgFile("share/cuda-version.txt", b"12.4\n")])
+    index_channel(ch)
+    recipe = write_recipe(
+        tmp_path / "r", "gpu", f"envkit: 1\nname: gpu\nchannels: [{ch.as_uri()}]\nplatforms: [linux-64]\npackages: [cuda-version 12.4]\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CONDA_OVERRIDE_CUDA"}
+    locked = run_envkit("lock", str(recipe), "--json", env=env)
+    assert locked.returncode == 0, locked.stderr
+    [linux] = json.loads(locked.stdout)["data"]["platforms"]
+    assert linux["findings"] == [], linux["findings"]
+    created = run_envkit("create", str(recipe), "-p", str(tmp_path / "env"), "--locked", "--yes", "--no-probe", "--json", env=env)
+    assert created.returncode == 0, created.stderr
+    assert "EK023" in {f["rule_id"] for f in json.loads(created.stdout)["data"]["findings"]}  # no driver here: said where it installs

@@ -65,12 +65,14 @@ def _pip_names(specs: tuple[str, ...]) -> list[str]:
     return [str(canonicalize_name(Requirement(spec).name)) for spec in specs]
 
 
-def inventory_of_plan(plan: Plan) -> Inventory:
-    """The env a plan will make, as the audit's rules see an env (no files yet)."""
+def inventory_of_plan(plan: Plan, *, machine: bool = True) -> Inventory:
+    """The env a plan will make, as the audit's rules see an env (no files yet). `machine=False`:
+    the plan is for no machine in particular (a lock, which the whole team installs), so this
+    machine's CPU and driver are not judged, as for another platform."""
     from envkit import backend
 
     packages = [CondaPackage(p.name, p.version, p.build, p.channel, p.depends) for p in plan.packages]
-    here = plan.platform == backend.native_platform()  # for another platform, this machine's CPU and driver say nothing
+    here = machine and plan.platform == backend.native_platform()
     return plan_inventory(
         plan.prefix,
         packages,
@@ -81,10 +83,10 @@ def inventory_of_plan(plan: Plan) -> Inventory:
     )
 
 
-def audit_plan(plan: Plan, force: tuple[str, ...] = ()) -> list[Finding]:
+def audit_plan(plan: Plan, force: tuple[str, ...] = (), *, machine: bool = True) -> list[Finding]:
     """The audit's static rules over a solved plan, before anything is installed: one catalog, two
     moments. An error the recipe names under `force:` becomes a warning, marked forced."""
-    findings = findings_for(inventory_of_plan(plan))
+    findings = findings_for(inventory_of_plan(plan, machine=machine))
     return [replace(f, severity="warning", forced=True) if f.severity == "error" and f.rule_id in force else f for f in findings]
 
 

@@ -1,7 +1,8 @@
 """`envkit lock`: solve a recipe for each platform it declares and write one lock file.
 
 Each platform is solved with that platform's virtual packages at conda-forge's floors (never this
-machine's: a lock must hold for the whole team), audited like a plan, and its pip list resolved
+machine's: a lock must hold for the whole team), audited like a plan (this machine's CPU and driver
+unjudged, for the same reason), and its pip list resolved
 for that platform's Python; all platforms are solved at once over one shared gateway."""
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def lock(
     blocking: list[str] = []
     for compiled, goal, records in solve_for_lock(recipe, wanted, channels):
         plan = plan_from_records(compiled, path.parent / recipe.name, goal, channels, records, activation=resolve(compiled.activation))
-        findings = tuple(audit_plan(plan, recipe.force))
+        findings = tuple(audit_plan(plan, recipe.force, machine=False))  # a lock holds on any machine: none is judged
         blocking += [f"{goal.platform}: {f.rule_id} {f.title}: {f.evidence}" for f in findings if f.severity == "error"]
         python = next((str(r.version) for r in records if r.name.normalized == "python"), None)
         pip: tuple[LockedPip, ...] = ()
