@@ -14,6 +14,7 @@ import rattler
 from envkit.lock import read_lock
 from envkit.recipe.digest import resolved_digest
 from envkit.recipe.loader import load_recipe
+from envkit.recipe.sources import git_checkout_dir
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 from tests.support.pipchannel import offline_pip_env, pip_channel
@@ -303,3 +304,42 @@ def test_a_lock_judges_no_machine_the_one_that_wrote_it_included(tmp_path: Path)
     created = run_envkit("create", str(recipe), "-p", str(tmp_path / "env"), "--locked", "--yes", "--no-probe", "--json", env=env)
     assert created.returncode == 0, created.stderr
     assert "EK023" in {f["rule_id"] for f in json.loads(created.stdout)["data"]["findings"]}  # no driver here: said where it installs
+
+
+def test_a_team_recipe_is_locked_in_a_clone_never_in_envkits_checkout(tmp_path: Path) -> None:
+    """`envkit lock NAME` of a team repo's recipe wrote NAME.lock into envkit's checkout: every
+    locked create took it for the team's, and when the team committed theirs, 'recipes update'
+    died in git's checkout ("untracked working tree files would be overwritten")."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+    channel = two_platform_channel(tmp_path)
+    repo = tmp_path / "team-repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "t@example.invalid")
+    git("config", "user.name", "t")
+    (repo / "train.yaml").write_text(f"envkit: 1\nname: train\nchannels: [{channel.as_uri()}]\nplatforms: [linux-64]\npackages: [tool]\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "v1")
+    assert run_envkit("recipes", "add-source", repo.as_uri(), "--name", "team").returncode == 0
+
+    refused = run_envkit("lock", "train")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "is in envkit's checkout of recipe source 'team'" in refused.stderr
+    assert "'envkit lock train.yaml' in a clone of the 'team' repo, commit it, then 'envkit recipes update'" in refused.stderr
+    assert [p.name for p in git_checkout_dir("team").iterdir()] == [".git", "train.yaml"]
+    no_lock = run_envkit("create", "train", "--locked", "--yes", "--no-probe", "-p", str(tmp_path / "env"))
+    assert no_lock.returncode == 2 and "in a clone of the 'team' repo" in no_lock.stderr, no_lock.stderr
+
+    # for oneself: elsewhere, by -o; the team's: in the clone, committed, brought by 'recipes update'
+    mine = tmp_path / "mine.lock"
+    assert run_envkit("lock", "train", "-o", str(mine)).returncode == 0
+    assert run_envkit("create", "train", "--lock", str(mine), "--yes", "--no-probe", "-p", str(tmp_path / "mine")).returncode == 0
+    assert run_envkit("lock", str(repo / "train.yaml")).returncode == 0
+    git("add", "train.lock")
+    git("commit", "-q", "-m", "lock")
+    assert run_envkit("recipes", "update").returncode == 0
+    created = run_envkit("create", "train", "--locked", "--yes", "--no-probe", "-p", str(tmp_path / "env"))
+    assert created.returncode == 0, created.stderr

@@ -177,12 +177,11 @@ def lock_settings(locked: LockedPlatform) -> ActivationSettings:
 def _relock(request: CreateRequest, recipe: Recipe, path: Path, flags: str = "") -> str:
     """How to make the lock at `path` again. A team repo's lock is made in a clone of the repo and
     comes back through 'recipes update': envkit's checkout of it is not the place to edit."""
-    from envkit.recipe.sources import sources_holding
+    from envkit.commands.lock import lock_in_a_clone, team_checkout
 
-    repo = next((s for s in sources_holding(path) if s.kind == "git"), None)
-    if repo is not None:
-        file = Path(recipe.origin.path).name
-        return f"'envkit lock {file}{flags}' in a clone of the '{repo.name}' repo, commit it, then 'envkit recipes update'"
+    source = team_checkout(path)
+    if source is not None:
+        return lock_in_a_clone(recipe, source, flags)
     return f"'envkit lock {request.recipe}{flags}" + (f" -o {request.lock}'" if request.lock else "'")
 
 
@@ -196,7 +195,7 @@ def plan_from_lock(
     if path.is_dir():
         raise UsageError(f"{path} is a directory, not a lock file", hint="move it aside, or give --lock FILE")
     if not path.is_file():
-        raise UsageError(f"no lock file at {path}", hint=f"make one with 'envkit lock {request.recipe}', or give --lock FILE")
+        raise UsageError(f"no lock file at {path}", hint=f"make one: {_relock(request, recipe, path)}; or give --lock FILE")
     lock = read_lock(path)
     platform = backend.native_platform()
     locked = lock.for_platform(platform)

@@ -55,6 +55,32 @@ def default_lock_path(recipe: Recipe) -> Path:
     return paths.lock_beside(recipe.name, recipe.origin.source, recipe.origin.path)
 
 
+def team_checkout(path: Path) -> str | None:
+    """The name of the git source whose checkout (envkit's own clone, kept at its pinned commit)
+    holds `path`: the team's locks come into it through `recipes update`, never from envkit."""
+    from envkit.recipe.sources import sources_holding
+
+    return next((s.name for s in sources_holding(path) if s.kind == "git"), None)
+
+
+def lock_in_a_clone(recipe: Recipe, source: str, flags: str = "") -> str:
+    """How a team repo's lock is made: where the repo is edited, then committed and pulled in."""
+    return (
+        f"'envkit lock {Path(recipe.origin.path).name}{flags}' in a clone of the '{source}' repo, commit it, then 'envkit recipes update'"
+    )
+
+
+def refuse_team_checkout(recipe: Recipe, path: Path) -> None:
+    """A lock written into envkit's checkout of a team repo would be taken for the team's by every
+    locked create, and git refuses to update over it when the team commits theirs."""
+    source = team_checkout(path)
+    if source is not None:
+        raise UsageError(
+            f"{path} is in envkit's checkout of recipe source '{source}', which only 'envkit recipes update' changes: no lock was written",
+            hint=f"{lock_in_a_clone(recipe, source)}; or keep one for yourself elsewhere: -o FILE, then create --lock FILE",
+        )
+
+
 def lock_platforms(recipe: Recipe, requested: tuple[str, ...]) -> tuple[str, ...]:
     for platform in requested:
         known_platform(platform, "--platform")
@@ -90,6 +116,7 @@ def lock(
     wanted = lock_platforms(recipe, platforms)
     channels = resolve_channels(choose_channels(compile_recipe(recipe, wanted[0]), list(extra_channels), override_channels), dict(mirrors))
     path = output_path(output) if output else default_lock_path(recipe)
+    refuse_team_checkout(recipe, path)
     locked: list[LockedPlatform] = []
     summaries: list[PlatformSummary] = []
     blocking: list[str] = []

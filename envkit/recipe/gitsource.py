@@ -225,15 +225,17 @@ def _resolve(repo: Path, ref: str, *, default: bool = False) -> str:
 
 
 def _must_be_clean(name: str, repo: Path) -> None:
-    """Recipes are read from the checkout's files: an edit there changes them behind the pin, and a
-    checkout over it fails halfway through an update. Said before any source moves."""
-    status = _git(["status", "--porcelain", "--untracked-files=no"], repo)  # "XY PATH" lines
+    """Recipes (and their locks) are read from the checkout's files: an edit there, or a file the
+    team's repo does not have (a lock an older envkit wrote there), is read as if pinned, and git
+    refuses a checkout over it halfway through an update. Said before any source moves."""
+    status = _git(["status", "--porcelain", "--untracked-files=all"], repo)  # "XY PATH" lines; "??" untracked
     changed = [line.split(maxsplit=1)[1] for line in status.splitlines() if line.strip()]
     if changed:
         raise SourceError(
-            f"envkit's checkout of source '{name}' ({repo}) has local changes ({', '.join(changed[:3])}"
+            f"envkit's checkout of source '{name}' ({repo}) has files that differ from its pinned commit ({', '.join(changed[:3])}"
             f"{', ...' if len(changed) > 3 else ''}); no source was updated",
-            hint=f"recipes are edited in a clone of the repo, not there: drop them with 'git -C {repo} checkout -- .', then update again",
+            hint=f"recipes and locks are edited in a clone of the repo and committed, not there: copy out what you keep, "
+            f"drop the rest with 'git -C {repo} checkout -- . && git -C {repo} clean -fd', then update again",
         )
 
 

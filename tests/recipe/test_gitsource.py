@@ -297,8 +297,28 @@ def test_an_edit_in_envkits_checkout_stops_the_update_before_any_source_moves(te
     git(team_repo, "commit", "-qam", "upstream change")
     update = run_envkit("recipes", "update")
     assert update.returncode == 2 and update.stderr.count("\n") == 1, update.stderr
-    assert "has local changes (trainer.yaml); no source was updated" in update.stderr
+    assert "has files that differ from its pinned commit (trainer.yaml); no source was updated" in update.stderr
     assert json.loads(sources_file().read_text())["sources"][0]["commit"] == first
     git(checkout, "checkout", "--", ".")  # what the error says to do
     assert run_envkit("recipes", "update").returncode == 0
     assert load_recipe("trainer").threading.omp_num_threads == 8
+
+
+def test_a_file_the_pinned_commit_lacks_stops_the_update_too(team_repo: Path) -> None:
+    """An untracked file in the checkout (a lock an older envkit wrote there) is read as if the
+    team had pinned it, and git's checkout over it failed once the team committed that file."""
+    first = git(team_repo, "rev-parse", "HEAD")
+    add_source(team_repo.as_uri())
+    checkout = git_checkout_dir("team-recipes")
+    (checkout / "trainer.lock").write_text("written here by hand\n")
+    (team_repo / "trainer.lock").write_text("the team's\n")
+    git(team_repo, "add", "trainer.lock")
+    git(team_repo, "commit", "-qm", "the team's lock")
+    update = run_envkit("recipes", "update")
+    assert update.returncode == 2 and update.stderr.count("\n") == 1, update.stderr
+    assert "has files that differ from its pinned commit (trainer.lock); no source was updated" in update.stderr
+    assert json.loads(sources_file().read_text())["sources"][0]["commit"] == first
+    drop = update.stderr[update.stderr.index("'git -C") + 1 : update.stderr.index("', then")]
+    subprocess.run(drop, shell=True, check=True)  # what the error says to do
+    assert run_envkit("recipes", "update").returncode == 0
+    assert (checkout / "trainer.lock").read_text() == "the team's\n"
