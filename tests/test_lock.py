@@ -288,13 +288,17 @@ def test_pip_is_locked_to_files_with_hashes_and_installed_exactly(tmp_path: Path
 
 
 def test_a_lock_judges_no_machine_the_one_that_wrote_it_included(tmp_path: Path) -> None:
-    """A lock is for every machine the team installs it on: this one's CPU and driver (here: no
-    NVIDIA driver) must not show in it or refuse it; a locked create here is judged here."""
+    """A lock is for every machine the team installs it on: this one's CPUs and driver (here: no
+    NVIDIA driver, and fewer than 4096 CPUs) must not show in it or refuse it; a locked create
+    here is judged here."""
     ch = tmp_path / "cuda"
     write_tar_bz2(ch, PkgMeta("cuda-version", "12.4", "0"), [PkgFile("share/cuda-version.txt", b"12.4\n")])
     index_channel(ch)
     recipe = write_recipe(
-        tmp_path / "r", "gpu", f"envkit: 1\nname: gpu\nchannels: [{ch.as_uri()}]\nplatforms: [linux-64]\npackages: [cuda-version 12.4]\n"
+        tmp_path / "r",
+        "gpu",
+        f"envkit: 1\nname: gpu\nchannels: [{ch.as_uri()}]\nplatforms: [linux-64]\npackages: [cuda-version 12.4]\n"
+        "threading: {omp_num_threads: 4096}\n",
     )
     env = {k: v for k, v in os.environ.items() if k != "CONDA_OVERRIDE_CUDA"}
     locked = run_envkit("lock", str(recipe), "--json", env=env)
@@ -303,7 +307,8 @@ def test_a_lock_judges_no_machine_the_one_that_wrote_it_included(tmp_path: Path)
     assert linux["findings"] == [], linux["findings"]
     created = run_envkit("create", str(recipe), "-p", str(tmp_path / "env"), "--locked", "--yes", "--no-probe", "--json", env=env)
     assert created.returncode == 0, created.stderr
-    assert "EK023" in {f["rule_id"] for f in json.loads(created.stdout)["data"]["findings"]}  # no driver here: said where it installs
+    # no driver here, and fewer CPUs than that: said where it installs
+    assert {"EK015", "EK023"} <= {f["rule_id"] for f in json.loads(created.stdout)["data"]["findings"]}
 
 
 def test_a_team_recipe_is_locked_in_a_clone_never_in_envkits_checkout(tmp_path: Path) -> None:

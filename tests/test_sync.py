@@ -175,6 +175,7 @@ def test_sync_to_the_lock(tmp_path: Path) -> None:
     edit(recipe, "omp_num_threads: 2", "omp_num_threads: 1")
     stale = run_envkit("sync", "-n", "tiny", "--locked", "--yes", "--no-probe")
     assert stale.returncode == 2 and "tiny.lock is stale" in stale.stderr, stale.stdout + stale.stderr
+    assert f"(re-lock: 'envkit lock {recipe}';" in stale.stderr  # the lock is where lock puts it: no -o to say so
     frozen = run_envkit("sync", "-n", "tiny", "--frozen", "--yes", "--no-probe")
     assert frozen.returncode == 0 and "nothing to do" in frozen.stdout, frozen.stderr
     assert "tiny (from a stale lock)" in run_envkit("list").stdout

@@ -433,6 +433,8 @@ def cuda_without_driver(inv: Inventory) -> list[str]:
 
 
 def oversubscription(inv: Inventory) -> list[str]:
+    if not inv.on_this_machine:  # a lock, or another platform's plan: this machine's CPUs say nothing
+        return []
     cores = os.cpu_count() or 1
     out = []
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -657,7 +659,8 @@ RULES: tuple[Rule, ...] = (
         "thread-oversubscription",
         "warning",
         "thread counts above the CPU count",
-        "Each process starts that many threads; above the core count they thrash, and DDP multiplies it by the rank count.",
+        "Each process starts that many threads; above the core count they thrash, and DDP multiplies it by the rank count. "
+        "Judged against the machine the env is on: a lock, or a plan for another platform, is not judged by this one's CPUs.",
         "Set OMP_NUM_THREADS/MKL_NUM_THREADS to about physical cores / ranks.",
         ("https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py",),
         oversubscription,

@@ -182,7 +182,10 @@ def _relock(request: CreateRequest, recipe: Recipe, path: Path, flags: str = "")
     source = team_checkout(path)
     if source is not None:
         return lock_in_a_clone(recipe, source, flags)
-    return f"'envkit lock {request.recipe}{flags}" + (f" -o {request.lock}'" if request.lock else "'")
+    from envkit.commands.lock import default_lock_path
+
+    elsewhere = request.lock and path != default_lock_path(recipe)  # where lock writes it anyway needs no -o
+    return f"'envkit lock {request.recipe}{flags}" + (f" -o {request.lock}'" if elsewhere else "'")
 
 
 def plan_from_lock(
