@@ -75,6 +75,16 @@ def _yaml_str(value: str) -> str:
     return json.dumps(value)  # a JSON string is a YAML double-quoted scalar
 
 
+def _computed_notes(env: EnvSnapshot, where: str) -> list[str]:
+    """A value envkit worked out for the machine the env is on (physical-cores) is that machine's;
+    an export is for others, so it says so rather than pass the number off as the recipe's."""
+    return [
+        f"# {op.name}={op.value} is {op.computed} of the machine this was exported from (the recipe asks for {op.computed}): {where}"
+        for op in env.activation
+        if op.computed and op.action == "set"
+    ]
+
+
 def environment_yml(env: EnvSnapshot) -> str:
     lines = [
         f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
@@ -93,6 +103,7 @@ def environment_yml(env: EnvSnapshot) -> str:
     if settable:
         lines.append("variables:")
         lines += [f"  {op.name}: {_yaml_str(op.value)}" for op in settable]
+    lines += _computed_notes(env, "change it to suit the machine that runs the env")
     for op in settable:
         if "'" in (op.value or ""):
             # conda's posix activator writes export NAME='value' without escaping quotes in it
@@ -143,6 +154,7 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
         wheels = " ".join(_yaml_str(p.requirement) for p in env.pip)
         lines.append(f"RUN {DOCKER_PREFIX}/bin/python -m pip install --no-deps --no-cache-dir {wheels}")
     lines.append(f"ENV CONDA_PREFIX={DOCKER_PREFIX} PATH={DOCKER_PREFIX}/bin:${{PATH}}")
+    lines += _computed_notes(env, "give the host's own with docker run -e NAME=N")
     for op in env.activation:
         entry = _docker_env(op)
         if entry is None:

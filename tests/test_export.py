@@ -217,3 +217,33 @@ def test_environment_yml_of_a_plain_env_keeps_conda_config_vars(tmp_path: Path) 
 )
 def test_the_environment_yml_name_is_one_conda_accepts(folder: str, recipe: str | None, name: str) -> None:
     assert conda_env_name(folder, recipe) == name
+
+
+def test_a_value_worked_out_for_this_machine_is_said_to_be_its(tmp_path: Path) -> None:
+    """`omp_num_threads: physical-cores` is this machine's core count in its scripts; an export is
+    for other machines. environment.yml and the Dockerfile said OMP_NUM_THREADS="2" as if the
+    recipe had; the lock export pinned the number where `envkit lock` keeps the rule."""
+    channel = tiny_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "cores",
+        f"envkit: 1\nname: cores\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: physical-cores}}\n",
+    )
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe").returncode == 0
+    prefix = tmp_path / "envs" / "cores"
+    here = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())["activation"]["ops"][0]["value"]
+    note = f"# OMP_NUM_THREADS={here} is physical-cores of the machine this was exported from (the recipe asks for physical-cores): "
+    yml = export(prefix, "environment-yml")
+    assert yaml.safe_load(yml)["variables"] == {"OMP_NUM_THREADS": here}  # conda's variables are literal: the number stays
+    assert note + "change it to suit the machine that runs the env" in yml.splitlines()
+    assert note + "give the host's own with docker run -e NAME=N" in export(prefix, "dockerfile").splitlines()
+    out = tmp_path / "now.lock"
+    assert run_envkit("export", "-p", str(prefix), "--format", "lock", "-o", str(out)).returncode == 0
+    linux = read_lock(out).for_platform("linux-64")
+    assert linux is not None and [(s["name"], s["value"], s["computed"]) for s in linux.activation] == [
+        ("OMP_NUM_THREADS", "", "physical-cores")
+    ]
+    locked = tmp_path / "locked.lock"
+    assert run_envkit("lock", str(recipe), "-o", str(locked)).returncode == 0
+    locked_linux = read_lock(locked).for_platform("linux-64")
+    assert locked_linux is not None and locked_linux.activation == linux.activation  # as envkit lock keeps it

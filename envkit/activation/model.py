@@ -75,7 +75,7 @@ def resolve(settings: ActivationSettings, cores: int | None = None) -> tuple[Env
     for setting in settings.settings:
         if setting.computed == PHYSICAL_CORES:
             n = cores if cores is not None else physical_cores()
-            out.append(EnvOp(setting.op.name, "set", value=str(n), origin=setting.op.origin))
+            out.append(EnvOp(setting.op.name, "set", value=str(n), origin=setting.op.origin, computed=PHYSICAL_CORES))
         else:
             out.append(setting.op)
     return tuple(out)

@@ -26,12 +26,18 @@ def prefix_tag(prefix: Path) -> str:
     return hashlib.sha256(str(prefix.resolve()).encode()).hexdigest()[:8]
 
 
+def _script_json(op: EnvOp) -> dict[str, object]:
+    """What of an operation the scripts hold."""
+    return {"name": op.name, "action": op.action, "value": op.value, "entries": list(op.entries), "separator": op.separator}
+
+
 def ops_digest(ops: tuple[EnvOp, ...]) -> str:
-    return hashlib.sha256(json.dumps(ops_to_json(ops), sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([_script_json(op) for op in ops], sort_keys=True).encode()).hexdigest()
 
 
 def ops_to_json(ops: tuple[EnvOp, ...]) -> list[dict[str, object]]:
-    return [{"name": op.name, "action": op.action, "value": op.value, "entries": list(op.entries), "separator": op.separator} for op in ops]
+    """As the record keeps them; `computed` only where a value was worked out (exports say so)."""
+    return [{**_script_json(op), **({"computed": op.computed} if op.computed else {})} for op in ops]
 
 
 def ops_from_json(data: object) -> tuple[EnvOp, ...]:
@@ -55,6 +61,7 @@ def ops_from_json(data: object) -> tuple[EnvOp, ...]:
                 value=str(item.get("value", "")),
                 entries=tuple(str(e) for e in entries),
                 separator=str(item.get("separator", ":")),
+                computed=item["computed"] if isinstance(item.get("computed"), str) else None,
             )
         )
     return tuple(out)

@@ -121,7 +121,14 @@ def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
     records = [_prefix_record(p) for p in sorted((prefix / "conda-meta").glob("*.json")) if p.name != LEGACY_RECORD]
     pip = tuple(LockedPip(p.name, p.version, p.url) for p in env.pip if p.url)
     activation = tuple(
-        {"name": op.name, "action": op.action, "value": op.value, "entries": list(op.entries), "separator": op.separator, "computed": None}
+        {
+            "name": op.name,
+            "action": op.action,
+            "value": "" if op.computed else op.value,  # as envkit lock writes it: worked out where it is installed
+            "entries": list(op.entries),
+            "separator": op.separator,
+            "computed": op.computed,
+        }
         for op in env.activation
     )
     recipe = (record or {}).get("recipe") or {}

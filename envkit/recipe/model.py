@@ -80,6 +80,9 @@ class EnvOp:
     entries: tuple[str, ...] = ()
     separator: str = ":"
     origin: Location | None = None
+    # how `value` was worked out on the machine that wrote it (physical-cores): another machine,
+    # given the same recipe or lock, works out its own
+    computed: str | None = None
 
 
 @dataclass(frozen=True)
