@@ -22,6 +22,29 @@ class ResolvedChannel:
     url: str
     via: str  # "default" | "--mirror" | "envkit config" | ".condarc custom_channels" | ".condarc channel_alias" | "url"
 
+    @property
+    def canonical(self) -> str:
+        """The URL the name has on a machine with no mirror of it: what a lock keeps, so each
+        machine that installs it reaches the channel through its own mirror (as pixi's locks do).
+        A URL is itself; `defaults` stays as conda's settings expand it."""
+        return canonical_url(self.name, self.url)
+
+
+def canonical_url(name: str, url: str) -> str:
+    """What a channel given as `name` and reached at `url` is called on a machine with no mirror."""
+    if name == "defaults" or _is_url(name) or name.startswith("/") or is_relative_path(name):
+        return url
+    return f"{DEFAULT_ALIAS}/{name}"
+
+
+def rebase(url: str, moves: dict[str, str]) -> str:
+    """`url` (a package's, or a channel's) under one channel URL of `moves`, moved to the other."""
+    for old, new in moves.items():
+        root = old.rstrip("/")
+        if url.rstrip("/") == root or url.startswith(root + "/"):
+            return new.rstrip("/") + url[len(root) :]
+    return url
+
 
 MIRROR_EXAMPLE = "e.g. --mirror conda-forge=https://mirror.example/conda-forge or =file:///srv/mirror/conda-forge"
 CONFIG_KEYS = ("mirrors",)

@@ -21,6 +21,7 @@ from typing import Any
 import rattler
 from rattler.lock import LockChannel, LockPlatform
 
+from envkit.channels import rebase
 from envkit.errors import UsageError
 from envkit.fsutil import write_output
 
@@ -70,6 +71,17 @@ class Lock:
 
     def for_platform(self, platform: str) -> LockedPlatform | None:
         return next((p for p in self.platforms if p.platform == platform), None)
+
+
+def moved(records: list[Any], moves: dict[str, str]) -> tuple[Any, ...]:
+    """`records` (changed in place) with their URLs and channel moved from one channel URL to
+    another (envkit.channels.rebase): a lock keeps the URLs a channel's name has everywhere, and
+    each machine reaches them through its own mirror."""
+    if moves:
+        for record in records:
+            record.url = rebase(record.url, moves)
+            record.channel = rebase(record.channel, moves)
+    return tuple(records)
 
 
 def write_lock(path: Path, lock: Lock) -> None:

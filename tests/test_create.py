@@ -30,9 +30,15 @@ def test_dry_run_writes_nothing_and_json_plan(replica: dict[str, Path], tmp_path
     plan = doc["data"]["plan"]
     roles = {p["name"]: p["role"] for p in plan["packages"]}
     assert roles["libblas"] == "blas" and roles["pytorch"] == "pytorch" and roles["llvm-openmp"] == "openmp"
-    assert {"name": "MKL_THREADING_LAYER", "action": "set", "value": "GNU", "entries": [], "separator": ":", "origin": None} in plan[
-        "activation"
-    ]
+    assert {
+        "name": "MKL_THREADING_LAYER",
+        "action": "set",
+        "value": "GNU",
+        "entries": [],
+        "separator": ":",
+        "origin": None,
+        "computed": None,
+    } in plan["activation"]
     assert not (tmp_path / "envs").exists()
 
 

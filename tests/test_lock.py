@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -243,7 +244,9 @@ def test_builtin_recipe_locks_into_the_working_dir(tmp_path: Path) -> None:
     lock = read_lock(work / "pytorch-cpu-openblas.lock")
     linux = lock.for_platform("linux-64")
     assert linux is not None and {"pytorch", "libopenblas", "libblas"} <= {r.name.normalized for r in linux.records}
-    assert lock.channels == tuple(p.as_uri() for p in replica.values() if p.name == "conda-forge")
+    # the recipe's conda-forge, by the URL it has where no mirror stands in for it
+    assert lock.channels == ("https://conda.anaconda.org/conda-forge",)
+    assert all(r.url.startswith("https://conda.anaconda.org/conda-forge/") for r in linux.records)
 
 
 def test_pip_is_locked_to_files_with_hashes_and_installed_exactly(tmp_path: Path) -> None:
@@ -348,3 +351,39 @@ def test_a_team_recipe_is_locked_in_a_clone_never_in_envkits_checkout(tmp_path: 
     assert run_envkit("recipes", "update").returncode == 0
     created = run_envkit("create", "train", "--locked", "--yes", "--no-probe", "-p", str(tmp_path / "env"))
     assert created.returncode == 0, created.stderr
+
+
+def test_a_lock_keeps_channel_names_urls_and_each_machine_reaches_them_through_its_mirror(tmp_path: Path) -> None:
+    """Locked behind one mirror, a lock held that mirror's URLs: a teammate behind another (or
+    none) could not install it, and its own --mirror was not used. The lock now keeps the URL a
+    channel's name has everywhere; each install, sync and export maps it through that machine's."""
+    channel = two_platform_channel(tmp_path)
+    office, cloud = tmp_path / "office-mirror", tmp_path / "cloud-mirror"
+    shutil.copytree(channel, office)
+    shutil.copytree(channel, cloud)
+    recipe = write_recipe(
+        tmp_path / "r", "named", "envkit: 1\nname: named\nchannels: [team-chan]\nplatforms: [linux-64]\npackages: [tool]\n"
+    )
+    assert run_envkit("lock", str(recipe), "--mirror", f"team-chan={office.as_uri()}").returncode == 0
+    text = (recipe.parent / "named.lock").read_text()
+    assert str(office) not in text and "- conda: https://conda.anaconda.org/team-chan/linux-64/tool-1.0-0.tar.bz2" in text
+    shutil.rmtree(office)  # another machine: not this mirror, and nothing in its package cache
+    env = {**os.environ, "ENVKIT_PKGS_DIR": str(tmp_path / "cold")}
+    flag = run_envkit(
+        "create", str(recipe), "--locked", "-n", "a", "--yes", "--no-probe", "--mirror", f"team-chan={cloud.as_uri()}", env=env
+    )
+    assert flag.returncode == 0, flag.stderr
+    meta = tmp_path / "envs" / "a" / "conda-meta" / "tool-1.0-0.json"
+    assert json.loads(meta.read_text())["url"] == f"{cloud.as_uri()}/linux-64/tool-1.0-0.tar.bz2"
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "envkit" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"mirrors:\n  team-chan: {cloud.as_uri()}\n")  # the machine's own setting, no flag
+    assert run_envkit("create", str(recipe), "--locked", "-n", "b", "--yes", "--no-probe", env=env).returncode == 0
+    config.unlink()
+    # a locked sync reaches the channel the way the env was made: through the mirror its create used
+    meta.unlink()
+    env["ENVKIT_PKGS_DIR"] = str(tmp_path / "colder")
+    synced = run_envkit("sync", "-n", "a", "--locked", "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0 and json.loads(meta.read_text())["url"].startswith(cloud.as_uri()), synced.stdout + synced.stderr
+    exported = run_envkit("export", "-n", "a", "--format", "lock")
+    assert exported.returncode == 0 and str(cloud) not in exported.stdout and "https://conda.anaconda.org/team-chan/" in exported.stdout

@@ -15,11 +15,12 @@ import rattler
 
 from envkit import backend, export
 from envkit.activation.writer import recorded_activation
+from envkit.channels import canonical_url, rebase
 from envkit.commands import Result
 from envkit.errors import UsageError
 from envkit.fsutil import output_path, write_output
 from envkit.installed import LEGACY_RECORD, channel_name, conda_env_vars, pip_dists, read_conda_meta
-from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
+from envkit.lock import Lock, LockedPip, LockedPlatform, moved, write_lock
 from envkit.names import CONDA_NAME_REFUSES, CONDA_RESERVED_NAMES
 from envkit.recipe.model import EnvOp
 from envkit.record import read_record, recipe_name
@@ -118,7 +119,11 @@ def _prefix_record(path: Path) -> Any:
 
 def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
     record = read_record(prefix)
-    records = [_prefix_record(p) for p in sorted((prefix / "conda-meta").glob("*.json")) if p.name != LEGACY_RECORD]
+    # a channel the env reached through a mirror is locked by the URL its name has everywhere, as envkit lock does
+    recorded = [c for c in (record or {}).get("channels", []) if isinstance(c, dict) and c.get("name") and c.get("url")]
+    moves = {str(c["url"]): canonical_url(str(c["name"]), str(c["url"])) for c in recorded}
+    moves = {url: canonical for url, canonical in moves.items() if url != canonical}
+    records = moved([_prefix_record(p) for p in sorted((prefix / "conda-meta").glob("*.json")) if p.name != LEGACY_RECORD], moves)
     pip = tuple(LockedPip(p.name, p.version, p.url) for p in env.pip if p.url)
     activation = tuple(
         {
@@ -135,7 +140,7 @@ def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
     lock = Lock(
         recipe_name(record or {}) or env.name,
         str(recipe.get("resolved_digest") or ""),
-        env.channels,
+        tuple(rebase(c, moves) for c in env.channels),
         (
             LockedPlatform(
                 env.platform,

@@ -18,7 +18,7 @@ from envkit.channels import ResolvedChannel, check_local_channel, resolve_channe
 from envkit.commands import Result
 from envkit.errors import ExitCode, UsageError
 from envkit.fsutil import output_path
-from envkit.lock import Lock, LockedPip, LockedPlatform, write_lock
+from envkit.lock import Lock, LockedPip, LockedPlatform, moved, write_lock
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.digest import resolved_digest
@@ -133,12 +133,13 @@ def lock(
             from envkit.piplock import resolve as resolve_pip  # packaging: loaded for pip lists only
 
             pip = resolve_pip(compiled.pip_specs, goal.platform, python, {r.name.normalized for r in records}, virtual)
-        locked.append(LockedPlatform(goal.platform, goal.described, tuple(records), pip, compiled.activation.as_json()))
+        portable = moved(records, {c.url: c.canonical for c in channels if c.url != c.canonical})  # no mirror of this machine's
+        locked.append(LockedPlatform(goal.platform, goal.described, portable, pip, compiled.activation.as_json()))
         summaries.append(PlatformSummary(goal.platform, len(records), len(pip), goal.described, goal.assumed, findings))
     digest = resolved_digest(recipe)
     if blocking:
         outcome = LockOutcome(str(path), recipe.name, digest, tuple(summaries), refused=True)
         why = ("a locked plan fails the audit: no lock was written", "fix the recipe, or add the rule's id to its force: list")
         return Result("lock", outcome, int(ExitCode.FINDINGS), why, tuple(blocking))
-    write_lock(path, Lock(recipe.name, digest, tuple(c.url for c in channels), tuple(locked)))
+    write_lock(path, Lock(recipe.name, digest, tuple(c.canonical for c in channels), tuple(locked)))
     return Result("lock", LockOutcome(str(path), recipe.name, digest, tuple(summaries)))

@@ -64,14 +64,14 @@ def look(
     compiled = compile_recipe(recipe)
     lock_path = recorded_lock(record, lock) if (locked or lock or frozen) else None
     lock_info: dict[str, Any] | None = None
+    # the channels the env was made from, mirrors included
+    recorded = {str(c["name"]): str(c["url"]) for c in record.get("channels", []) if isinstance(c, dict) and c.get("name") != c.get("url")}
     if lock_path is not None:
-        request = CreateRequest(str(origin["path"]), prefix=str(prefix), locked=True, lock=str(lock_path), frozen=frozen)
+        request = CreateRequest(
+            str(origin["path"]), prefix=str(prefix), mirrors=tuple(recorded.items()), locked=True, lock=str(lock_path), frozen=frozen
+        )
         outcome, lock_info = plan_from_lock(request, recipe, compiled, prefix, warnings)
     else:
-        # the channels the env was made from, mirrors included
-        recorded = {
-            str(c["name"]): str(c["url"]) for c in record.get("channels", []) if isinstance(c, dict) and c.get("name") != c.get("url")
-        }
         outcome = solve_recipe(compiled, prefix, extra_channels=[], override_channels=False, mirrors=recorded, warnings=warnings)
     plan = outcome.plan
     installed = _installed(prefix, installer)
