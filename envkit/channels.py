@@ -136,6 +136,7 @@ def check_local_channel(channel: ResolvedChannel, platform: str) -> None:
         return
     root = Path(parsed.path)
     label = f"'{channel.name}'" + ("" if channel.name == channel.url else f" ({channel.url})")
+    remap = f" --mirror {channel.name}=URL" if channel.via != "url" else ""  # a name can be mapped; a URL or path is itself
     for sub in (platform, "noarch"):
         index = root / sub / "repodata.json"
         try:
@@ -146,9 +147,9 @@ def check_local_channel(channel: ResolvedChannel, platform: str) -> None:
         except OSError as exc:
             raise UsageError(
                 f"channel {label}: cannot read {index} ({exc.strerror})",
-                hint=f"ask its owner to make it readable, or map the name to a channel you can read with --mirror {channel.name}=URL",
+                hint="ask its owner to make it readable" + (f", or map the name to a channel you can read with{remap}" if remap else ""),
             ) from None
     raise UsageError(
         f"channel {label} has no {platform}/repodata.json or noarch/repodata.json",
-        hint=f"check the path or index it; map the name with --mirror {channel.name}=URL",
+        hint="check the path or index it" + (f"; map the name with{remap}" if remap else ""),
     )

@@ -137,6 +137,11 @@ def test_missing_local_channel_is_one_clear_line(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as info:
         solved("conda-forge-base", {"conda-forge": (tmp_path / "nope").as_uri()}, tmp_path)
     assert "channel 'conda-forge'" in info.value.message and "--mirror conda-forge=URL" in (info.value.hint or "")
+    # a channel given as a path is that path: no name to map, so no --mirror to suggest
+    missing = tmp_path / "gone"
+    recipe = write_recipe(tmp_path / "r", "path", f"envkit: 1\nname: path\nchannels: [{missing.as_uri()}]\npackages: [tool]\n")
+    refused = run_envkit("create", str(recipe), "--dry-run", "--yes")
+    assert refused.returncode == 2 and "(check the path or index it)" in refused.stderr and "--mirror" not in refused.stderr, refused.stderr
 
 
 def test_a_channel_given_as_a_relative_path(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from envkit import backend
 from envkit.activation.model import ActivationSettings, Setting, resolve
 from envkit.audit.engine import Finding, audit_plan, inventory_of_plan
-from envkit.channels import ResolvedChannel, resolve_channels
+from envkit.channels import DEFAULT_ALIAS, ResolvedChannel, resolve_channels
 from envkit.commands import Result
 from envkit.create import CreatedEnv, create_env, ensure_creatable, probe_and_keep
 from envkit.envs import target_prefix
@@ -21,7 +21,7 @@ from envkit.recipe.digest import resolved_digest, sources_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import known_platform
-from envkit.solve import Plan, SolveOutcome, Target, choose_channels, plan_from_records, solve_recipe
+from envkit.solve import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
 
 if TYPE_CHECKING:  # for annotations: a sync to its recipe, which imports this module, needs none of them
     from envkit.lock import LockedPlatform
@@ -217,7 +217,8 @@ def plan_from_lock(
     detected = backend.virtual_packages(platform)
     goal = Target(platform, tuple(detected), machine_gaps(locked.virtual_packages, detected))
     # the lock keeps the URLs channel names have everywhere: this machine reaches them through its mirrors
-    here = resolve_channels(choose_channels(compiled, list(request.channels), request.override_channels), dict(request.mirrors))
+    named = [url.removeprefix(f"{DEFAULT_ALIAS}/") for url in lock.channels if url.startswith(f"{DEFAULT_ALIAS}/")]
+    here = resolve_channels(named, dict(request.mirrors))
     mirrored = {c.canonical: c for c in here if c.url != c.canonical}
     channels = [mirrored.get(url) or ResolvedChannel(url, url, "lock") for url in lock.channels]
     records = moved(list(locked.records), {c.canonical: c.url for c in mirrored.values()})
