@@ -177,13 +177,11 @@ def lock_settings(locked: LockedPlatform) -> ActivationSettings:
 def _relock(request: CreateRequest, recipe: Recipe, path: Path, flags: str = "") -> str:
     """How to make the lock at `path` again. A team repo's lock is made in a clone of the repo and
     comes back through 'recipes update': envkit's checkout of it is not the place to edit."""
-    from envkit.commands.lock import lock_in_a_clone, team_checkout
+    from envkit.commands.lock import default_lock_path, lock_in_a_clone, team_checkout
 
     source = team_checkout(path)
     if source is not None:
         return lock_in_a_clone(recipe, source, flags)
-    from envkit.commands.lock import default_lock_path
-
     elsewhere = request.lock and path != default_lock_path(recipe)  # where lock writes it anyway needs no -o
     return f"'envkit lock {request.recipe}{flags}" + (f" -o {request.lock}'" if elsewhere else "'")
 

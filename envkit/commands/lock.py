@@ -1,9 +1,10 @@
 """`envkit lock`: solve a recipe for each platform it declares and write one lock file.
 
 Each platform is solved with that platform's virtual packages at conda-forge's floors (never this
-machine's: a lock must hold for the whole team), audited like a plan (this machine's CPU and driver
-unjudged, for the same reason), and its pip list resolved
-for that platform's Python; all platforms are solved at once over one shared gateway."""
+machine's: a lock must hold for the whole team), audited like a plan (this machine's CPUs and
+driver unjudged, for the same reason), and its pip list resolved for that platform's Python; all
+platforms are solved at once over one shared gateway. Channels are kept by the URLs their names
+have everywhere, never through this machine's mirrors."""
 
 from __future__ import annotations
 

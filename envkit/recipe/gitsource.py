@@ -11,6 +11,7 @@ import subprocess
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from shlex import quote
 from typing import Literal
 
 from envkit.errors import SourceError
@@ -235,7 +236,7 @@ def _must_be_clean(name: str, repo: Path) -> None:
             f"envkit's checkout of source '{name}' ({repo}) has files that differ from its pinned commit ({', '.join(changed[:3])}"
             f"{', ...' if len(changed) > 3 else ''}); no source was updated",
             hint=f"recipes and locks are edited in a clone of the repo and committed, not there: copy out what you keep, "
-            f"drop the rest with 'git -C {repo} checkout -- . && git -C {repo} clean -fd', then update again",
+            f"drop the rest with 'git -C {quote(str(repo))} checkout -- . && git -C {quote(str(repo))} clean -fd', then update again",
         )
 
 
