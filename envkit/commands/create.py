@@ -216,7 +216,7 @@ def plan_from_lock(
     goal = Target(platform, tuple(detected), machine_gaps(locked.virtual_packages, detected))
     # the lock keeps the URLs channel names have everywhere: this machine reaches them through its mirrors
     named = [url.removeprefix(f"{DEFAULT_ALIAS}/") for url in lock.channels if url.startswith(f"{DEFAULT_ALIAS}/")]
-    here = resolve_channels(named, dict(request.mirrors))
+    here = resolve_channels(named, dict(request.mirrors)) if named else []  # no name, no mirror (nor config to read)
     mirrored = {c.canonical: c for c in here if c.url != c.canonical}
     channels = [mirrored.get(url) or ResolvedChannel(url, url, "lock") for url in lock.channels]
     records = moved(list(locked.records), {c.canonical: c.url for c in mirrored.values()})
