@@ -20,7 +20,7 @@ class ResolvedChannel:
 
     name: str
     url: str
-    via: str  # "default" | "--mirror" | "envkit config" | ".condarc custom_channels" | ".condarc channel_alias" | "url"
+    via: str  # "default" | "--mirror" | "envkit config" | ".condarc custom_channels" | ".condarc channel_alias" | "url" | "lock" | "record"
 
     @property
     def canonical(self) -> str:
@@ -35,6 +35,20 @@ def canonical_url(name: str, url: str) -> str:
     if name == "defaults" or _is_url(name) or name.startswith("/") or is_relative_path(name):
         return url
     return f"{DEFAULT_ALIAS}/{name}"
+
+
+def recorded_channels(entries: object) -> list[ResolvedChannel]:
+    """An env record's `channels` (name and URL each, as create and sync reached them)."""
+    if not isinstance(entries, list):
+        return []
+    return [
+        ResolvedChannel(str(c["name"]), str(c["url"]), "record") for c in entries if isinstance(c, dict) and c.get("name") and c.get("url")
+    ]
+
+
+def to_canonical(channels: list[ResolvedChannel]) -> dict[str, str]:
+    """URL -> canonical URL for each channel reached through a mirror (rebase's `moves`)."""
+    return {c.url: c.canonical for c in channels if c.url != c.canonical}
 
 
 def rebase(url: str, moves: dict[str, str]) -> str:

@@ -15,7 +15,7 @@ import rattler
 
 from envkit import backend, export
 from envkit.activation.writer import recorded_activation
-from envkit.channels import canonical_url, rebase
+from envkit.channels import rebase, recorded_channels, to_canonical
 from envkit.commands import Result
 from envkit.errors import UsageError
 from envkit.fsutil import output_path, write_output
@@ -75,8 +75,7 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
                 data["name"], str(data["version"]), str(data["build"]), channel, url, data.get("sha256"), data.get("md5")
             )
         )
-    if record is not None and record.get("channels"):
-        channels = [str(c["url"]) for c in record["channels"] if isinstance(c, dict) and c.get("url")] or channels
+    channels = [c.url for c in recorded_channels((record or {}).get("channels"))] or channels
     installed = {str(p["name"]): p for p in (record or {}).get("pip_installed", []) if isinstance(p, dict)}
     dists = sorted(pip_dists(prefix).values(), key=lambda d: d.name)
     pip = [export.ExportedPip(d.name, d.version, installed.get(d.name, {}).get("url")) for d in dists if d.managed]
@@ -120,9 +119,7 @@ def _prefix_record(path: Path) -> Any:
 def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
     record = read_record(prefix)
     # a channel the env reached through a mirror is locked by the URL its name has everywhere, as envkit lock does
-    recorded = [c for c in (record or {}).get("channels", []) if isinstance(c, dict) and c.get("name") and c.get("url")]
-    moves = {str(c["url"]): canonical_url(str(c["name"]), str(c["url"])) for c in recorded}
-    moves = {url: canonical for url, canonical in moves.items() if url != canonical}
+    moves = to_canonical(recorded_channels((record or {}).get("channels")))
     records = moved([_prefix_record(p) for p in sorted((prefix / "conda-meta").glob("*.json")) if p.name != LEGACY_RECORD], moves)
     pip = tuple(LockedPip(p.name, p.version, p.url) for p in env.pip if p.url)
     activation = tuple(

@@ -15,7 +15,7 @@ from typing import Any
 from envkit import backend, paths
 from envkit.activation.model import resolve
 from envkit.audit.engine import Finding, audit_plan
-from envkit.channels import ResolvedChannel, check_local_channel, resolve_channels
+from envkit.channels import ResolvedChannel, check_local_channel, resolve_channels, to_canonical
 from envkit.commands import Result
 from envkit.errors import ExitCode, UsageError
 from envkit.fsutil import output_path
@@ -134,7 +134,7 @@ def lock(
             from envkit.piplock import resolve as resolve_pip  # packaging: loaded for pip lists only
 
             pip = resolve_pip(compiled.pip_specs, goal.platform, python, {r.name.normalized for r in records}, virtual)
-        portable = moved(records, {c.url: c.canonical for c in channels if c.url != c.canonical})  # no mirror of this machine's
+        portable = moved(records, to_canonical(channels))  # no mirror of this machine's
         locked.append(LockedPlatform(goal.platform, goal.described, portable, pip, compiled.activation.as_json()))
         summaries.append(PlatformSummary(goal.platform, len(records), len(pip), goal.described, goal.assumed, findings))
     digest = resolved_digest(recipe)

@@ -14,6 +14,7 @@ from typing import Any
 from envkit import backend, envs
 from envkit.activation.writer import RecordedActivation, activation_json, recorded_activation, remove_stale, write_files
 from envkit.audit.engine import audit_plan
+from envkit.channels import recorded_channels
 from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
 from envkit.commands.sync_quick import recorded_lock
 from envkit.condameta import stamp
@@ -65,7 +66,7 @@ def look(
     lock_path = recorded_lock(record, lock) if (locked or lock or frozen) else None
     lock_info: dict[str, Any] | None = None
     # the channels the env was made from, mirrors included
-    recorded = {str(c["name"]): str(c["url"]) for c in record.get("channels", []) if isinstance(c, dict) and c.get("name") != c.get("url")}
+    recorded = {c.name: c.url for c in recorded_channels(record.get("channels")) if c.name != c.url}
     if lock_path is not None:
         request = CreateRequest(
             str(origin["path"]), prefix=str(prefix), mirrors=tuple(recorded.items()), locked=True, lock=str(lock_path), frozen=frozen
