@@ -13,10 +13,6 @@ run removes.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import subprocess
-import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,8 +24,8 @@ from envkit.activation.writer import ActivationFile, RecordedActivation, activat
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, filesystem_error
 from envkit.fsutil import LockBusy, may_create_in
 from envkit.history import Linked, append_block, block
-from envkit.installed import pip_dists
 from envkit.notices import notify
+from envkit.pipinstall import pip_install
 from envkit.recipe.model import ProbeSpec, RecipeOrigin
 from envkit.record import read_record, record_digest, write_record
 from envkit.solve import Plan
@@ -37,7 +33,6 @@ from envkit.transaction import env_lock, recover, remove_tree, swap_in, work_dir
 
 if TYPE_CHECKING:
     from envkit.probe.model import ProbeReport
-    from envkit.sync import PipRepair
 
 
 @dataclass(frozen=True)
@@ -90,108 +85,6 @@ def ensure_creatable(prefix: Path, *, force: bool) -> None:
         raise UsageError(f"{prefix} exists and is not a conda env; refusing to replace it", hint="remove it yourself or pick another name")
     if not force:
         raise UsageError(f"{prefix} already exists", hint="pass --force to replace it; the old env is restored if the new one fails")
-
-
-def pip_reason(output: str) -> str:
-    """One line from pip's failure: its last `ERROR:` line (the most precise: "No matching
-    distribution found for X"), first sentence only; for a hash mismatch, which file and both
-    digests (pip puts those on the lines after its ERROR, and ends with "Got <hex>")."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR:")]
-    if not errors:
-        return lines[-1] if lines else "no output"
-    reason = errors[-1].split(". ")[0].rstrip(".")
-    at = next((n for n, line in enumerate(lines) if line.startswith("Expected sha256 ")), None)
-    if "DO NOT MATCH THE HASHES" in reason and at and at + 1 < len(lines) and lines[at + 1].startswith("Got "):
-        # "NAME @ URL#sha256=...:" (or "NAME==V from URL:"), then "Expected sha256 X", then "Got Y"
-        what = lines[at - 1].rstrip(":").split("#", 1)[0]
-        return f"{what}: its sha256 is {lines[at + 1].split()[-1]}, not the {lines[at].split()[-1]} its lock or requirement names"
-    return reason
-
-
-def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | None = None, locked: bool = False) -> list[dict[str, str]]:
-    """pip into the (staging) env; with `final_prefix`, the paths pip wrote into its files (script
-    shebangs) are moved to the final prefix, as rattler does for conda packages. Locked specs are
-    exact URLs (with #sha256=, which pip checks), installed as they are: no resolving. Returns what
-    pip installed, URL and hash included (its --report), for the record, exports and locks."""
-    if not specs:
-        return []
-    python = prefix / "bin" / "python"
-    if not python.exists():
-        raise InstallError(f"the recipe has a pip list but {python} does not exist", hint="add python to the recipe")
-    before = set(pip_dists(prefix))
-    with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
-        report = Path(tmp) / "report.json"
-        cmd = [str(python), "-m", "pip", "install", "--no-input", "--no-compile", "--report", str(report)]
-        proc = subprocess.run(
-            [*cmd, *(["--no-deps"] if locked else []), *specs],
-            capture_output=True,
-            text=True,
-            timeout=3600,
-            check=False,
-            env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-        )
-        if proc.returncode != 0:
-            raise InstallError(f"pip install failed: {pip_reason(proc.stderr or proc.stdout)}")
-        from packaging.utils import canonicalize_name
-
-        installed = []
-        for item in json.loads(report.read_text()).get("install", []):
-            info = item.get("download_info", {})
-            sha = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
-            url = str(info.get("url", "")) + (f"#sha256={sha}" if sha else "")
-            installed.append({"name": canonicalize_name(item["metadata"]["name"]), "version": str(item["metadata"]["version"]), "url": url})
-    if final_prefix is not None and final_prefix != prefix:
-        relocate_pip_files(prefix, final_prefix, [d for name, d in pip_dists(prefix).items() if name not in before])
-    return sorted(installed, key=lambda p: p["name"])
-
-
-def pip_put_back(prefix: Path, repair: PipRepair) -> None:
-    """Undo what pip changed in the env since envkit installed it: uninstall what was pip-installed
-    since, then reinstall the recorded wheels as they were (no resolving: --no-deps): from their
-    exact URLs (pip checks the hash), by name and version where the record kept no URL."""
-    python = str(prefix / "bin" / "python")
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    if repair.extra:
-        names = [name for name, _ in repair.extra]
-        proc = subprocess.run(
-            [python, "-m", "pip", "uninstall", "--yes", *names], capture_output=True, text=True, timeout=600, check=False, env=env
-        )
-        if proc.returncode != 0:
-            raise InstallError(f"pip could not uninstall {', '.join(names)}: {pip_reason(proc.stderr or proc.stdout)}")
-    if repair.missing:
-        sources = [url or f"{name}=={version}" for name, version, url in repair.missing]
-        proc = subprocess.run(
-            [python, "-m", "pip", "install", "--no-input", "--no-compile", "--no-deps", *sources],
-            capture_output=True,
-            text=True,
-            timeout=3600,
-            check=False,
-            env=env,
-        )
-        if proc.returncode != 0:
-            wheels = ", ".join(f"{name} {version}" for name, version, _ in repair.missing)
-            by_hand = " ".join(f"{name}=={version}" for name, version, _ in repair.missing)
-            raise InstallError(
-                f"pip could not put back {wheels} from the files envkit recorded: {pip_reason(proc.stderr or proc.stdout)}",
-                hint=f"if those files are gone, install the same versions by hand: {prefix}/bin/python -m pip install {by_hand}; then sync again",
-            )
-
-
-def relocate_pip_files(staging: Path, final: Path, dists: list[Any]) -> None:
-    old, new = str(staging).encode(), str(final).encode()
-    for dist in dists:
-        record = staging / dist.dist_info / "RECORD"
-        if not record.is_file():
-            continue
-        site = record.parent.parent
-        for line in record.read_text(errors="replace").splitlines():
-            path = (site / line.split(",", 1)[0]).resolve()
-            if not path.is_file() or path.is_symlink() or staging.resolve() not in path.parents:
-                continue
-            data = path.read_bytes()
-            if old in data and b"\0" not in data[:8192]:  # text files only, as conda does
-                path.write_bytes(data.replace(old, new))
 
 
 def create_env(

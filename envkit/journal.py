@@ -218,13 +218,13 @@ def rollback(prefix: Path, cache: Path) -> None:
 def _restore_pip(prefix: Path, wanted: dict[str, Any]) -> None:
     """pip wheels back to `wanted["pip_installed"]` (envkit.sync.pip_repair): drop what the sync
     added, reinstall what it removed or changed and the stash did not bring back, by the exact URLs
-    (and hashes) kept. A rollback goes on when pip cannot: the conda side and the record are still
+    (and hashes) kept, or the same files by hash from this machine's pip settings. A rollback goes on when pip cannot: the conda side and the record are still
     put back."""
-    from envkit.create import pip_put_back
     from envkit.errors import EnvkitError
+    from envkit.pipinstall import pip_put_back
     from envkit.sync import pip_repair
 
     repair = pip_repair(prefix, wanted)
     with contextlib.suppress(EnvkitError):
-        # by URL only: a rollback does not go to an index for what it cannot name exactly
+        # only what the record names by URL: a rollback takes from an index no file it cannot name by hash
         pip_put_back(prefix, replace(repair, missing=tuple(m for m in repair.missing if m[2])))

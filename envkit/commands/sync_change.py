@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from envkit import backend, envs
 from envkit.activation.writer import RecordedActivation, activation_json, recorded_activation, remove_stale, write_files
 from envkit.audit.engine import audit_plan
@@ -18,7 +20,7 @@ from envkit.channels import recorded_channels
 from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
 from envkit.commands.sync_quick import recorded_lock
 from envkit.condameta import stamp
-from envkit.create import pip_install, pip_put_back, verify_archives
+from envkit.create import verify_archives
 from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, filesystem_error
 from envkit.fsutil import read_exact
 from envkit.history import Linked, append_block, block
@@ -26,6 +28,7 @@ from envkit.inplace import Installer
 from envkit.installed import dist_files, pip_dists, read_conda_meta
 from envkit.journal import rollback, stash, write_journal
 from envkit.linkscope import change_folders
+from envkit.pipinstall import pip_install, pip_put_back
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.loader import load_recorded
@@ -119,11 +122,25 @@ def _installed(prefix: Path, installer: Installer | None) -> dict[str, str]:
 
 def _pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
     if plan.pip_locked:
-        before = {str(p.get("url")) for p in record.get("pip_installed", []) if isinstance(p, dict)}
-        after = {spec.partition(" @ ")[2] for spec in plan.pip_specs}
-    else:
-        before, after = set(record.get("pip") or []), set(plan.pip_specs)
-    return tuple([f"+ {s}" for s in sorted(after - before)] + [f"- {s}" for s in sorted(before - after)])
+        # a locked wheel is its file: the one the env has may have come from another URL (this
+        # machine's index, envkit.pipinstall), and is the same while its name and hash are
+        before = {
+            _locked_file(str(p.get("name")), str(p.get("url"))): str(p.get("url"))
+            for p in record.get("pip_installed", [])
+            if isinstance(p, dict)
+        }
+        after = {_locked_file(*spec.split(" @ ", 1)): spec.partition(" @ ")[2] for spec in plan.pip_specs}
+        return tuple(
+            [f"+ {after[k]}" for k in sorted(after.keys() - before.keys())]
+            + [f"- {before[k]}" for k in sorted(before.keys() - after.keys())]
+        )
+    old, new = set(record.get("pip") or []), set(plan.pip_specs)
+    return tuple([f"+ {s}" for s in sorted(new - old)] + [f"- {s}" for s in sorted(old - new)])
+
+
+def _locked_file(name: str, url: str) -> tuple[str, str]:
+    sha256 = url.partition("#sha256=")[2]
+    return canonicalize_name(name.strip()), sha256 or url.strip()
 
 
 def remember(prefix: Path, record: dict[str, Any], seen: Look) -> tuple[Path, ...]:
@@ -217,7 +234,9 @@ def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepai
     old = [p for p in record.get("pip_installed", []) if isinstance(p, dict)]
     old += [{"name": name, "version": version, "url": ""} for name, version in repair.adopt]
     if repair.missing:
-        pip_put_back(prefix, PipRepair(missing=repair.missing))
+        # the URL each came from this time (the recorded one, or this machine's index by hash)
+        back = {p["name"]: p for p in pip_put_back(prefix, PipRepair(missing=repair.missing))}
+        old = [back.get(str(p["name"]), p) for p in old]
     if _pip_change(record, plan) == ():
         return old
     dropped = _pip_dropped(record, plan)

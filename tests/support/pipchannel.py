@@ -5,12 +5,20 @@ PIP_NO_INDEX=1 and PIP_FIND_LINKS point pip at the folder, as a team's wheelhous
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import html
 import os
 import subprocess
 import sys
+import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from tests.support.condapkg import index_channel
 from tests.support.wheelchannel import cache_root, convert_wheel, python_shim
@@ -50,6 +58,44 @@ def pip_channel(root: Path) -> tuple[Path, Path]:
 
 def offline_pip_env(base: dict[str, str], links: Path) -> dict[str, str]:
     return {**base, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+def index_pip_env(base: dict[str, str], index_url: str) -> dict[str, str]:
+    """pip pointed at one index (a mirror, in the tests) and nothing else."""
+    return {**base, "PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": index_url, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+@contextmanager
+def simple_index(root: Path, wheels: list[Path]) -> Iterator[str]:
+    """A PEP 503 index of `wheels` served over HTTP on localhost, as a PyPI mirror serves its files
+    (links with #sha256=); yields its `.../simple` URL and stops serving on exit."""
+    files = root / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    by_name: dict[str, list[Path]] = {}
+    for wheel in wheels:
+        (files / wheel.name).write_bytes(wheel.read_bytes())
+        by_name.setdefault(canonicalize_name(parse_wheel_filename(wheel.name)[0]), []).append(files / wheel.name)
+    for name, copies in by_name.items():
+        page = root / "simple" / name / "index.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        links = "".join(
+            f'<a href="../../files/{html.escape(w.name)}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{html.escape(w.name)}</a>\n'
+            for w in copies
+        )
+        page.write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def homemade_wheel(folder: Path, name: str, version: str, modules: dict[str, str], requires: tuple[str, ...] = ()) -> Path:

@@ -1,0 +1,187 @@
+"""pip inside an env, for the wheels a recipe or a lock names beyond conda: install them, put back
+what pip changed since envkit installed them, and move the paths pip wrote from a staging prefix
+to the final one.
+
+A locked wheel is pinned twice: by the URL it was resolved from and by its sha256. The URL belongs
+to the machine that locked it (PyPI, the office mirror, a wheelhouse on a laptop's disk); the hash
+is the file itself. So a locked wheel is installed from its URL, and where that fails (another
+mirror, no route to that one, a wheelhouse left behind) by name, version and hash through this
+machine's own pip settings, which accept that very file and no other: what `create --locked`
+does for conda channels with this machine's mirrors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename, parse_wheel_filename
+
+from envkit.errors import InstallError
+from envkit.installed import pip_dists
+from envkit.notices import notify
+
+if TYPE_CHECKING:
+    from envkit.sync import PipRepair
+
+UNREACHABLE_HINT = "make the files reachable from this machine (PIP_INDEX_URL, PIP_FIND_LINKS or pip.conf), or lock again where they are"
+
+
+def by_hash(name: str, url: str, version: str | None = None) -> str | None:
+    """`name==version --hash=sha256:X`, a requirement line pip fills from this machine's index with
+    the file at `url#sha256=X` only; the version from the file's name where none is given. None
+    where the URL names no hash or its file no version."""
+    location, _, sha256 = url.partition("#sha256=")
+    if not sha256:
+        return None
+    if version is None:
+        filename = unquote(urlsplit(location).path.rsplit("/", 1)[-1])
+        try:
+            version = str(parse_wheel_filename(filename)[1] if filename.endswith(".whl") else parse_sdist_filename(filename)[1])
+        except (InvalidWheelFilename, InvalidSdistFilename):
+            return None
+    return f"{name}=={version} --hash=sha256:{sha256}"
+
+
+def _locked_by_hash(specs: tuple[str, ...]) -> list[str] | None:
+    """The by-hash lines for locked `name @ URL#sha256=X` specs; None unless every one has one
+    (pip's hash-checking mode is all or nothing)."""
+    lines = []
+    for spec in specs:
+        name, at, url = spec.partition(" @ ")
+        line = by_hash(name.strip(), url.strip()) if at else None
+        if line is None:
+            return None
+        lines.append(line)
+    return lines
+
+
+def _pip(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False, env=env)
+
+
+def _from_this_machine(cmd: list[str], lines: list[str], folder: Path, *, first: str, what: str, hint: str) -> None:
+    """Run `cmd` (a pip install whose sources failed with `first`) again on the by-hash `lines`."""
+    requirements = folder / "by-hash.txt"
+    requirements.write_text("".join(f"{line}\n" for line in lines))
+    again = _pip([*cmd, "--no-deps", "-r", str(requirements)])
+    if again.returncode != 0:
+        raise InstallError(
+            f"{what}: {first}; nor did this machine's pip settings offer the same files: {pip_reason(again.stderr or again.stdout)}",
+            hint=hint,
+        )
+    notify(
+        f"pip: {len(lines)} wheel(s) could not be installed from the URLs recorded for them ({first}); "
+        "the very same files (sha256-checked) came through this machine's pip settings"
+    )
+
+
+def pip_reason(output: str) -> str:
+    """One line from pip's failure: its last `ERROR:` line (the most precise: "No matching
+    distribution found for X"), first sentence only; for a hash mismatch, which file and both
+    digests (pip puts those on the lines after its ERROR, and ends with "Got <hex>")."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR:")]
+    if not errors:
+        return lines[-1] if lines else "no output"
+    reason = errors[-1].split(". ")[0].rstrip(".")
+    at = next((n for n, line in enumerate(lines) if line.startswith("Expected sha256 ")), None)
+    if "DO NOT MATCH THE HASHES" in reason and at and at + 1 < len(lines) and lines[at + 1].startswith("Got "):
+        # "NAME @ URL#sha256=...:" (or "NAME==V from URL:"), then "Expected sha256 X", then "Got Y"
+        what = lines[at - 1].rstrip(":").split("#", 1)[0]
+        return f"{what}: its sha256 is {lines[at + 1].split()[-1]}, not the {lines[at].split()[-1]} its lock or requirement names"
+    return reason
+
+
+def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | None = None, locked: bool = False) -> list[dict[str, str]]:
+    """pip into the (staging) env; with `final_prefix`, the paths pip wrote into its files (script
+    shebangs) are moved to the final prefix, as rattler does for conda packages. Locked specs are
+    exact URLs (with #sha256=, which pip checks), installed as they are, no resolving; by hash
+    through this machine's pip settings where their URLs fail. Returns what pip installed, URL and
+    hash included (its --report), for the record, exports and locks."""
+    if not specs:
+        return []
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        raise InstallError(f"the recipe has a pip list but {python} does not exist", hint="add python to the recipe")
+    before = set(pip_dists(prefix))
+    with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [str(python), "-m", "pip", "install", "--no-input", "--no-compile", "--report", str(report)]
+        proc = _pip([*cmd, *(["--no-deps"] if locked else []), *specs])
+        if proc.returncode != 0:
+            first = pip_reason(proc.stderr or proc.stdout)
+            lines = _locked_by_hash(specs) if locked else None
+            if lines is None:
+                raise InstallError(f"pip install failed: {first}")
+            _from_this_machine(cmd, lines, Path(tmp), first=first, what="pip install failed", hint=UNREACHABLE_HINT)
+        installed = _reported(report)
+    if final_prefix is not None and final_prefix != prefix:
+        relocate_pip_files(prefix, final_prefix, [d for name, d in pip_dists(prefix).items() if name not in before])
+    return installed
+
+
+def _reported(report: Path) -> list[dict[str, str]]:
+    """What pip's --report says it installed: name, version, and the URL it took (with #sha256=)."""
+    installed = []
+    for item in json.loads(report.read_text()).get("install", []):
+        info = item.get("download_info", {})
+        sha = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
+        url = str(info.get("url", "")) + (f"#sha256={sha}" if sha else "")
+        installed.append({"name": canonicalize_name(item["metadata"]["name"]), "version": str(item["metadata"]["version"]), "url": url})
+    return sorted(installed, key=lambda p: p["name"])
+
+
+def pip_put_back(prefix: Path, repair: PipRepair) -> list[dict[str, str]]:
+    """Undo what pip changed in the env since envkit installed it: uninstall what was pip-installed
+    since, then reinstall the recorded wheels as they were (no resolving: --no-deps): from their
+    exact URLs (pip checks the hash), by hash through this machine's pip settings where those
+    fail, by name and version where the record kept no URL. Returns what pip installed, with the
+    URLs it took them from, for the record."""
+    python = str(prefix / "bin" / "python")
+    if repair.extra:
+        names = [name for name, _ in repair.extra]
+        proc = _pip([python, "-m", "pip", "uninstall", "--yes", *names])
+        if proc.returncode != 0:
+            raise InstallError(f"pip could not uninstall {', '.join(names)}: {pip_reason(proc.stderr or proc.stdout)}")
+    if not repair.missing:
+        return []
+    wheels = ", ".join(f"{name} {version}" for name, version, _ in repair.missing)
+    with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [python, "-m", "pip", "install", "--no-input", "--no-compile", "--report", str(report)]
+        proc = _pip([*cmd, "--no-deps", *(url or f"{name}=={version}" for name, version, url in repair.missing)])
+        if proc.returncode != 0:
+            first = pip_reason(proc.stderr or proc.stdout)
+            what = f"pip could not put back {wheels} from the files envkit recorded"
+            by_hand = " ".join(f"{name}=={version}" for name, version, _ in repair.missing)
+            hint = (
+                f"if those files are gone, install the same versions by hand: {prefix}/bin/python -m pip install {by_hand}; then sync again"
+            )
+            lines = [by_hash(name, url, version) if url else None for name, version, url in repair.missing]
+            if None in lines:
+                raise InstallError(f"{what}: {first}", hint=hint)
+            _from_this_machine(cmd, [line for line in lines if line], Path(tmp), first=first, what=what, hint=hint)
+        return _reported(report)
+
+
+def relocate_pip_files(staging: Path, final: Path, dists: list[Any]) -> None:
+    old, new = str(staging).encode(), str(final).encode()
+    for dist in dists:
+        record = staging / dist.dist_info / "RECORD"
+        if not record.is_file():
+            continue
+        site = record.parent.parent
+        for line in record.read_text(errors="replace").splitlines():
+            path = (site / line.split(",", 1)[0]).resolve()
+            if not path.is_file() or path.is_symlink() or staging.resolve() not in path.parents:
+                continue
+            data = path.read_bytes()
+            if old in data and b"\0" not in data[:8192]:  # text files only, as conda does
+                path.write_bytes(data.replace(old, new))
