@@ -120,12 +120,19 @@ def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: lis
     )
 
 
-def solve_many(channel_urls: list[str], jobs: list[tuple[str, list[Any], list[str]]]) -> list[list[Any]]:
+def solve_many(
+    channel_urls: list[str], jobs: list[tuple[str, list[Any], list[str]]], preferred: list[list[Any]] | None = None
+) -> list[list[Any]]:
     """Solve for several platforms at once (platform, virtual packages, that platform's specs),
-    one gateway sharing the repodata."""
+    one gateway sharing the repodata. `preferred` (per job: an earlier solve's records, such as
+    a lock's) are kept where the specs allow, as far as the channels still offer them."""
 
     async def everything() -> list[list[Any]]:
         gateway = rattler.Gateway()
+        wanted = preferred or [[] for _ in jobs]
+        offered = await asyncio.gather(
+            *(_still_offered(gateway, channel_urls, job[0], keep) for job, keep in zip(jobs, wanted, strict=True))
+        )
         solves = [
             rattler.solve(
                 channel_urls,
@@ -133,9 +140,10 @@ def solve_many(channel_urls: list[str], jobs: list[tuple[str, list[Any], list[st
                 gateway=gateway,
                 platforms=cast(Any, [platform, "noarch"]),
                 virtual_packages=virtual,
+                locked_packages=prefer or None,
                 channel_priority=rattler.ChannelPriority.Strict,
             )
-            for platform, virtual, specs in jobs
+            for (platform, virtual, specs), prefer in zip(jobs, offered, strict=True)
         ]
         results = await asyncio.gather(*solves, return_exceptions=True)
         for (platform, _, _), result in zip(jobs, results, strict=True):
@@ -148,6 +156,20 @@ def solve_many(channel_urls: list[str], jobs: list[tuple[str, list[Any], list[st
         return cast("list[list[Any]]", results)
 
     return _run(everything(), _solve_error)
+
+
+async def _still_offered(gateway: Any, channel_urls: list[str], platform: str, records: list[Any]) -> list[Any]:
+    """The channels' own records, today, of `records` (matched by URL): what a solve may prefer.
+    rattler takes a preferred record as a candidate even where no channel has it any more, and
+    with the depends it was locked with, so a package since removed (conda-forge's broken label)
+    would stay locked and a repodata patch would be ignored; only what is still offered, as the
+    channel now describes it, is preferred."""
+    if not records:
+        return []
+    urls = {str(r.url) for r in records}
+    specs = [rattler.MatchSpec(f"{r.name.normalized} =={r.version} {r.build}") for r in records]
+    found = await gateway.query(channel_urls, [platform, "noarch"], specs, recursive=False)
+    return [r for group in found for r in group if str(r.url) in urls]
 
 
 def reinstall(

@@ -142,6 +142,14 @@ def _args_lock(p: Parser) -> None:
         metavar="FILE",
         help="where to write it, - for stdout (default: NAME.lock beside the recipe, ./NAME.lock for built-ins)",
     )
+    p.add_argument(
+        "--update",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="let this package move to what the recipe allows now (repeatable; the lock's other pins are kept where they still fit)",
+    )
+    p.add_argument("--update-all", action="store_true", help="solve afresh: keep none of the lock's pins")
     _channel_args(p)
     _json_flag(p)
 
@@ -372,6 +380,8 @@ def _lock(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
         extra_channels=tuple(args.channel),
         override_channels=args.override_channels,
         mirrors=tuple(parse_mirror_flags(args.mirror).items()),
+        update=tuple(args.update),
+        update_all=args.update_all,
     )
     return result, False
 

@@ -43,8 +43,18 @@ def platform_tags(platform: str, glibc: str | None = None, osx: str | None = Non
     return []
 
 
-def resolve(specs: tuple[str, ...], platform: str, python: str, conda_names: set[str], virtual: dict[str, str]) -> tuple[LockedPip, ...]:
-    """Exact pip packages for `specs` on `platform` with CPython `python` (X.Y)."""
+def resolve(
+    specs: tuple[str, ...],
+    platform: str,
+    python: str,
+    conda_names: set[str],
+    virtual: dict[str, str],
+    *,
+    keep: tuple[tuple[str, str], ...] = (),
+) -> tuple[LockedPip, ...]:
+    """Exact pip packages for `specs` on `platform` with CPython `python` (X.Y), at the versions
+    `keep` names (the lock being replaced) where the specs allow them all: pip's constraints are
+    hard, so where they cannot all hold, pip resolves afresh."""
     if not specs:
         return ()
     major, minor = python.split(".")[:2]
@@ -61,7 +71,15 @@ def resolve(specs: tuple[str, ...], platform: str, python: str, conda_names: set
             *specs,
         ]  # fmt: skip
         env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
+        proc = None
+        if keep:
+            constraints = Path(tmp) / "keep.txt"
+            constraints.write_text("".join(f"{name}=={version}\n" for name, version in keep))
+            proc = subprocess.run(
+                [*cmd, "--constraint", str(constraints)], capture_output=True, text=True, env=env, timeout=1800, check=False
+            )
+        if proc is None or proc.returncode != 0:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
         if proc.returncode != 0:
             last = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()][-1:] or ["no output"]
             raise SolveError(f"pip could not resolve {', '.join(specs)} for {platform}, Python {major}.{minor}: {last[0].strip()}")

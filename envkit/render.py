@@ -279,11 +279,20 @@ def _lock(c: Out, out: Any) -> None:
     verb = "not written (the audit refused a platform's plan)" if out.refused else "wrote"
     where = "the lock to stdout" if out.path == STDOUT else f"[bold]{escape(out.path)}[/bold]"
     c.print(f"{verb} {where} for recipe {out.recipe} (digest {out.recipe_digest[:12]})")
+    if out.previous and out.kept:
+        but = f", but for {', '.join(out.updated)}" if out.updated else ""
+        c.print(f"  kept the pins of the lock it replaces where the recipe allows{but} (--update NAME moves one, --update-all every one)")
+    elif out.previous:
+        c.print("  solved afresh (--update-all)")
     for p in out.platforms:
         pip = f", {p.pip} pip" if p.pip else ""
         c.print(f"  {p.platform}: {p.packages} packages{pip}; virtual packages {escape(', '.join(p.virtual_packages) or '-')}")
         for line in p.assumed:
             c.print(f"    [yellow]{escape(line)}[/yellow]")
+        if out.previous:
+            changes = ("new in this lock",) if p.changes is None else p.changes or ("unchanged",)
+            for line in changes:
+                c.print(f"    {escape(line)}")
         _findings(c, [f for f in p.findings if f.severity != "info"], indent="    ")
 
 

@@ -180,13 +180,21 @@ def solve_recipe(
 
 
 def solve_or_explain(
-    jobs: list[tuple[CompiledRecipe, Target]], channels: list[ResolvedChannel], *, name_platform: bool = False
+    jobs: list[tuple[CompiledRecipe, Target]],
+    channels: list[ResolvedChannel],
+    *,
+    name_platform: bool = False,
+    preferred: list[list[Any]] | None = None,
 ) -> list[list[Any]]:
-    """Solve each (recipe compiled for a platform, that platform's target); failures become one
-    envkit error naming the channel or the recipe lines, and the platform where there are several
-    or `name_platform` (a lock, which may be for another machine)."""
+    """Solve each (recipe compiled for a platform, that platform's target), keeping `preferred`
+    records (per job) where the specs allow; failures become one envkit error naming the channel
+    or the recipe lines, and the platform where there are several or `name_platform` (a lock,
+    which may be for another machine)."""
     urls = [c.url for c in channels]
     try:
+        if preferred is not None:
+            jobs_for = [(goal.platform, list(goal.virtual), [s.spec for s in c.conda_specs]) for c, goal in jobs]
+            return backend.solve_many(urls, jobs_for, preferred)
         if len(jobs) == 1:
             compiled, goal = jobs[0]
             return [backend.solve(urls, [s.spec for s in compiled.conda_specs], goal.platform, list(goal.virtual))]

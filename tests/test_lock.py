@@ -18,7 +18,7 @@ from envkit.recipe.loader import load_recipe
 from envkit.recipe.sources import git_checkout_dir
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
-from tests.support.pipchannel import offline_pip_env, pip_channel
+from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel
 from tests.support.replica import build_replica
 
 
@@ -387,3 +387,137 @@ def test_a_lock_keeps_channel_names_urls_and_each_machine_reaches_them_through_i
     assert synced.returncode == 0 and json.loads(meta.read_text())["url"].startswith(cloud.as_uri()), synced.stdout + synced.stderr
     exported = run_envkit("export", "-n", "a", "--format", "lock")
     assert exported.returncode == 0 and str(cloud) not in exported.stdout and "https://conda.anaconda.org/team-chan/" in exported.stdout
+
+
+def pins(lock_path: Path, platform: str = "linux-64") -> dict[str, str]:
+    locked = read_lock(lock_path).for_platform(platform)
+    assert locked is not None
+    return {r.name.normalized: str(r.version) for r in locked.records} | {f"pip:{p.name}": p.version for p in locked.pip}
+
+
+def test_locking_again_keeps_the_pins_the_recipe_still_allows(tmp_path: Path) -> None:
+    """A teammate adds one package and locks again: nothing else moves to the channel's newest
+    (as with pixi and conda-lock); --update NAME moves that one, --update-all every one, and each
+    re-lock says what changed against the lock it replaces."""
+    ch = tmp_path / "team"
+    write_tar_bz2(ch, PkgMeta("tool", "1.0", "0", depends=["helper"]), [PkgFile("share/tool.txt", b"1\n")])
+    write_tar_bz2(ch, PkgMeta("helper", "1.0", "0"), [PkgFile("share/helper.txt", b"1\n")])
+    write_tar_bz2(ch, PkgMeta("extra", "1.0", "0"), [PkgFile("share/extra.txt", b"1\n")])
+    index_channel(ch)
+    body = f"envkit: 1\nname: steady\nchannels: [{ch.as_uri()}]\nplatforms: [linux-64]\n"
+    recipe = write_recipe(tmp_path / "r", "steady", body + "packages: [tool]\n")
+    lock_path = recipe.parent / "steady.lock"
+    first = run_envkit("lock", str(recipe))
+    assert first.returncode == 0, first.stderr
+    assert "kept the pins" not in first.stdout  # nothing to keep yet
+    assert pins(lock_path) == {"tool": "1.0", "helper": "1.0"}
+
+    # the channel moves on; the recipe gains a package
+    write_tar_bz2(ch, PkgMeta("tool", "2.0", "0", depends=["helper >=2"]), [PkgFile("share/tool.txt", b"2\n")])
+    write_tar_bz2(ch, PkgMeta("helper", "2.0", "0"), [PkgFile("share/helper.txt", b"2\n")])
+    index_channel(ch)
+    write_recipe(tmp_path / "r", "steady", body + "packages: [tool, extra]\n")
+    again = run_envkit("lock", str(recipe))
+    assert again.returncode == 0, again.stderr
+    assert pins(lock_path) == {"tool": "1.0", "helper": "1.0", "extra": "1.0"}
+    assert "kept the pins of the lock it replaces" in again.stdout
+    assert [line.strip() for line in again.stdout.splitlines() if line.startswith("    ")] == ["+ extra 1.0 0"]
+    unchanged = lock_path.read_bytes()
+    assert run_envkit("lock", str(recipe)).returncode == 0 and lock_path.read_bytes() == unchanged  # still byte-identical
+
+    # a typo is refused before anything is solved, and the lock is left as it was
+    typo = run_envkit("lock", str(recipe), "--update", "tol")
+    assert typo.returncode == 2 and typo.stderr.count("\n") == 1 and "--update tol: the lock at" in typo.stderr
+    assert lock_path.read_bytes() == unchanged
+
+    # --update tool: tool moves, and takes what it needs with it
+    updated = run_envkit("lock", str(recipe), "--update", "tool", "--json")
+    assert updated.returncode == 0, updated.stderr
+    data = json.loads(updated.stdout)["data"]
+    assert (data["previous"], data["kept"], data["updated"]) == (str(lock_path), True, ["tool"])
+    assert data["platforms"][0]["changes"] == ["~ helper 1.0 0 -> 2.0 0", "~ tool 1.0 0 -> 2.0 0"]
+    assert pins(lock_path) == {"tool": "2.0", "helper": "2.0", "extra": "1.0"}
+
+    # --update-all solves afresh
+    write_tar_bz2(ch, PkgMeta("extra", "1.1", "0"), [PkgFile("share/extra.txt", b"1.1\n")])
+    index_channel(ch)
+    assert run_envkit("lock", str(recipe)).returncode == 0 and pins(lock_path)["extra"] == "1.0"
+    everything = run_envkit("lock", str(recipe), "--update-all")
+    assert everything.returncode == 0, everything.stderr
+    assert "solved afresh (--update-all)" in everything.stdout and "~ extra 1.0 0 -> 1.1 0" in everything.stdout
+    assert pins(lock_path)["extra"] == "1.1"
+
+
+def test_a_re_lock_keeps_no_pin_its_channel_took_back_and_reads_pins_as_the_channel_now_does(tmp_path: Path) -> None:
+    """rattler takes a preferred record as a candidate even where the channel no longer has it,
+    and with the depends it was locked with: a package since removed (conda-forge moves broken
+    builds off its main label) would stay locked, and a repodata patch would be lost."""
+    ch = tmp_path / "team"
+    write_tar_bz2(ch, PkgMeta("tool", "1.0", "0"), [PkgFile("share/tool.txt", b"1\n")])
+    write_tar_bz2(ch, PkgMeta("helper", "1.0", "0"), [PkgFile("share/helper.txt", b"1\n")])
+    index_channel(ch)
+    recipe = write_recipe(
+        tmp_path / "r", "patched", f"envkit: 1\nname: patched\nchannels: [{ch.as_uri()}]\nplatforms: [linux-64]\npackages: [tool]\n"
+    )
+    lock_path = recipe.parent / "patched.lock"
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    write_tar_bz2(ch, PkgMeta("tool", "0.9", "0"), [PkgFile("share/tool.txt", b"0.9\n")])
+    index_channel(ch)
+    # the channel's maintainers patch tool 1.0's metadata: it needs helper after all
+    repodata_path = ch / "linux-64" / "repodata.json"
+    repodata = json.loads(repodata_path.read_text())
+    repodata["packages"]["tool-1.0-0.tar.bz2"]["depends"] = ["helper"]
+    repodata_path.write_text(json.dumps(repodata))
+    patched = run_envkit("lock", str(recipe))
+    assert patched.returncode == 0, patched.stderr
+    assert pins(lock_path) == {"tool": "1.0", "helper": "1.0"}, patched.stdout
+    assert "+ helper 1.0 0" in patched.stdout
+    # then they take tool 1.0 back (a broken build): the lock falls back to what is offered
+    del repodata["packages"]["tool-1.0-0.tar.bz2"]
+    repodata["removed"] = ["tool-1.0-0.tar.bz2"]
+    repodata_path.write_text(json.dumps(repodata))
+    taken_back = run_envkit("lock", str(recipe))
+    assert taken_back.returncode == 0, taken_back.stderr
+    assert pins(lock_path) == {"tool": "0.9"}, taken_back.stdout
+    assert "~ tool 1.0 0 -> 0.9 0" in taken_back.stdout and "- helper 1.0 0" in taken_back.stdout
+
+
+def test_a_re_lock_keeps_pins_through_a_mirror_and_pip_pins_too(tmp_path: Path) -> None:
+    """The lock keeps canonical URLs; the machine that locks again reaches the channel through a
+    mirror and still keeps the pins. pip's pins are kept too, released by --update like conda's."""
+    channel, links = pip_channel(tmp_path)
+    mirror = tmp_path / "mirror" / "pipchannel"
+    recipe = write_recipe(
+        tmp_path / "r",
+        "steadypip",
+        'envkit: 1\nname: steadypip\nchannels: [pipchannel]\npython: "3.11"\nplatforms: [linux-64]\npackages: [pip]\npip: [mpmath]\n',
+    )
+    lock_path = recipe.parent / "steadypip.lock"
+    env = offline_pip_env(dict(os.environ), links)
+    first = run_envkit("lock", str(recipe), "--mirror", f"pipchannel={channel.as_uri()}", env=env)
+    assert first.returncode == 0, first.stderr
+    before = pins(lock_path)
+    assert before["pip:mpmath"] == "1.3.0"
+    homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"})
+    shutil.copytree(channel, mirror)
+    again = run_envkit("lock", str(recipe), "--mirror", f"pipchannel={mirror.as_uri()}", "--json", env=env)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["data"]["platforms"][0]["changes"] == []
+    assert pins(lock_path) == before
+    moved_on = run_envkit("lock", str(recipe), "--mirror", f"pipchannel={mirror.as_uri()}", "--update", "mpmath", "--json", env=env)
+    assert moved_on.returncode == 0, moved_on.stderr
+    assert json.loads(moved_on.stdout)["data"]["platforms"][0]["changes"] == ["pip ~ mpmath 1.3.0 -> 9.9"]
+
+
+def test_a_conflicted_lock_is_locked_afresh_and_said(tmp_path: Path) -> None:
+    ch = two_platform_channel(tmp_path)
+    recipe = team_recipe(tmp_path / "recipes", ch, platforms="[linux-64]")
+    lock_path = recipe.parent / "team.lock"
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    text = lock_path.read_text()
+    lock_path.write_text("<<<<<<< HEAD\n" + text + "=======\n" + text + ">>>>>>> theirs\n")
+    relocked = run_envkit("lock", str(recipe), "--json")
+    assert relocked.returncode == 0, relocked.stderr
+    [said] = json.loads(relocked.stdout)["messages"]
+    assert "an unresolved merge conflict" in said and "every package was solved afresh" in said
+    assert lock_path.read_text() == text

@@ -4,11 +4,15 @@ Each platform is solved with that platform's virtual packages at conda-forge's f
 machine's: a lock must hold for the whole team), audited like a plan (this machine's CPUs and
 driver unjudged, for the same reason), and its pip list resolved for that platform's Python; all
 platforms are solved at once over one shared gateway. Channels are kept by the URLs their names
-have everywhere, never through this machine's mirrors."""
+have everywhere, never through this machine's mirrors.
+
+Locking again keeps what the lock there pins wherever the recipe still allows it, as pixi and
+conda-lock do: a package added to the recipe does not move every other one to its newest build.
+`--update NAME` releases named pins, `--update-all` every one; what changed is shown per platform."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +21,10 @@ from envkit.activation.model import resolve
 from envkit.audit.engine import Finding, audit_plan
 from envkit.channels import ResolvedChannel, check_local_channel, resolve_channels, to_canonical
 from envkit.commands import Result
-from envkit.errors import ExitCode, UsageError
-from envkit.fsutil import output_path
-from envkit.lock import Lock, LockedPip, LockedPlatform, moved, write_lock
+from envkit.errors import EnvkitError, ExitCode, UsageError
+from envkit.fsutil import STDOUT, output_path
+from envkit.lock import Lock, LockedPip, LockedPlatform, moved, read_lock, write_lock
+from envkit.notices import notify
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.digest import resolved_digest
@@ -39,6 +44,7 @@ class PlatformSummary:
     virtual_packages: tuple[str, ...]
     assumed: tuple[str, ...]
     findings: tuple[Finding, ...]
+    changes: tuple[str, ...] | None = None  # against the lock this one replaces; None: that one had no such platform
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,9 @@ class LockOutcome:
     recipe_digest: str
     platforms: tuple[PlatformSummary, ...]
     refused: bool = False
+    previous: str | None = None  # the lock replaced, where one was there to read
+    kept: bool = False  # its pins were kept where the recipe allows (not --update-all)
+    updated: tuple[str, ...] = ()  # the pins --update released
 
 
 def default_lock_path(recipe: Recipe) -> Path:
@@ -89,9 +98,14 @@ def lock_platforms(recipe: Recipe, requested: tuple[str, ...]) -> tuple[str, ...
 
 
 def solve_for_lock(
-    recipe: Recipe, platforms: tuple[str, ...], channels: list[ResolvedChannel]
+    recipe: Recipe,
+    platforms: tuple[str, ...],
+    channels: list[ResolvedChannel],
+    keep: Lock | None = None,
+    update: frozenset[str] = frozenset(),
 ) -> list[tuple[CompiledRecipe, Any, list[Any]]]:
-    """(the recipe compiled for the platform, its target, records) per platform, solved at once."""
+    """(the recipe compiled for the platform, its target, records) per platform, solved at once,
+    preferring what `keep` (the lock being replaced) pins for it, but for the `update` names."""
     for platform in platforms:
         for channel in channels:
             check_local_channel(channel, platform)
@@ -99,7 +113,13 @@ def solve_for_lock(
     for platform in platforms:
         compiled = compile_recipe(recipe, platform)
         jobs.append((compiled, target(compiled, platform, detect=False)))
-    solved = solve_or_explain(jobs, channels, name_platform=True)
+    preferred = None
+    if keep is not None:
+        # the lock's URLs are the names' own: this machine reaches them through its mirrors
+        mirrored = {c.canonical: c.url for c in channels if c.url != c.canonical}
+        pinned = [keep.for_platform(goal.platform) for _, goal in jobs]
+        preferred = [list(moved([r for r in old.records if r.name.normalized not in update], mirrored)) if old else [] for old in pinned]
+    solved = solve_or_explain(jobs, channels, name_platform=True, preferred=preferred)
     return [(compiled, goal, records) for (compiled, goal), records in zip(jobs, solved, strict=True)]
 
 
@@ -111,6 +131,8 @@ def lock(
     extra_channels: tuple[str, ...] = (),
     override_channels: bool = False,
     mirrors: tuple[tuple[str, str], ...] = (),
+    update: tuple[str, ...] = (),
+    update_all: bool = False,
 ) -> Result:
     recipe = load_recipe(recipe_ref)
     require_consistent(recipe)
@@ -118,10 +140,13 @@ def lock(
     channels = resolve_channels(choose_channels(compile_recipe(recipe, wanted[0]), list(extra_channels), override_channels), dict(mirrors))
     path = output_path(output) if output else default_lock_path(recipe)
     refuse_team_checkout(recipe, path)
+    previous = previous_lock(path, recipe.name)
+    released = released_pins(previous, path, update)
+    keep = None if update_all else previous
     locked: list[LockedPlatform] = []
     summaries: list[PlatformSummary] = []
     blocking: list[str] = []
-    for compiled, goal, records in solve_for_lock(recipe, wanted, channels):
+    for compiled, goal, records in solve_for_lock(recipe, wanted, channels, keep, released):
         plan = plan_from_records(compiled, path.parent / recipe.name, goal, channels, records, activation=resolve(compiled.activation))
         findings = tuple(audit_plan(plan, recipe.force, machine=False))  # a lock holds on any machine: none is judged
         blocking += [f"{goal.platform}: {f.rule_id} {f.title}: {f.evidence}" for f in findings if f.severity == "error"]
@@ -133,14 +158,78 @@ def lock(
             virtual = dict(v.partition("=")[::2] for v in goal.described)
             from envkit.piplock import resolve as resolve_pip  # packaging: loaded for pip lists only
 
-            pip = resolve_pip(compiled.pip_specs, goal.platform, python, {r.name.normalized for r in records}, virtual)
+            old = keep.for_platform(goal.platform) if keep else None
+            pins = tuple((p.name, p.version) for p in old.pip if p.name not in released) if old else ()
+            pip = resolve_pip(compiled.pip_specs, goal.platform, python, {r.name.normalized for r in records}, virtual, keep=pins)
         portable = moved(records, to_canonical(channels))  # no mirror of this machine's
         locked.append(LockedPlatform(goal.platform, goal.described, portable, pip, compiled.activation.as_json()))
-        summaries.append(PlatformSummary(goal.platform, len(records), len(pip), goal.described, goal.assumed, findings))
+        before = previous.for_platform(goal.platform) if previous else None
+        changes = lock_changes(before, portable, pip) if before else None
+        summaries.append(PlatformSummary(goal.platform, len(records), len(pip), goal.described, goal.assumed, findings, changes))
     digest = resolved_digest(recipe)
+    outcome = LockOutcome(
+        str(path), recipe.name, digest, tuple(summaries), previous=str(path) if previous else None, kept=keep is not None, updated=update
+    )
     if blocking:
-        outcome = LockOutcome(str(path), recipe.name, digest, tuple(summaries), refused=True)
         why = ("a locked plan fails the audit: no lock was written", "fix the recipe, or add the rule's id to its force: list")
-        return Result("lock", outcome, int(ExitCode.FINDINGS), why, tuple(blocking))
+        return Result("lock", replace(outcome, refused=True), int(ExitCode.FINDINGS), why, tuple(blocking))
     write_lock(path, Lock(recipe.name, digest, tuple(c.canonical for c in channels), tuple(locked)))
-    return Result("lock", LockOutcome(str(path), recipe.name, digest, tuple(summaries)))
+    return Result("lock", outcome)
+
+
+def previous_lock(path: Path, recipe: str) -> Lock | None:
+    """The lock `path` holds for `recipe`, which this one replaces: None where there is none (or
+    it is another recipe's). One that cannot be read (a merge's conflict markers) is said and
+    left out: everything is then solved afresh."""
+    if str(path) == STDOUT or not path.is_file():
+        return None
+    try:
+        found = read_lock(path)
+    except EnvkitError as exc:
+        notify(
+            f"{exc.message}: its pins are not kept, every package was solved afresh (to keep one side's, git checkout --theirs or --ours it first)"
+        )
+        return None
+    return found if found.recipe == recipe else None
+
+
+def released_pins(previous: Lock | None, path: Path, update: tuple[str, ...]) -> frozenset[str]:
+    """The names whose pins --update releases, as a lock spells them (conda's lowercased, pip's
+    canonical); a name the lock does not hold is a typo, refused before anything is solved."""
+    if not update:
+        return frozenset()
+    from packaging.utils import canonicalize_name  # loaded for --update only
+
+    if previous is not None:
+        conda = {r.name.normalized for p in previous.platforms for r in p.records}
+        pip = {canonicalize_name(q.name) for p in previous.platforms for q in p.pip}
+        unknown = [n for n in update if n.lower() not in conda and canonicalize_name(n) not in pip]
+        if unknown:
+            raise UsageError(
+                f"--update {', '.join(unknown)}: the lock at {path} has no package of that name",
+                hint="give names as the lock has them (conda's: pytorch, not torch), or --update-all",
+            )
+    return frozenset(n.lower() for n in update) | frozenset(canonicalize_name(n) for n in update)
+
+
+def lock_changes(before: LockedPlatform, records: tuple[Any, ...], pip: tuple[LockedPip, ...]) -> tuple[str, ...]:
+    """What a platform's packages did since the lock replaced: `+ name version build`, `- ...`,
+    `~ name old -> new`, then pip's, `pip ~ name old -> new`."""
+    lines = _differences(
+        {r.name.normalized: f"{r.version} {r.build}" for r in before.records},
+        {r.name.normalized: f"{r.version} {r.build}" for r in records},
+        "",
+    )
+    return lines + _differences({q.name: q.version for q in before.pip}, {q.name: q.version for q in pip}, "pip ")
+
+
+def _differences(old: dict[str, str], new: dict[str, str], kind: str) -> tuple[str, ...]:
+    lines = []
+    for name in sorted(old.keys() | new.keys()):
+        if name not in old:
+            lines.append(f"{kind}+ {name} {new[name]}")
+        elif name not in new:
+            lines.append(f"{kind}- {name} {old[name]}")
+        elif old[name] != new[name]:
+            lines.append(f"{kind}~ {name} {old[name]} -> {new[name]}")
+    return tuple(lines)
