@@ -120,12 +120,16 @@ def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: lis
     )
 
 
+# a package an earlier solve chose (a lock's, an env's): name, version, build, and the URL it has here
+Preferred = tuple[str, str, str, str]
+
+
 def solve_many(
-    channel_urls: list[str], jobs: list[tuple[str, list[Any], list[str]]], preferred: list[list[Any]] | None = None
+    channel_urls: list[str], jobs: list[tuple[str, list[Any], list[str]]], preferred: list[list[Preferred]] | None = None
 ) -> list[list[Any]]:
     """Solve for several platforms at once (platform, virtual packages, that platform's specs),
-    one gateway sharing the repodata. `preferred` (per job: an earlier solve's records, such as
-    a lock's) are kept where the specs allow, as far as the channels still offer them."""
+    one gateway sharing the repodata. `preferred` (per job: what an earlier solve chose, such as
+    a lock or an env) is kept where the specs allow, as far as the channels still offer it."""
 
     async def everything() -> list[list[Any]]:
         gateway = rattler.Gateway()
@@ -158,16 +162,16 @@ def solve_many(
     return _run(everything(), _solve_error)
 
 
-async def _still_offered(gateway: Any, channel_urls: list[str], platform: str, records: list[Any]) -> list[Any]:
-    """The channels' own records, today, of `records` (matched by URL): what a solve may prefer.
+async def _still_offered(gateway: Any, channel_urls: list[str], platform: str, wanted: list[Preferred]) -> list[Any]:
+    """The channels' own records, today, of the `wanted` packages (by URL): what a solve may prefer.
     rattler takes a preferred record as a candidate even where no channel has it any more, and
     with the depends it was locked with, so a package since removed (conda-forge's broken label)
     would stay locked and a repodata patch would be ignored; only what is still offered, as the
     channel now describes it, is preferred."""
-    if not records:
+    if not wanted:
         return []
-    urls = {str(r.url) for r in records}
-    specs = [rattler.MatchSpec(f"{r.name.normalized} =={r.version} {r.build}") for r in records]
+    urls = {url for *_, url in wanted}
+    specs = [rattler.MatchSpec(f"{name} =={version} {build}") for name, version, build, _ in wanted]
     found = await gateway.query(channel_urls, [platform, "noarch"], specs, recursive=False)
     return [r for group in found for r in group if str(r.url) in urls]
 

@@ -168,13 +168,15 @@ def solve_recipe(
     mirrors: dict[str, str],
     platform: str | None = None,
     warnings: tuple[str, ...] = (),
+    prefer: list[backend.Preferred] | None = None,
 ) -> SolveOutcome:
+    """`prefer`: what the env has from envkit, kept where the recipe allows (a sync)."""
     platform = platform or backend.native_platform()
     channels = resolve_channels(choose_channels(compiled, extra_channels, override_channels), mirrors)
     for channel in channels:
         check_local_channel(channel, platform)
     goal = target(compiled, platform)
-    records = solve_or_explain([(compiled, goal)], channels)[0]
+    records = solve_or_explain([(compiled, goal)], channels, preferred=[prefer] if prefer else None)[0]
     plan = plan_from_records(compiled, prefix, goal, channels, records, activation=resolve(compiled.activation), warnings=warnings)
     return SolveOutcome(plan, records)
 
@@ -184,7 +186,7 @@ def solve_or_explain(
     channels: list[ResolvedChannel],
     *,
     name_platform: bool = False,
-    preferred: list[list[Any]] | None = None,
+    preferred: list[list[backend.Preferred]] | None = None,
 ) -> list[list[Any]]:
     """Solve each (recipe compiled for a platform, that platform's target), keeping `preferred`
     records (per job) where the specs allow; failures become one envkit error naming the channel

@@ -521,3 +521,13 @@ def test_a_conflicted_lock_is_locked_afresh_and_said(tmp_path: Path) -> None:
     [said] = json.loads(relocked.stdout)["messages"]
     assert "an unresolved merge conflict" in said and "every package was solved afresh" in said
     assert lock_path.read_text() == text
+
+
+def test_a_re_lock_for_fewer_platforms_says_which_it_dropped(tmp_path: Path) -> None:
+    recipe = team_recipe(tmp_path / "recipes", two_platform_channel(tmp_path))
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    narrowed = run_envkit("lock", str(recipe), "--platform", "linux-64")
+    assert narrowed.returncode == 0, narrowed.stderr
+    assert "osx-arm64: dropped: the lock it replaces had it, --platform did not ask for it" in narrowed.stdout
+    assert [p.platform for p in read_lock(recipe.parent / "team.lock").platforms] == ["linux-64"]
+    assert json.loads(run_envkit("lock", str(recipe), "--json").stdout)["data"]["dropped"] == []

@@ -53,6 +53,26 @@ def edit(recipe: Path, old: str, new: str) -> None:
     recipe.write_text(text.replace(old, new))
 
 
+def test_a_changed_recipe_moves_only_what_it_must(tmp_path: Path) -> None:
+    """A package added to the recipe is not a request for the channel's newest of everything
+    else: what envkit installed stays (as conda install keeps what is installed) unless the recipe
+    needs it moved, and conda's own changes since are still undone."""
+    channel, recipe, prefix = tiny_env(tmp_path)
+    write_tar_bz2(channel, PkgMeta("helper", "2.0", "0"), [PkgFile("share/helper/data.txt", b"helper 2\n")])
+    write_tar_bz2(channel, PkgMeta("tool", "2.0", "0", depends=["helper >=2"]), [PkgFile("share/tool/version.txt", b"v2\n")])
+    index_channel(channel)
+    edit(recipe, "packages: [tool]", "packages: [tool, extra]")
+    synced = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe", "--json")
+    assert synced.returncode == 0, synced.stderr
+    assert json.loads(synced.stdout)["data"]["packages"] == [{"name": "extra", "kind": "added", "old": None, "new": "2.0 0"}]
+    assert (prefix / "share" / "tool" / "version.txt").read_text() == "v1\n"
+    # the recipe asks for a newer tool: tool moves, and helper with it, as it must
+    edit(recipe, "packages: [tool, extra]", "packages: [tool >=2, extra]")
+    moved = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe", "--json")
+    assert moved.returncode == 0, moved.stderr
+    assert {(c["name"], c["new"]) for c in json.loads(moved.stdout)["data"]["packages"]} == {("tool", "2.0 0"), ("helper", "2.0 0")}
+
+
 def test_nothing_to_do_answers_at_once(tmp_path: Path) -> None:
     _, _, prefix = tiny_env(tmp_path)
     assert in_sync(prefix)

@@ -19,7 +19,7 @@ from typing import Any
 from envkit import backend, paths
 from envkit.activation.model import resolve
 from envkit.audit.engine import Finding, audit_plan
-from envkit.channels import ResolvedChannel, check_local_channel, resolve_channels, to_canonical
+from envkit.channels import ResolvedChannel, check_local_channel, rebase, resolve_channels, to_canonical
 from envkit.commands import Result
 from envkit.errors import EnvkitError, ExitCode, UsageError
 from envkit.fsutil import STDOUT, output_path
@@ -59,6 +59,7 @@ class LockOutcome:
     previous: str | None = None  # the lock replaced, where one was there to read
     kept: bool = False  # its pins were kept where the recipe allows (not --update-all)
     updated: tuple[str, ...] = ()  # the pins --update released
+    dropped: tuple[str, ...] = ()  # platforms the lock replaced had and this one has not (--platform)
 
 
 def default_lock_path(recipe: Recipe) -> Path:
@@ -118,7 +119,16 @@ def solve_for_lock(
         # the lock's URLs are the names' own: this machine reaches them through its mirrors
         mirrored = {c.canonical: c.url for c in channels if c.url != c.canonical}
         pinned = [keep.for_platform(goal.platform) for _, goal in jobs]
-        preferred = [list(moved([r for r in old.records if r.name.normalized not in update], mirrored)) if old else [] for old in pinned]
+        preferred = [
+            [
+                (r.name.normalized, str(r.version), r.build, rebase(str(r.url), mirrored))
+                for r in old.records
+                if r.name.normalized not in update
+            ]
+            if old
+            else []
+            for old in pinned
+        ]
     solved = solve_or_explain(jobs, channels, name_platform=True, preferred=preferred)
     return [(compiled, goal, records) for (compiled, goal), records in zip(jobs, solved, strict=True)]
 
@@ -168,7 +178,14 @@ def lock(
         summaries.append(PlatformSummary(goal.platform, len(records), len(pip), goal.described, goal.assumed, findings, changes))
     digest = resolved_digest(recipe)
     outcome = LockOutcome(
-        str(path), recipe.name, digest, tuple(summaries), previous=str(path) if previous else None, kept=keep is not None, updated=update
+        str(path),
+        recipe.name,
+        digest,
+        tuple(summaries),
+        previous=str(path) if previous else None,
+        kept=keep is not None,
+        updated=update,
+        dropped=tuple(p.platform for p in previous.platforms if p.platform not in wanted) if previous else (),
     )
     if blocking:
         why = ("a locked plan fails the audit: no lock was written", "fix the recipe, or add the rule's id to its force: list")

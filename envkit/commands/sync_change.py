@@ -76,7 +76,16 @@ def look(
         )
         outcome, lock_info = plan_from_lock(request, recipe, compiled, prefix, warnings)
     else:
-        outcome = solve_recipe(compiled, prefix, extra_channels=[], override_channels=False, mirrors=recorded, warnings=warnings)
+        # a changed recipe moves what it must: the rest stays as envkit installed it (not at the
+        # channel's newest), as conda install keeps what is installed
+        prefer = [
+            (str(p["name"]), str(p["version"]), str(p["build"]), str(p["url"]))
+            for p in record.get("packages", [])
+            if isinstance(p, dict) and p.get("url")
+        ]
+        outcome = solve_recipe(
+            compiled, prefix, extra_channels=[], override_channels=False, mirrors=recorded, warnings=warnings, prefer=prefer
+        )
     plan = outcome.plan
     installed = _installed(prefix, installer)
     planned = {p.name: f"{p.version} {p.build}" for p in plan.packages}
