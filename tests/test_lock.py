@@ -121,8 +121,19 @@ def test_lock_without_this_platform_is_refused(tmp_path: Path) -> None:
     proc = run_envkit("create", str(recipe), "--locked", "--yes", "--no-probe")
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "has no linux-64 packages (it locks osx-arm64)" in proc.stderr
-    assert f"envkit lock {recipe} --platform linux-64" in proc.stderr
+    # the recipe names linux-64: locking it for its platforms adds linux-64 and keeps osx-arm64
+    assert f"(lock it again for the recipe's platforms: 'envkit lock {recipe}')" in proc.stderr
     assert not (tmp_path / "envs" / "team").exists()
+    # a recipe that does not name this platform says where to add it
+    write_recipe(recipe.parent, "team", "envkit: 1\nname: team\nextends: [team-base]\nplatforms: [osx-arm64]\npackages: [tool]\n")
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    unnamed = run_envkit("create", str(recipe), "--locked", "--yes", "--no-probe")
+    assert unnamed.returncode == 2 and f"add linux-64 to the recipe's platforms ({recipe}:4:" in unnamed.stderr, unnamed.stderr
+    # one that names none: the re-lock keeps the lock's platforms and adds this one
+    write_recipe(recipe.parent, "team", "envkit: 1\nname: team\nextends: [team-base]\npackages: [tool]\n")
+    assert run_envkit("lock", str(recipe), "--platform", "osx-arm64").returncode == 0
+    bare = run_envkit("create", str(recipe), "--locked", "--yes", "--no-probe")
+    assert bare.returncode == 2 and f"envkit lock {recipe} --platform osx-arm64 --platform linux-64'" in bare.stderr, bare.stderr
 
 
 def test_editing_a_parent_makes_the_lock_stale_and_frozen_installs_it_anyway(tmp_path: Path) -> None:

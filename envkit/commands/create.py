@@ -24,7 +24,7 @@ from envkit.recipe.platforms import known_platform
 from envkit.solve import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
 
 if TYPE_CHECKING:  # for annotations: a sync to its recipe, which imports this module, needs none of them
-    from envkit.lock import LockedPlatform
+    from envkit.lock import Lock, LockedPlatform
     from envkit.probe.model import ProbeReport
     from envkit.toolchain import ToolchainMap
 
@@ -186,6 +186,18 @@ def _relock(request: CreateRequest, recipe: Recipe, path: Path, flags: str = "")
     return f"'envkit lock {request.recipe}{flags}" + (f" -o {request.lock}'" if elsewhere else "'")
 
 
+def _add_platform(request: CreateRequest, recipe: Recipe, path: Path, lock: Lock, platform: str) -> str:
+    """How a lock comes to hold `platform` and keep the ones it has: a re-lock for `--platform`
+    alone would drop them (and one for the recipe's platforms drops one they do not name)."""
+    if platform in recipe.platforms:
+        return f"lock it again for the recipe's platforms: {_relock(request, recipe, path)}"
+    if recipe.platforms:
+        where = recipe.located("platforms")
+        return f"add {platform} to the recipe's platforms ({where or recipe.origin.path}), then {_relock(request, recipe, path)}"
+    flags = "".join(f" --platform {p}" for p in dict.fromkeys([*(p.platform for p in lock.platforms), platform]))
+    return f"add it: {_relock(request, recipe, path, flags)}"
+
+
 def plan_from_lock(
     request: CreateRequest, recipe: Recipe, compiled: CompiledRecipe, prefix: Path, warnings: tuple[str, ...]
 ) -> tuple[SolveOutcome, dict[str, Any]]:
@@ -202,8 +214,7 @@ def plan_from_lock(
     locked = lock.for_platform(platform)
     if locked is None:
         have = ", ".join(p.platform for p in lock.platforms) or "none"
-        relock = _relock(request, recipe, path, f" --platform {platform}")
-        raise UsageError(f"{path} has no {platform} packages (it locks {have})", hint=f"add it: {relock}")
+        raise UsageError(f"{path} has no {platform} packages (it locks {have})", hint=_add_platform(request, recipe, path, lock, platform))
     if lock.recipe != recipe.name:  # before staleness: another recipe's lock is not a stale one, nor one --frozen may take
         raise UsageError(f"{path} locks recipe '{lock.recipe}', not '{recipe.name}'", hint="give the lock that belongs to this recipe")
     stale = lock.recipe_digest != resolved_digest(recipe)
