@@ -345,7 +345,9 @@ def _recipe_cell(r: Any) -> str:
     if r.recipe is None and r.source == FIX_SOURCE:
         return "(audit --fix)"  # activation settings envkit added to an env it did not make
     files = {"changed": " (changed since)", "missing": " (its file is gone)"}
-    return escape((r.recipe or "") + (files.get(r.recipe_files) or (" (from a stale lock)" if r.stale_lock else "")))
+    locks = {"changed": " (its lock changed since)", "missing": " (its lock is gone)"}
+    said = files.get(r.recipe_files) or locks.get(r.lock_file) or (" (from a stale lock)" if r.stale_lock else "")
+    return escape((r.recipe or "") + said)
 
 
 def _list(c: Out, rows: Any) -> None:
@@ -369,6 +371,8 @@ def _list(c: Out, rows: Any) -> None:
             c.print(f"  {escape(r.name)}: {escape(line)}")
     if any(r.recipe_files == "changed" for r in rows):
         c.print("an edited recipe (or a `recipes update` of its source): `envkit sync --dry-run -n NAME` shows what it changes")
+    if any(r.lock_file == "changed" and r.recipe_files != "changed" for r in rows):
+        c.print("a lock changed since the env was installed from it (a re-lock, or a `recipes update`): `envkit sync --locked -n NAME`")
     for r in rows:
         if r.stale_lock and r.recipe_files != "changed":
             c.print(

@@ -141,6 +141,17 @@ def recipe_files(recipe: dict[str, Any]) -> str | None:
     return "missing" if now is None else "unchanged" if now == recorded else "changed"
 
 
+def lock_file(record: dict[str, Any]) -> str | None:
+    """The lock the env was installed from, since: unchanged | changed (a re-lock, or a `recipes
+    update` that brought the team's) | missing; None for an env not installed from a lock."""
+    lock = record.get("lock") or {}
+    path, recorded = lock.get("path"), lock.get("digest")
+    if not isinstance(path, str) or not isinstance(recorded, str):
+        return None
+    now = _sha256(Path(path))
+    return "missing" if now is None else "unchanged" if now == recorded else "changed"
+
+
 def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
     """True only when certain: the record, the files and the env all still agree."""
     record = read_record(prefix)

@@ -542,3 +542,32 @@ def test_a_re_lock_for_fewer_platforms_says_which_it_dropped(tmp_path: Path) -> 
     assert "osx-arm64: dropped: the lock it replaces had it, --platform did not ask for it" in narrowed.stdout
     assert [p.platform for p in read_lock(recipe.parent / "team.lock").platforms] == ["linux-64"]
     assert json.loads(run_envkit("lock", str(recipe), "--json").stdout)["data"]["dropped"] == []
+
+
+def test_an_env_whose_lock_moved_on_says_so_in_list_and_sync(tmp_path: Path) -> None:
+    """A teammate re-locks (or `recipes update` brings the team's new lock): the recipe is
+    unchanged, so a plain sync has nothing to do, but the env is behind its lock, and says so."""
+    ch = two_platform_channel(tmp_path)
+    recipe = team_recipe(tmp_path / "recipes", ch, platforms="[linux-64]")
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    assert run_envkit("create", str(recipe), "--locked", "--yes", "--no-probe").returncode == 0
+    listed = run_envkit("list")
+    assert "team (" not in listed.stdout and "sync --locked" not in listed.stdout
+    add_tool_2(ch)
+    assert run_envkit("lock", str(recipe), "--update", "tool").returncode == 0
+    listed = run_envkit("list", "--json")
+    [row] = [r for r in json.loads(listed.stdout)["data"] if r["recipe"] == "team"]
+    assert (row["lock_file"], row["recipe_files"]) == ("changed", "unchanged")
+    text = run_envkit("list").stdout
+    assert "team (its lock changed since)" in text and "`envkit sync --locked -n NAME`" in text
+    plain = run_envkit("sync", "-n", "team")
+    assert plain.returncode == 0 and "nothing to do" in plain.stdout + plain.stderr
+    assert f"the lock it was installed from ({recipe.parent / 'team.lock'}) changed since: 'envkit sync --locked' installs it" in (
+        plain.stdout + plain.stderr
+    )
+    synced = run_envkit("sync", "-n", "team", "--locked", "--yes", "--no-probe")
+    assert synced.returncode == 0, synced.stderr
+    assert "~ tool 1.0 0 -> 2.0 0" in synced.stdout
+    assert json.loads(run_envkit("list", "--json").stdout)["data"][0]["lock_file"] == "unchanged"
+    (recipe.parent / "team.lock").unlink()
+    assert "team (its lock is gone)" in run_envkit("list").stdout

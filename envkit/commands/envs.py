@@ -11,7 +11,7 @@ from envkit.envs import all_envs, conda_root, unregister
 from envkit.errors import EnvkitError, UsageError
 from envkit.installed import pip_dists, read_conda_meta
 from envkit.record import read_record, recipe_name
-from envkit.sync import drift, recipe_files
+from envkit.sync import drift, lock_file, recipe_files
 from envkit.transaction import env_lock, real_prefix, recover, remove_tree, work_dir
 
 
@@ -31,6 +31,7 @@ class ListedEnv:
     error: str | None = None
     recipe_files: str | None = None  # envkit.sync.recipe_files: unchanged | changed | missing
     stale_lock: str | None = None  # the lock a --frozen create or sync installed though its recipe had changed
+    lock_file: str | None = None  # envkit.sync.lock_file: the lock it was installed from, since: unchanged | changed | missing
 
 
 def describe(prefix: Path) -> ListedEnv:
@@ -59,6 +60,7 @@ def describe(prefix: Path) -> ListedEnv:
         drift=tuple(drift(record, packages, pip_dists(prefix))),
         recipe_files=recipe_files(recipe),
         stale_lock=str(lock["path"]) if lock.get("stale") and lock.get("path") else None,
+        lock_file=lock_file(record),
     )
 
 

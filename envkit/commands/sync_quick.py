@@ -8,7 +8,7 @@ from typing import Any
 from envkit import paths
 from envkit.commands import Result
 from envkit.record import read_record
-from envkit.sync import SyncOutcome, in_sync
+from envkit.sync import SyncOutcome, in_sync, lock_file
 
 
 def recorded_lock(record: dict[str, Any], lock: str | None) -> Path | None:
@@ -38,6 +38,7 @@ def quick(prefix: Path, *, locked: bool, lock: str | None) -> Result | None:
         return None
     source = "lock" if lock_path else "recipe"
     what = f"its lock {lock_path}" if lock_path else f"recipe '{(record.get('recipe') or {}).get('name')}'"
-    return Result(
-        "sync", SyncOutcome(str(prefix), source, noop=True, dry_run=False), messages=(f"{prefix} is in sync with {what}: nothing to do",)
-    )
+    said = [f"{prefix} is in sync with {what}: nothing to do"]
+    if lock_path is None and lock_file(record) == "changed":  # the recipe's sync is not the lock's
+        said.append(f"the lock it was installed from ({record['lock']['path']}) changed since: 'envkit sync --locked' installs it")
+    return Result("sync", SyncOutcome(str(prefix), source, noop=True, dry_run=False), messages=tuple(said))
