@@ -173,6 +173,10 @@ def test_lock_for_another_recipe_and_missing_or_damaged_locks(tmp_path: Path) ->
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
     other = write_recipe(tmp_path / "other", "other", f"envkit: 1\nname: other\nchannels: [{ch.as_uri()}]\npackages: [tool]\n")
     assert run_envkit("lock", str(other)).returncode == 0
+    theirs = (other.parent / "other.lock").read_bytes()
+    slip = run_envkit("lock", str(recipe), "-o", str(other.parent / "other.lock"))  # a slip of -o: not over another recipe's lock
+    assert slip.returncode == 2 and "locks recipe 'other', not 'team': it was left as it is" in slip.stderr
+    assert (other.parent / "other.lock").read_bytes() == theirs
     for frozen in ((), ("--frozen",)):  # another recipe's lock is not a stale one: said so, with or without --frozen
         wrong = run_envkit("create", str(recipe), "--lock", str(other.parent / "other.lock"), *frozen, "--yes")
         assert wrong.returncode == 2 and "locks recipe 'other', not 'team'" in wrong.stderr and "stale" not in wrong.stderr

@@ -22,7 +22,7 @@ from envkit.audit.engine import Finding, audit_plan
 from envkit.channels import ResolvedChannel, check_local_channel, rebase, resolve_channels, to_canonical
 from envkit.commands import Result
 from envkit.errors import EnvkitError, ExitCode, UsageError
-from envkit.fsutil import STDOUT, output_path
+from envkit.fsutil import is_stdout, output_path
 from envkit.lock import Lock, LockedPip, LockedPlatform, moved, read_lock, write_lock
 from envkit.notices import notify
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
@@ -195,10 +195,10 @@ def lock(
 
 
 def previous_lock(path: Path, recipe: str) -> Lock | None:
-    """The lock `path` holds for `recipe`, which this one replaces: None where there is none (or
-    it is another recipe's). One that cannot be read (a merge's conflict markers) is said and
-    left out: everything is then solved afresh."""
-    if str(path) == STDOUT or not path.is_file():
+    """The lock `path` holds for `recipe`, which this one replaces: None where there is none; one
+    of another recipe is not replaced. One that cannot be read (a merge's conflict markers) is
+    said and left out: everything is then solved afresh."""
+    if is_stdout(str(path)) or not path.is_file():
         return None
     try:
         found = read_lock(path)
@@ -207,7 +207,11 @@ def previous_lock(path: Path, recipe: str) -> Lock | None:
             f"{exc.message}: its pins are not kept, every package was solved afresh (to keep one side's, git checkout --theirs or --ours it first)"
         )
         return None
-    return found if found.recipe == recipe else None
+    if found.recipe != recipe:  # -o naming another recipe's lock: a slip that would cost that team its pins
+        raise UsageError(
+            f"{path} locks recipe '{found.recipe}', not '{recipe}': it was left as it is", hint="give another -o, or remove that file first"
+        )
+    return found
 
 
 def released_pins(previous: Lock | None, path: Path, update: tuple[str, ...]) -> frozenset[str]:
