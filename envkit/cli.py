@@ -160,6 +160,14 @@ def _args_sync(p: Parser) -> None:
     p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--no-probe", action="store_true", help="skip the probe after the change")
+    p.add_argument(
+        "--update",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="let this package move to what the recipe allows now (repeatable; the rest stays as envkit installed it)",
+    )
+    p.add_argument("--update-all", action="store_true", help="solve the recipe afresh: every package may move")
     _json_flag(p)
 
 
@@ -390,7 +398,12 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     from envkit.envs import select_env
 
     prefix = select_env(args.name, args.prefix)
-    if not args.frozen:  # the quick answer, before YAML, the solver or rich are loaded
+    if (args.update or args.update_all) and (args.locked or args.lock or args.frozen):
+        raise UsageError(
+            "--update moves packages within the recipe, and a lock pins them",
+            hint="re-lock with 'envkit lock --update NAME', then sync --locked",
+        )
+    if not (args.frozen or args.update or args.update_all):  # the quick answer, before YAML, the solver or rich are loaded
         from envkit.commands.sync_quick import quick
 
         done = quick(prefix, locked=args.locked, lock=args.lock)
@@ -412,6 +425,8 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
             locked=args.locked,
             lock=args.lock,
             frozen=args.frozen,
+            update=tuple(args.update),
+            update_all=args.update_all,
             dry_run=args.dry_run,
             probe=not args.no_probe,
             show=None if ui.as_json else show,

@@ -66,6 +66,20 @@ def test_a_changed_recipe_moves_only_what_it_must(tmp_path: Path) -> None:
     assert synced.returncode == 0, synced.stderr
     assert json.loads(synced.stdout)["data"]["packages"] == [{"name": "extra", "kind": "added", "old": None, "new": "2.0 0"}]
     assert (prefix / "share" / "tool" / "version.txt").read_text() == "v1\n"
+
+    def would_move(*flags: str) -> set[tuple[str, str]]:
+        dry = run_envkit("sync", "-n", "tiny", "--dry-run", "--json", *flags)
+        assert dry.returncode == 0, dry.stderr
+        return {(c["name"], c["new"]) for c in json.loads(dry.stdout)["data"]["packages"]}
+
+    # to move on purpose, by name or all of it; the recipe unchanged
+    assert would_move() == set()
+    assert would_move("--update", "helper") == {("helper", "2.0 0")}
+    assert would_move("--update-all") == {("tool", "2.0 0"), ("helper", "2.0 0")}
+    typo = run_envkit("sync", "-n", "tiny", "--update", "hleper")
+    assert typo.returncode == 2 and "--update hleper: envkit installed no package of that name" in typo.stderr
+    locked = run_envkit("sync", "-n", "tiny", "--update", "helper", "--locked")
+    assert locked.returncode == 2 and "envkit lock --update NAME" in locked.stderr
     # the recipe asks for a newer tool: tool moves, and helper with it, as it must
     edit(recipe, "packages: [tool, extra]", "packages: [tool >=2, extra]")
     moved = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe", "--json")

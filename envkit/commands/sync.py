@@ -27,7 +27,7 @@ from envkit.sync import SyncOutcome
 from envkit.transaction import env_lock, recover
 
 if TYPE_CHECKING:
-    from envkit.commands.sync_change import Look
+    from envkit.commands.sync_change import Look, Moving
 
 
 def _record_or_fail(prefix: Path) -> dict[str, Any]:
@@ -85,6 +85,8 @@ def sync(
     locked: bool = False,
     lock: str | None = None,
     frozen: bool = False,
+    update: tuple[str, ...] = (),
+    update_all: bool = False,
     dry_run: bool = False,
     probe: bool = True,
     show: Callable[[SyncOutcome], None] | None = None,
@@ -95,12 +97,17 @@ def sync(
     The full look: a caller that wants the cheap no-op answer asks envkit.commands.sync_quick.quick
     first (the CLI does, before this module is loaded). `installer`: a child the caller started
     earlier still (the CLI does, before loading this module), used for the change and closed when
-    it is done; the caller closes it too, for a sync that ends before (or a dry run)."""
+    it is done; the caller closes it too, for a sync that ends before (or a dry run). A sync keeps
+    what envkit installed wherever the recipe allows, but for the `update` names (every one with
+    `update_all`)."""
+    from envkit.commands.sync_change import Moving  # with the solver: see the module's docstring
+
+    moving = Moving(update, update_all)
     record = _record_or_fail(prefix)
     if dry_run:
         from envkit.commands.sync_change import look
 
-        seen = look(prefix, record, locked=locked, lock=lock, frozen=frozen, dry_run=True, installer=None)
+        seen = look(prefix, record, locked=locked, lock=lock, frozen=frozen, dry_run=True, installer=None, moving=moving)
         refused = _refused(seen)
         return refused or Result("sync", seen.changes, messages=("dry run: nothing was changed",))
     with env_lock(prefix):
@@ -109,7 +116,9 @@ def sync(
         installer = installer or Installer()
         installer.read(prefix)
         with installer:
-            result, applied = _sync_locked(prefix, record, installer, locked=locked, lock=lock, frozen=frozen, show=show, confirm=confirm)
+            result, applied = _sync_locked(
+                prefix, record, installer, locked=locked, lock=lock, frozen=frozen, moving=moving, show=show, confirm=confirm
+            )
     if applied is None or not probe:
         return result
     # as after create, the probe runs once the env's lock is released
@@ -143,13 +152,14 @@ def _sync_locked(
     locked: bool,
     lock: str | None,
     frozen: bool,
+    moving: Moving,
     show: Callable[[SyncOutcome], None] | None,
     confirm: Callable[[SyncOutcome], bool] | None,
 ) -> tuple[Result, Look | None]:
     """The look and, unless nothing differs, the change; with the change's look when there was one."""
     from envkit.commands.sync_change import apply, look, remember  # with the solver: see the module's docstring
 
-    seen = look(prefix, record, locked=locked, lock=lock, frozen=frozen, dry_run=False, installer=installer)
+    seen = look(prefix, record, locked=locked, lock=lock, frozen=frozen, dry_run=False, installer=installer, moving=moving)
     changes = seen.changes
     if (refused := _refused(seen)) is not None:
         return refused, None

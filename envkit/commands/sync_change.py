@@ -50,6 +50,29 @@ class Look:
     pip_repair: PipRepair  # pip's changes since the record, undone before the recipe's own
 
 
+@dataclass(frozen=True)
+class Moving:
+    """What a sync of a recipe lets move past what envkit installed: the named packages, or every
+    one; the rest stays where the recipe allows it (conda install keeps what is installed)."""
+
+    names: tuple[str, ...] = ()
+    everything: bool = False
+
+    def preferred(self, record: dict[str, Any]) -> list[backend.Preferred]:
+        """The recorded packages a solve keeps; a name to move that the env does not have is a typo."""
+        if self.everything:
+            return []
+        recorded = [p for p in record.get("packages", []) if isinstance(p, dict) and p.get("url")]
+        unknown = [n for n in self.names if n.lower() not in {str(p["name"]) for p in recorded}]
+        if unknown:
+            raise UsageError(
+                f"--update {', '.join(unknown)}: envkit installed no package of that name in this env",
+                hint="give conda's names as 'conda list' shows them, or --update-all",
+            )
+        moving = {n.lower() for n in self.names}
+        return [(str(p["name"]), str(p["version"]), str(p["build"]), str(p["url"])) for p in recorded if str(p["name"]) not in moving]
+
+
 def look(
     prefix: Path,
     record: dict[str, Any],
@@ -59,6 +82,7 @@ def look(
     frozen: bool,
     dry_run: bool,
     installer: Installer | None,
+    moving: Moving | None = None,
 ) -> Look:
     """The plan from the recorded recipe (or its lock) and its difference from the env; `installer`
     (when one was started) has read the env's records already."""
@@ -78,11 +102,7 @@ def look(
     else:
         # a changed recipe moves what it must: the rest stays as envkit installed it (not at the
         # channel's newest), as conda install keeps what is installed
-        prefer = [
-            (str(p["name"]), str(p["version"]), str(p["build"]), str(p["url"]))
-            for p in record.get("packages", [])
-            if isinstance(p, dict) and p.get("url")
-        ]
+        prefer = (moving or Moving()).preferred(record)
         outcome = solve_recipe(
             compiled, prefix, extra_channels=[], override_channels=False, mirrors=recorded, warnings=warnings, prefer=prefer
         )
