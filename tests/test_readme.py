@@ -57,6 +57,7 @@ def mirrored(isolated: Path, replica: dict[str, Path]) -> None:
         ["create", "yolov8-cpu", "--dry-run"],
         ["create", "yolov8", "--dry-run"],
         ["lock", "yolov8"],
+        ["lock", "yolov8", "--update", "pytorch"],
         ["list"],
         ["recipes", "check"],
         ["audit", "--all"],
@@ -75,11 +76,16 @@ def test_readme_commands_run(mirrored: None, argv: list[str], tmp_path: Path) ->
     if argv == ["recipes", "check"]:
         shutil.copy(ROOT / "recipes" / "yolov8-cpu.yaml", work / "yolov8-cpu.yaml")
         assert run_envkit("lock", "yolov8-cpu.yaml", cwd=work).returncode == 0
+    if "--update" in argv:  # a re-lock: the lock it replaces is there
+        assert run_envkit("lock", "yolov8", cwd=work).returncode == 0
     proc = run_envkit(*argv, "--json", cwd=work)
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["ok"] is True, proc.stdout + proc.stderr
     if argv[0] == "lock":
         assert (work / f"{argv[1]}.lock").is_file()
+    if "--update" in argv:
+        assert doc["data"]["kept"] is True and doc["data"]["updated"] == ["pytorch"]
+        assert all(p["changes"] == [] for p in doc["data"]["platforms"])  # the same channels: pytorch had nowhere to move
     if argv == ["recipes", "check"]:
         assert [(r["name"], r["problems"]) for r in doc["data"]] == [("yolov8-cpu", [])]
 
