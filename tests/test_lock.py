@@ -557,6 +557,9 @@ def test_an_env_whose_lock_moved_on_says_so_in_list_and_sync(tmp_path: Path) -> 
     assert run_envkit("create", str(recipe), "--locked", "--yes", "--no-probe").returncode == 0
     listed = run_envkit("list")
     assert "team (" not in listed.stdout and "sync --locked" not in listed.stdout
+    # a sync to the edited recipe that changes no package: the env still holds its lock's packages
+    recipe.write_text(recipe.read_text() + "# reviewed\n")
+    assert "already matches its recipe" in run_envkit("sync", "-n", "team", "--yes", "--no-probe").stdout
     add_tool_2(ch)
     assert run_envkit("lock", str(recipe), "--update", "tool").returncode == 0
     listed = run_envkit("list", "--json")

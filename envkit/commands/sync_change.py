@@ -180,9 +180,10 @@ def remember(prefix: Path, record: dict[str, Any], seen: Look) -> tuple[Path, ..
     files = activation.files(prefix)
     stale = [f for f in files if read_exact(f.path) != f.text]
     write_files(stale)
-    write_record(
-        prefix, {**record, **seen.provenance, "activation": activation_json(activation, prefix, files), "conda_meta": stamp(prefix)}
-    )
+    # the env still holds what the lock it was installed from installed: a sync to the recipe that
+    # changed nothing keeps that link (envkit list tells when that lock moves on)
+    provenance = {**seen.provenance, "lock": seen.provenance.get("lock") or record.get("lock")}
+    write_record(prefix, {**record, **provenance, "activation": activation_json(activation, prefix, files), "conda_meta": stamp(prefix)})
     return tuple(f.path for f in stale)
 
 
