@@ -130,6 +130,18 @@ def _args_create(p: Parser) -> None:
     _json_flag(p)
 
 
+def _update_args(p: Parser, *, kept: str, afresh: str) -> None:
+    """lock and sync keep what they have where the recipe allows: these let packages move."""
+    p.add_argument(
+        "--update",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"let this package move to what the recipe allows now (repeatable; {kept} stays where it still fits)",
+    )
+    p.add_argument("--update-all", action="store_true", help=f"solve the recipe afresh: {afresh}")
+
+
 def _args_lock(p: Parser) -> None:
     p.add_argument("recipe", help="recipe name or path to a .yaml file")
     p.add_argument(
@@ -142,14 +154,7 @@ def _args_lock(p: Parser) -> None:
         metavar="FILE",
         help="where to write it, - for stdout (default: NAME.lock beside the recipe, ./NAME.lock for built-ins)",
     )
-    p.add_argument(
-        "--update",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="let this package move to what the recipe allows now (repeatable; the lock's other pins are kept where they still fit)",
-    )
-    p.add_argument("--update-all", action="store_true", help="solve afresh: keep none of the lock's pins")
+    _update_args(p, kept="the lock's other pins", afresh="keep none of the lock's pins")
     _channel_args(p)
     _json_flag(p)
 
@@ -160,14 +165,7 @@ def _args_sync(p: Parser) -> None:
     p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--no-probe", action="store_true", help="skip the probe after the change")
-    p.add_argument(
-        "--update",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="let this package move to what the recipe allows now (repeatable; the rest stays as envkit installed it)",
-    )
-    p.add_argument("--update-all", action="store_true", help="solve the recipe afresh: every package may move")
+    _update_args(p, kept="what else envkit installed", afresh="every package may move")
     _json_flag(p)
 
 
