@@ -137,7 +137,7 @@ def _update_args(p: Parser, *, kept: str, afresh: str) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help=f"let this package move to what the recipe allows now (repeatable; {kept} stays where it still fits)",
+        help=f"let this package move to what the recipe allows now (repeatable; {kept})",
     )
     p.add_argument("--update-all", action="store_true", help=f"solve the recipe afresh: {afresh}")
 
@@ -154,7 +154,7 @@ def _args_lock(p: Parser) -> None:
         metavar="FILE",
         help="where to write it, - for stdout (default: NAME.lock beside the recipe, ./NAME.lock for built-ins)",
     )
-    _update_args(p, kept="the lock's other pins", afresh="keep none of the lock's pins")
+    _update_args(p, kept="the lock's other pins are kept where they still fit", afresh="keep none of the lock's pins")
     _channel_args(p)
     _json_flag(p)
 
@@ -165,7 +165,7 @@ def _args_sync(p: Parser) -> None:
     p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--no-probe", action="store_true", help="skip the probe after the change")
-    _update_args(p, kept="what else envkit installed", afresh="every package may move")
+    _update_args(p, kept="what else envkit installed stays where it still fits", afresh="every package may move")
     _json_flag(p)
 
 
