@@ -63,7 +63,8 @@ class Moving:
         if self.everything:
             return []
         recorded = [p for p in record.get("packages", []) if isinstance(p, dict) and p.get("url")]
-        unknown = [n for n in self.names if n.lower() not in {str(p["name"]) for p in recorded}]
+        names = {str(p["name"]) for p in recorded}
+        unknown = [n for n in self.names if n.lower() not in names]
         if unknown:
             raise UsageError(
                 f"--update {', '.join(unknown)}: envkit installed no package of that name in this env",
