@@ -162,6 +162,17 @@ def solve_many(
     return _run(everything(), _solve_error)
 
 
+def still_offered(channel_urls: list[str], wanted: list[tuple[str, list[Preferred]]]) -> list[set[str]]:
+    """Per (platform, packages): the URLs of those packages the channels offer today; one that is
+    missing was removed, or moved off the channel's label (conda-forge's broken builds)."""
+
+    async def everything() -> list[list[Any]]:
+        gateway = rattler.Gateway()
+        return await asyncio.gather(*(_still_offered(gateway, channel_urls, platform, packages) for platform, packages in wanted))
+
+    return [{str(r.url) for r in found} for found in _run(everything(), _solve_error)]
+
+
 async def _still_offered(gateway: Any, channel_urls: list[str], platform: str, wanted: list[Preferred]) -> list[Any]:
     """The channels' own records, today, of the `wanted` packages (by URL): what a solve may prefer.
     rattler takes a preferred record as a candidate even where no channel has it any more, and

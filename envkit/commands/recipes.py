@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from envkit.channels import resolve_channels
+from envkit.backend import still_offered
+from envkit.channels import rebase, resolve_channels
 from envkit.commands import Result
 from envkit.commands.lock import lock_platforms, solve_for_lock
 from envkit.errors import EnvkitError, ExitCode, SourceError, UsageError
-from envkit.lock import read_lock
+from envkit.lock import Lock, read_lock
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
 from envkit.recipe.digest import resolved_digest
@@ -218,6 +219,7 @@ def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, 
             missing = sorted(set(platforms) - {p.platform for p in lock.platforms})
             if missing:
                 problems.append(f"{lock_path}: lacks {', '.join(missing)}, which the recipe declares; re-lock with 'envkit lock {where}'")
+            problems += _withdrawn(lock, lock_path, recipe, where)
     try:
         solve_for_lock(recipe, platforms, resolve_channels(list(recipe.channels), {}))
     except EnvkitError as exc:
@@ -225,6 +227,33 @@ def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, 
         problems.append(f"{where}: does not solve today ({', '.join(platforms)}): {_solver_reason(exc.message, where)}{hint}")
     locked = str(lock_path) if lock_path.is_file() or not extended_by else None
     return CheckedRecipe(where, recipe.name, locked, platforms, tuple(problems), extended_by)
+
+
+def _withdrawn(lock: Lock, lock_path: Path, recipe: Recipe, where: str) -> list[str]:
+    """The locked packages the channels no longer offer: a locked create on a machine whose cache
+    lacks them fails to download them (conda-forge moves a broken build off its main label)."""
+    channels = resolve_channels(list(recipe.channels), {})
+    mirrored = {c.canonical: c.url for c in channels if c.url != c.canonical}
+    urls = [c.url for c in channels] + [url for url in lock.channels if url not in {c.canonical for c in channels}]
+    wanted = [
+        (p.platform, [(r.name.normalized, str(r.version), r.build, rebase(str(r.url), mirrored)) for r in p.records])
+        for p in lock.platforms
+    ]
+    try:
+        offered = still_offered(urls, wanted)
+    except EnvkitError:
+        return []  # an unreachable channel: the solve below says so
+    gone = [
+        (platform, name, f"{version} {build}")
+        for (platform, packages), found in zip(wanted, offered, strict=True)
+        for name, version, build, url in packages
+        if url not in found
+    ]
+    return [
+        f"{lock_path}: {platform}: {name} {version} is no longer offered by its channel (removed, or marked broken);"
+        f" move it with 'envkit lock {where} --update {name}' and commit the lock"
+        for platform, name, version in gone
+    ]
 
 
 def check(paths: list[str]) -> Result:

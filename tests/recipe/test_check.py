@@ -7,8 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.conftest import run_envkit
-from tests.support.condapkg import index_channel
+from tests.conftest import run_envkit, write_recipe
+from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 from tests.test_lock import team_recipe, two_platform_channel
 
 
@@ -116,3 +116,32 @@ def test_check_that_finds_no_recipe_fails_instead_of_passing(tmp_path: Path) -> 
     assert "ok recipes/team.yaml" in named.stdout
     (repo / "recipes" / ".pre-commit-config.yaml").write_text("repos: []\n")
     assert run_envkit("recipes", "check", "recipes", cwd=repo).returncode == 0
+
+
+def test_check_names_a_locked_build_its_channel_took_back(tmp_path: Path) -> None:
+    """conda-forge moves a broken build off its main label: the recipe still solves (to another
+    build), but the lock pins one that a machine without it in its cache can no longer download."""
+    channel = tmp_path / "team"
+    for version in ("0.9", "1.0"):
+        write_tar_bz2(channel, PkgMeta("tool", version, "0"), [PkgFile("share/tool.txt", version.encode())])
+    index_channel(channel)
+    repo = tmp_path / "recipes"
+    recipe = write_recipe(
+        repo, "pinned", f"envkit: 1\nname: pinned\nchannels: [{channel.as_uri()}]\nplatforms: [linux-64]\npackages: [tool]\n"
+    )
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    assert run_envkit("recipes", "check", str(repo)).returncode == 0
+    repodata_path = channel / "linux-64" / "repodata.json"
+    repodata = json.loads(repodata_path.read_text())
+    del repodata["packages"]["tool-1.0-0.tar.bz2"]
+    repodata["removed"] = ["tool-1.0-0.tar.bz2"]
+    repodata_path.write_text(json.dumps(repodata))
+    taken_back = run_envkit("recipes", "check", str(repo), "--json")
+    assert taken_back.returncode == 1
+    assert json.loads(taken_back.stdout)["errors"] == [
+        f"{repo / 'pinned.lock'}: linux-64: tool 1.0 0 is no longer offered by its channel (removed, or marked broken);"
+        f" move it with 'envkit lock {recipe} --update tool' and commit the lock"
+    ]
+    # the fix it names
+    assert run_envkit("lock", str(recipe), "--update", "tool").returncode == 0
+    assert run_envkit("recipes", "check", str(repo)).returncode == 0
