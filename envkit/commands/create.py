@@ -14,7 +14,7 @@ from envkit.channels import DEFAULT_ALIAS, ResolvedChannel, resolve_channels
 from envkit.commands import Result
 from envkit.create import CreatedEnv, create_env, ensure_creatable, probe_and_keep
 from envkit.envs import target_prefix
-from envkit.errors import ExitCode, UsageError
+from envkit.errors import ExitCode, InstallError, UsageError
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.digest import resolved_digest, sources_digest
@@ -125,7 +125,10 @@ def create(
         outcome_aborted = CreateOutcome(plan, False, None, None, aborted=True, findings=findings)
         return Result("create", outcome_aborted, int(ExitCode.OK), ("aborted: nothing was changed",))
     provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
-    created = create_env(plan, outcome.records, recipe.origin, force=request.force, reporter=reporter, provenance=provenance)
+    try:
+        created = create_env(plan, outcome.records, recipe.origin, force=request.force, reporter=reporter, provenance=provenance)
+    except InstallError as exc:
+        raise _withdrawn_hint(exc, outcome.records, request, recipe) if lock_info else exc from None
     if not request.probe:
         return Result("create", CreateOutcome(plan, False, created, None, findings=findings))
     from envkit.probe.runner import spec_for  # the probe's machinery only when it runs
@@ -153,6 +156,21 @@ def recipe_provenance(recipe: Recipe, compiled: CompiledRecipe) -> dict[str, Any
         "sources_digest": sources_digest(recipe.chain),
         "resolved_digest": resolved_digest(recipe),
     }
+
+
+def _withdrawn_hint(exc: InstallError, records: list[Any], request: CreateRequest, recipe: Recipe) -> InstallError:
+    """A locked package whose file is gone from its channel (HTTP 404, or a local channel's file
+    missing): the lock pins a build the channel took back, which a re-lock moves."""
+    if exc.hint or not any(sign in exc.message for sign in ("404", "No such file or directory")):
+        return exc
+    gone = [str(r.name.normalized) for r in records if str(r.url).rsplit("/", 1)[-1] in exc.message]
+    if not gone:
+        return exc
+    update = "".join(f" --update {name}" for name in gone)
+    return InstallError(
+        exc.message,
+        hint=f"the lock pins a file its channel no longer has (removed, or marked broken): move it with {_relock(request, recipe, lock_file_for(request.lock, recipe), update)}",
+    )
 
 
 def lock_file_for(request_lock: str | None, recipe: Recipe) -> Path:

@@ -142,6 +142,15 @@ def test_check_names_a_locked_build_its_channel_took_back(tmp_path: Path) -> Non
         f"{repo / 'pinned.lock'}: linux-64: tool 1.0 0 is no longer offered by its channel (removed, or marked broken);"
         f" move it with 'envkit lock {recipe} --update tool' and commit the lock"
     ]
+    # a locked create where the file is gone too says the same
+    (channel / "linux-64" / "tool-1.0-0.tar.bz2").unlink()
+    failed = run_envkit("create", str(recipe), "--locked", "--yes", "--no-probe")
+    assert failed.returncode == 4 and failed.stderr.count("\n") == 1, failed.stderr
+    assert (
+        f"the lock pins a file its channel no longer has (removed, or marked broken): move it with 'envkit lock {recipe} --update tool'"
+        in (failed.stderr)
+    )
     # the fix it names
     assert run_envkit("lock", str(recipe), "--update", "tool").returncode == 0
+    assert run_envkit("create", str(recipe), "--locked", "--yes", "--no-probe").returncode == 0
     assert run_envkit("recipes", "check", str(repo)).returncode == 0
