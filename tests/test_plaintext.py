@@ -190,8 +190,18 @@ def test_off_a_terminal_envkit_loads_no_rich_and_says_what_rich_would(command: l
     assert not re.search(r"\|\s+rich(\.|$)", off.stderr, re.MULTILINE)
 
     shutil.rmtree(tmp_path / "env", ignore_errors=True)
+    (recipe.parent / "team.lock").unlink(missing_ok=True)  # a first lock again, not a re-lock (which says what it kept)
     forced = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | {"FORCE_COLOR": "1"}
     drawn = subprocess.run(cmd, capture_output=True, text=True, check=False, env=forced)
     assert drawn.returncode == 0, drawn.stderr
     assert re.search(r"\|\s+rich\.console$", drawn.stderr, re.MULTILINE)  # rich drew it
     assert "\x1b[1m" in drawn.stdout and ANSI.sub("", drawn.stdout) == off.stdout
+    if command == ["lock"]:  # a re-lock's lines too: what it kept, each platform's changes, what it dropped
+        again = [*cmd[:-1], "--platform", "linux-64", str(recipe)]
+        shutil.copy(recipe.parent / "team.lock", tmp_path / "kept.lock")
+        off = subprocess.run(again, capture_output=True, text=True, check=False)
+        shutil.copy(tmp_path / "kept.lock", recipe.parent / "team.lock")
+        drawn = subprocess.run(again, capture_output=True, text=True, check=False, env=forced)
+        assert off.returncode == 0 and drawn.returncode == 0, off.stderr + drawn.stderr
+        assert "osx-arm64: dropped" in off.stdout and "kept the pins" in off.stdout
+        assert "\x1b[" in drawn.stdout and ANSI.sub("", drawn.stdout) == off.stdout
