@@ -136,6 +136,7 @@ def _update_args(p: Parser, *, kept: str, afresh: str) -> None:
         "--update",
         action="append",
         default=[],
+        type=_given,
         metavar="NAME",
         help=f"let this package move to what the recipe allows now (repeatable; {kept})",
     )

@@ -100,6 +100,8 @@ def test_validate_reports_each_problem_and_exit_2(tmp_path: Path) -> None:
         (["sync", "-n", ""], 2, "argument -n/--name: needs a value, not an empty string"),
         (["remove", "-p", "", "--yes"], 2, "argument -p/--prefix: needs a value"),
         (["lock", "yolov8", "-o", ""], 2, "argument -o/--output: needs a value"),
+        (["lock", "yolov8", "--update", ""], 2, "argument --update: needs a value"),
+        (["sync", "-n", "x", "--update", ""], 2, "argument --update: needs a value"),
     ],
 )
 def test_bad_input_is_one_line_with_exit_code(args: list[str], code: int, needle: str) -> None:
