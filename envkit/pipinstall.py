@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename, parse_wheel_filename
-
 from envkit.errors import InstallError
 from envkit.installed import pip_dists
 from envkit.notices import notify
@@ -40,6 +38,8 @@ def by_hash(name: str, url: str, version: str | None = None) -> str | None:
     if not sha256:
         return None
     if version is None:
+        from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
+
         filename = unquote(urlsplit(location).path.rsplit("/", 1)[-1])
         try:
             version = str(parse_wheel_filename(filename)[1] if filename.endswith(".whl") else parse_sdist_filename(filename)[1])
@@ -129,6 +129,8 @@ def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | No
 
 def _reported(report: Path) -> list[dict[str, str]]:
     """What pip's --report says it installed: name, version, and the URL it took (with #sha256=)."""
+    from packaging.utils import canonicalize_name  # packaging: loaded where pip runs, which is slower by far
+
     installed = []
     for item in json.loads(report.read_text()).get("install", []):
         info = item.get("download_info", {})

@@ -11,8 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
-
 from envkit import backend, envs
 from envkit.activation.writer import RecordedActivation, activation_json, recorded_activation, remove_stale, write_files
 from envkit.audit.engine import audit_plan
@@ -169,6 +167,8 @@ def _pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
 
 
 def _locked_file(name: str, url: str) -> tuple[str, str]:
+    from packaging.utils import canonicalize_name  # packaging: loaded for pip lists only
+
     sha256 = url.partition("#sha256=")[2]
     return canonicalize_name(name.strip()), sha256 or url.strip()
 
