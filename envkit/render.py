@@ -293,9 +293,9 @@ def _lock(c: Out, out: Any) -> None:
             changes = ("new in this lock",) if p.changes is None else p.changes or ("unchanged",)
             for line in changes:
                 c.print(f"    {escape(line)}")
+        _findings(c, [f for f in p.findings if f.severity != "info"], indent="    ")
     for platform in out.dropped:
         c.print(f"  [yellow]{platform}: dropped: the lock it replaces had it, --platform did not ask for it[/yellow]")
-        _findings(c, [f for f in p.findings if f.severity != "info"], indent="    ")
 
 
 def render_sync(c: Out, out: Any) -> None:

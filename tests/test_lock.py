@@ -578,3 +578,23 @@ def test_an_env_whose_lock_moved_on_says_so_in_list_and_sync(tmp_path: Path) -> 
     assert json.loads(run_envkit("list", "--json").stdout)["data"][0]["lock_file"] == "unchanged"
     (recipe.parent / "team.lock").unlink()
     assert "team (its lock is gone)" in run_envkit("list").stdout
+
+
+def test_a_lock_shows_each_platforms_findings_in_text(tmp_path: Path) -> None:
+    """The findings under each platform's line, fresh lock or re-lock (a re-lock's changes printed
+    there once hid them)."""
+    ch = two_platform_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "debugcpu",
+        f"envkit: 1\nname: debugcpu\nchannels: [{ch.as_uri()}]\nplatforms: [linux-64, osx-arm64]\npackages: [tool]\n"
+        "threading:\n  env:\n    MKL_DEBUG_CPU_TYPE: '5'\n",
+    )
+    for attempt in ("first", "again"):
+        shown = run_envkit("lock", str(recipe))
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        at = [n for n, line in enumerate(lines) if line.startswith("  linux-64:") or line.startswith("  osx-arm64:")]
+        assert len(at) == 2, (attempt, shown.stdout)
+        for start, end in zip(at, [*at[1:], len(lines)], strict=True):
+            assert any("warning EK009 MKL_DEBUG_CPU_TYPE set" in line for line in lines[start:end]), (attempt, shown.stdout)
