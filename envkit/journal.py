@@ -218,8 +218,8 @@ def rollback(prefix: Path, cache: Path) -> None:
 def _restore_pip(prefix: Path, wanted: dict[str, Any]) -> None:
     """pip wheels back to `wanted["pip_installed"]` (envkit.sync.pip_repair): drop what the sync
     added, reinstall what it removed or changed and the stash did not bring back, by the exact URLs
-    (and hashes) kept, or the same files by hash from this machine's pip settings. A rollback goes on when pip cannot: the conda side and the record are still
-    put back."""
+    (and hashes) kept, or the same files by hash from this machine's pip settings. A rollback goes
+    on when pip cannot: the conda side and the record are still put back."""
     from envkit.errors import EnvkitError
     from envkit.pipinstall import pip_put_back
     from envkit.sync import pip_repair
