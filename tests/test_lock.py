@@ -594,7 +594,7 @@ def test_a_lock_shows_each_platforms_findings_in_text(tmp_path: Path) -> None:
         shown = run_envkit("lock", str(recipe))
         assert shown.returncode == 0, shown.stderr
         lines = shown.stdout.splitlines()
-        at = [n for n, line in enumerate(lines) if line.startswith("  linux-64:") or line.startswith("  osx-arm64:")]
+        at = [n for n, line in enumerate(lines) if line.startswith(("  linux-64:", "  osx-arm64:"))]
         assert len(at) == 2, (attempt, shown.stdout)
         for start, end in zip(at, [*at[1:], len(lines)], strict=True):
             assert any("warning EK009 MKL_DEBUG_CPU_TYPE set" in line for line in lines[start:end]), (attempt, shown.stdout)
