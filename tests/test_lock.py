@@ -522,6 +522,11 @@ def test_a_re_lock_keeps_pins_through_a_mirror_and_pip_pins_too(tmp_path: Path) 
     moved_on = run_envkit("lock", str(recipe), "--mirror", f"pipchannel={mirror.as_uri()}", "--update", "mpmath", "--json", env=env)
     assert moved_on.returncode == 0, moved_on.stderr
     assert json.loads(moved_on.stdout)["data"]["platforms"][0]["changes"] == ["pip ~ mpmath 1.3.0 -> 9.9"]
+    # a recipe whose pip list the pins no longer fit: pip's constraints are hard, so it resolves afresh
+    recipe.write_text(recipe.read_text().replace("pip: [mpmath]", "pip: ['mpmath <2']"))
+    narrowed = run_envkit("lock", str(recipe), "--mirror", f"pipchannel={mirror.as_uri()}", "--json", env=env)
+    assert narrowed.returncode == 0, narrowed.stderr
+    assert json.loads(narrowed.stdout)["data"]["platforms"][0]["changes"] == ["pip ~ mpmath 9.9 -> 1.3.0"]
 
 
 def test_a_conflicted_lock_is_locked_afresh_and_said(tmp_path: Path) -> None:
