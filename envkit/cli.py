@@ -156,6 +156,7 @@ def _args_lock(p: Parser) -> None:
         help="where to write it, - for stdout (default: NAME.lock beside the recipe, ./NAME.lock for built-ins)",
     )
     _update_args(p, kept="the lock's other pins are kept where they still fit", afresh="keep none of the lock's pins")
+    p.add_argument("--dry-run", action="store_true", help="solve and show what the lock would change; write nothing")
     _channel_args(p)
     _json_flag(p)
 
@@ -389,6 +390,7 @@ def _lock(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
         mirrors=tuple(parse_mirror_flags(args.mirror).items()),
         update=tuple(args.update),
         update_all=args.update_all,
+        dry_run=args.dry_run,
     )
     return result, False
 

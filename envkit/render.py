@@ -276,7 +276,7 @@ def _sources_update(c: Out, updates: Any) -> None:
 
 
 def _lock(c: Out, out: Any) -> None:
-    verb = "not written (the audit refused a platform's plan)" if out.refused else "wrote"
+    verb = "not written (the audit refused a platform's plan)" if out.refused else "would write" if out.dry_run else "wrote"
     where = "the lock to stdout" if out.path == STDOUT else f"[bold]{escape(out.path)}[/bold]"
     c.print(f"{verb} {where} for recipe {out.recipe} (digest {out.recipe_digest[:12]})")
     if out.previous and out.kept:

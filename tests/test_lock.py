@@ -457,6 +457,15 @@ def test_locking_again_keeps_the_pins_the_recipe_still_allows(tmp_path: Path) ->
     write_tar_bz2(ch, PkgMeta("extra", "1.1", "0"), [PkgFile("share/extra.txt", b"1.1\n")])
     index_channel(ch)
     assert run_envkit("lock", str(recipe)).returncode == 0 and pins(lock_path)["extra"] == "1.0"
+    # what is there to move? a dry run says, and writes nothing
+    kept = lock_path.read_bytes()
+    preview = run_envkit("lock", str(recipe), "--update-all", "--dry-run", "--json")
+    assert preview.returncode == 0, preview.stderr
+    doc = json.loads(preview.stdout)
+    assert doc["data"]["dry_run"] is True and doc["messages"] == ["dry run: the lock was not written"]
+    assert doc["data"]["platforms"][0]["changes"] == ["~ extra 1.0 0 -> 1.1 0"]
+    assert lock_path.read_bytes() == kept
+    assert "would write " in run_envkit("lock", str(recipe), "--update-all", "--dry-run").stdout
     everything = run_envkit("lock", str(recipe), "--update-all")
     assert everything.returncode == 0, everything.stderr
     assert "solved afresh (--update-all)" in everything.stdout and "~ extra 1.0 0 -> 1.1 0" in everything.stdout

@@ -8,7 +8,8 @@ have everywhere, never through this machine's mirrors.
 
 Locking again keeps what the lock there pins wherever the recipe still allows it, as pixi and
 conda-lock do: a package added to the recipe does not move every other one to its newest build.
-`--update NAME` releases named pins, `--update-all` every one; what changed is shown per platform."""
+`--update NAME` releases named pins, `--update-all` every one; what changed is shown per platform
+(`--dry-run`: shown, not written)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ class LockOutcome:
     kept: bool = False  # its pins were kept where the recipe allows (not --update-all)
     updated: tuple[str, ...] = ()  # the pins --update released
     dropped: tuple[str, ...] = ()  # platforms the lock replaced had and this one has not (--platform)
+    dry_run: bool = False  # solved and shown, not written
 
 
 def default_lock_path(recipe: Recipe) -> Path:
@@ -143,6 +145,7 @@ def lock(
     mirrors: tuple[tuple[str, str], ...] = (),
     update: tuple[str, ...] = (),
     update_all: bool = False,
+    dry_run: bool = False,
 ) -> Result:
     recipe = load_recipe(recipe_ref)
     require_consistent(recipe)
@@ -186,10 +189,13 @@ def lock(
         kept=keep is not None,
         updated=update,
         dropped=tuple(p.platform for p in previous.platforms if p.platform not in wanted) if previous else (),
+        dry_run=dry_run,
     )
     if blocking:
         why = ("a locked plan fails the audit: no lock was written", "fix the recipe, or add the rule's id to its force: list")
         return Result("lock", replace(outcome, refused=True), int(ExitCode.FINDINGS), why, tuple(blocking))
+    if dry_run:
+        return Result("lock", outcome, messages=("dry run: the lock was not written",))
     write_lock(path, Lock(recipe.name, digest, tuple(c.canonical for c in channels), tuple(locked)))
     return Result("lock", outcome)
 
