@@ -63,6 +63,12 @@ class Moving:
         recorded = [p for p in record.get("packages", []) if isinstance(p, dict) and p.get("url")]
         names = {str(p["name"]) for p in recorded}
         unknown = [n for n in self.names if n.lower() not in names]
+        wheels = {str(p.get("name")) for p in record.get("pip_installed", []) if isinstance(p, dict)}
+        if pip := [n for n in unknown if n.lower().replace("_", "-") in wheels]:
+            raise UsageError(
+                f"--update {', '.join(pip)}: a pip wheel, which a sync moves when the recipe's pip list changes",
+                hint="give its version in the recipe's pip: list (name>=X), then sync",
+            )
         if unknown:
             raise UsageError(
                 f"--update {', '.join(unknown)}: envkit installed no package of that name in this env",
