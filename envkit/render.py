@@ -305,7 +305,7 @@ def render_sync(c: Out, out: Any) -> None:
     c.print(f"[bold]sync[/bold] {escape(out.prefix)} to its {out.source}:")
     if out.lock_set_aside:
         c.print(
-            f"  [yellow]made from the lock {escape(out.lock_set_aside)}: this solves the recipe afresh; --locked installs the lock[/yellow]"
+            f"  [yellow]made from the lock {escape(out.lock_set_aside)}: this syncs it to the recipe instead; --locked installs the lock[/yellow]"
         )
     for ch in out.packages:
         mark = {"added": "[green]+[/green]", "removed": "[red]-[/red]", "changed": "[yellow]~[/yellow]"}[ch.kind]

@@ -220,7 +220,7 @@ def test_sync_to_the_lock(tmp_path: Path) -> None:
     solved = run_envkit("sync", "-n", "tiny", "--dry-run")
     assert solved.returncode == 0 and solved.stdout.splitlines()[:2] == [
         f"sync {prefix} to its recipe:",
-        f"  made from the lock {lock}: this solves the recipe afresh; --locked installs the lock",
+        f"  made from the lock {lock}: this syncs it to the recipe instead; --locked installs the lock",
     ], solved.stdout
     assert json.loads(run_envkit("sync", "-n", "tiny", "--dry-run", "--json").stdout)["data"]["lock_set_aside"] == str(lock)
     assert run_envkit("sync", "-n", "tiny", "--yes", "--no-probe").returncode == 0
