@@ -51,6 +51,12 @@ def to_canonical(channels: list[ResolvedChannel]) -> dict[str, str]:
     return {c.url: c.canonical for c in channels if c.url != c.canonical}
 
 
+def from_canonical(channels: list[ResolvedChannel]) -> dict[str, str]:
+    """Canonical URL -> this machine's URL for each channel it reaches through a mirror: how a
+    lock's URLs are reached here."""
+    return {canonical: url for url, canonical in to_canonical(channels).items()}
+
+
 def rebase(url: str, moves: dict[str, str]) -> str:
     """`url` (a package's, or a channel's) under one channel URL of `moves`, moved to the other."""
     for old, new in moves.items():

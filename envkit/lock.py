@@ -84,6 +84,15 @@ def moved(records: list[Any], moves: dict[str, str]) -> tuple[Any, ...]:
     return tuple(records)
 
 
+def pins(locked: LockedPlatform, moves: dict[str, str], leave: frozenset[str] = frozenset()) -> list[tuple[str, str, str, str]]:
+    """What `locked` pins, as a solve prefers it (envkit.backend.Preferred): name, version, build
+    and the URL this machine reaches it at (`moves`: envkit.channels.from_canonical); but for the
+    `leave` names."""
+    return [
+        (r.name.normalized, str(r.version), r.build, rebase(str(r.url), moves)) for r in locked.records if r.name.normalized not in leave
+    ]
+
+
 def write_lock(path: Path, lock: Lock) -> None:
     """Deterministic: the same lock gives the same bytes (records sorted by name, stable keys)."""
     platforms = {p.platform: LockPlatform(p.platform, virtual_packages=sorted(p.virtual_packages)) for p in lock.platforms}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from envkit.changes import MARKS, change_text
 from envkit.commands import Result
 from envkit.fsutil import STDOUT
 from envkit.plaintext import Out, TextTable, escape
@@ -308,9 +309,8 @@ def render_sync(c: Out, out: Any) -> None:
             f"  [yellow]made from the lock {escape(out.lock_set_aside)}: this syncs it to the recipe instead; --locked installs the lock[/yellow]"
         )
     for ch in out.packages:
-        mark = {"added": "[green]+[/green]", "removed": "[red]-[/red]", "changed": "[yellow]~[/yellow]"}[ch.kind]
-        change = ch.new if ch.kind == "added" else ch.old if ch.kind == "removed" else f"{ch.old} -> {ch.new}"
-        c.print(f"  {mark} {ch.name} {escape(change or '')}")
+        colour = {"added": "green", "removed": "red", "changed": "yellow"}[ch.kind]
+        c.print(f"  [{colour}]{MARKS[ch.kind]}[/{colour}] {ch.name} {escape(change_text(ch.kind, ch.old, ch.new))}")
     for v in out.variables:
         c.print(f"  [cyan]variable[/cyan] {v.name}: {escape(v.old or '(not set by envkit)')} -> {escape(v.new or '(not set by envkit)')}")
     for line in out.pip:

@@ -194,13 +194,12 @@ def solve_or_explain(
     which may be for another machine)."""
     urls = [c.url for c in channels]
     try:
-        if preferred is not None:
-            jobs_for = [(goal.platform, list(goal.virtual), [s.spec for s in c.conda_specs]) for c, goal in jobs]
-            return backend.solve_many(urls, jobs_for, preferred)
-        if len(jobs) == 1:
+        if len(jobs) == 1 and preferred is None:
             compiled, goal = jobs[0]
             return [backend.solve(urls, [s.spec for s in compiled.conda_specs], goal.platform, list(goal.virtual))]
-        return backend.solve_many(urls, [(goal.platform, list(goal.virtual), [s.spec for s in c.conda_specs]) for c, goal in jobs])
+        return backend.solve_many(
+            urls, [(goal.platform, list(goal.virtual), [s.spec for s in c.conda_specs]) for c, goal in jobs], preferred
+        )
     except ChannelError as exc:
         raise SolveError(channel_failure(exc.message, channels), hint=CHANNEL_HINT) from None
     except SolveError as exc:

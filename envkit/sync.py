@@ -16,9 +16,10 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from envkit.activation import SCRIPTS_FORMAT
+from envkit.changes import Kind, differences
 from envkit.condameta import stamp
 from envkit.fsutil import read_exact
 from envkit.installed import dist_files, pip_dists, requires
@@ -37,7 +38,7 @@ class PackageChange:
     """A package a sync adds, removes or moves to another version or build."""
 
     name: str
-    kind: Literal["added", "removed", "changed"]
+    kind: Kind
     old: str | None  # version build
     new: str | None
 
@@ -181,14 +182,7 @@ def packages_as_recorded(prefix: Path, record: dict[str, Any]) -> bool:
 
 def diff_packages(installed: dict[str, str], planned: dict[str, str]) -> tuple[PackageChange, ...]:
     """`name -> "version build"` on each side."""
-    out = []
-    for name in sorted(set(installed) | set(planned)):
-        old, new = installed.get(name), planned.get(name)
-        if old == new:
-            continue
-        kind: Literal["added", "removed", "changed"] = "added" if old is None else "removed" if new is None else "changed"
-        out.append(PackageChange(name, kind, old, new))
-    return tuple(out)
+    return tuple(PackageChange(*change) for change in differences(installed, planned))
 
 
 def diff_variables(old: tuple[EnvOp, ...], new: tuple[EnvOp, ...]) -> tuple[VariableChange, ...]:

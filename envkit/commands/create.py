@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from envkit import backend
 from envkit.activation.model import ActivationSettings, Setting, resolve
 from envkit.audit.engine import Finding, audit_plan, inventory_of_plan
-from envkit.channels import DEFAULT_ALIAS, ResolvedChannel, resolve_channels
+from envkit.channels import DEFAULT_ALIAS, ResolvedChannel, from_canonical, resolve_channels
 from envkit.commands import Result
 from envkit.create import CreatedEnv, create_env, ensure_creatable, probe_and_keep
 from envkit.envs import target_prefix
@@ -248,7 +248,7 @@ def plan_from_lock(
     here = resolve_channels(named, dict(request.mirrors)) if named else []  # no name, no mirror (nor config to read)
     mirrored = {c.canonical: c for c in here if c.url != c.canonical}
     channels = [mirrored.get(url) or ResolvedChannel(url, url, "lock") for url in lock.channels]
-    records = moved(list(locked.records), {c.canonical: c.url for c in mirrored.values()})
+    records = moved(list(locked.records), from_canonical(list(mirrored.values())))
     plan = plan_from_records(
         compiled,
         prefix,

@@ -20,11 +20,12 @@ from typing import Any
 from envkit import backend, paths
 from envkit.activation.model import resolve
 from envkit.audit.engine import Finding, audit_plan
-from envkit.channels import ResolvedChannel, check_local_channel, rebase, resolve_channels, to_canonical
+from envkit.changes import MARKS, change_text, differences
+from envkit.channels import ResolvedChannel, check_local_channel, from_canonical, resolve_channels, to_canonical
 from envkit.commands import Result
 from envkit.errors import EnvkitError, ExitCode, UsageError
 from envkit.fsutil import is_stdout, output_path
-from envkit.lock import Lock, LockedPip, LockedPlatform, moved, read_lock, write_lock
+from envkit.lock import Lock, LockedPip, LockedPlatform, moved, pins, read_lock, write_lock
 from envkit.notices import notify
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import require_consistent
@@ -119,18 +120,9 @@ def solve_for_lock(
     preferred = None
     if keep is not None:
         # the lock's URLs are the names' own: this machine reaches them through its mirrors
-        mirrored = {c.canonical: c.url for c in channels if c.url != c.canonical}
+        moves = from_canonical(channels)
         pinned = [keep.for_platform(goal.platform) for _, goal in jobs]
-        preferred = [
-            [
-                (r.name.normalized, str(r.version), r.build, rebase(str(r.url), mirrored))
-                for r in old.records
-                if r.name.normalized not in update
-            ]
-            if old
-            else []
-            for old in pinned
-        ]
+        preferred = [pins(old, moves, update) if old else [] for old in pinned]
     solved = solve_or_explain(jobs, channels, name_platform=True, preferred=preferred)
     return [(compiled, goal, records) for (compiled, goal), records in zip(jobs, solved, strict=True)]
 
@@ -240,23 +232,15 @@ def released_pins(previous: Lock | None, path: Path, update: tuple[str, ...]) ->
 
 
 def lock_changes(before: LockedPlatform, records: tuple[Any, ...], pip: tuple[LockedPip, ...]) -> tuple[str, ...]:
-    """What a platform's packages did since the lock replaced: `+ name version build`, `- ...`,
-    `~ name old -> new`, then pip's, `pip ~ name old -> new`."""
-    lines = _differences(
+    """What a platform's packages did since the lock replaced, as sync says a change (`+ name
+    version build`, `- ...`, `~ name old -> new`), then pip's (`pip ~ name old -> new`)."""
+    conda = differences(
         {r.name.normalized: f"{r.version} {r.build}" for r in before.records},
         {r.name.normalized: f"{r.version} {r.build}" for r in records},
-        "",
     )
-    return lines + _differences({q.name: q.version for q in before.pip}, {q.name: q.version for q in pip}, "pip ")
-
-
-def _differences(old: dict[str, str], new: dict[str, str], kind: str) -> tuple[str, ...]:
-    lines = []
-    for name in sorted(old.keys() | new.keys()):
-        if name not in old:
-            lines.append(f"{kind}+ {name} {new[name]}")
-        elif name not in new:
-            lines.append(f"{kind}- {name} {old[name]}")
-        elif old[name] != new[name]:
-            lines.append(f"{kind}~ {name} {old[name]} -> {new[name]}")
-    return tuple(lines)
+    wheels = differences({q.name: q.version for q in before.pip}, {q.name: q.version for q in pip})
+    return tuple(
+        f"{kind}{MARKS[change]} {name} {change_text(change, old, new)}"
+        for kind, found in (("", conda), ("pip ", wheels))
+        for name, change, old, new in found
+    )

@@ -7,11 +7,11 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from envkit.backend import still_offered
-from envkit.channels import rebase, resolve_channels
+from envkit.channels import ResolvedChannel, from_canonical, resolve_channels
 from envkit.commands import Result
 from envkit.commands.lock import lock_platforms, solve_for_lock
 from envkit.errors import EnvkitError, ExitCode, SourceError, UsageError
-from envkit.lock import Lock, read_lock
+from envkit.lock import Lock, pins, read_lock
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
 from envkit.recipe.digest import resolved_digest
@@ -201,6 +201,7 @@ def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, 
     if isinstance(recipe, EnvkitError):
         return CheckedRecipe(where, None, None, (), tuple(recipe.lines()))
     platforms = lock_platforms(recipe, ())
+    channels = resolve_channels(list(recipe.channels), {})
     lock_path = path.parent / f"{recipe.name}.lock"
     problems: list[str] = []
     if not lock_path.is_file():
@@ -219,9 +220,9 @@ def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, 
             missing = sorted(set(platforms) - {p.platform for p in lock.platforms})
             if missing:
                 problems.append(f"{lock_path}: lacks {', '.join(missing)}, which the recipe declares; re-lock with 'envkit lock {where}'")
-            problems += _withdrawn(lock, lock_path, recipe, where)
+            problems += _withdrawn(lock, lock_path, channels, where)
     try:
-        solve_for_lock(recipe, platforms, resolve_channels(list(recipe.channels), {}))
+        solve_for_lock(recipe, platforms, channels)
     except EnvkitError as exc:
         hint = f" ({exc.hint})" if exc.hint else ""
         problems.append(f"{where}: does not solve today ({', '.join(platforms)}): {_solver_reason(exc.message, where)}{hint}")
@@ -229,16 +230,11 @@ def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, 
     return CheckedRecipe(where, recipe.name, locked, platforms, tuple(problems), extended_by)
 
 
-def _withdrawn(lock: Lock, lock_path: Path, recipe: Recipe, where: str) -> list[str]:
+def _withdrawn(lock: Lock, lock_path: Path, channels: list[ResolvedChannel], where: str) -> list[str]:
     """The locked packages the channels no longer offer: a locked create on a machine whose cache
     lacks them fails to download them (conda-forge moves a broken build off its main label)."""
-    channels = resolve_channels(list(recipe.channels), {})
-    mirrored = {c.canonical: c.url for c in channels if c.url != c.canonical}
     urls = [c.url for c in channels] + [url for url in lock.channels if url not in {c.canonical for c in channels}]
-    wanted = [
-        (p.platform, [(r.name.normalized, str(r.version), r.build, rebase(str(r.url), mirrored)) for r in p.records])
-        for p in lock.platforms
-    ]
+    wanted = [(p.platform, pins(p, from_canonical(channels))) for p in lock.platforms]
     try:
         offered = still_offered(urls, wanted)
     except EnvkitError:
