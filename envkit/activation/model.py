@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from envkit.cpus import physical_cores
 from envkit.recipe.model import EnvOp
 
 PHYSICAL_CORES = "physical-cores"
@@ -44,29 +43,6 @@ class ActivationSettings:
             }
             for s in self.settings
         )
-
-
-def physical_cores(cpuinfo: Path = Path("/proc/cpuinfo")) -> int:
-    """Count distinct (package, core) pairs; fall back to logical CPUs where that is unknown."""
-    try:
-        text = cpuinfo.read_text()
-    except OSError:
-        return os.cpu_count() or 1
-    cores: set[tuple[str, str]] = set()
-    package = core = None
-    for line in [*text.splitlines(), ""]:
-        if not line.strip():
-            if core is not None:
-                cores.add((package or "0", core))
-            package = core = None
-            continue
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "physical id":
-            package = value.strip()
-        elif key == "core id":
-            core = value.strip()
-    return len(cores) or os.cpu_count() or 1
 
 
 def resolve(settings: ActivationSettings, cores: int | None = None) -> tuple[EnvOp, ...]:

@@ -6,13 +6,13 @@ says what else that command would take with it."""
 
 from __future__ import annotations
 
-import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from envkit.audit.inventory import Inventory
+from envkit.cpus import usable_cpus
 from envkit.installed import dependents, wheel_torch_build
 from envkit.record import RECORD_REL
 
@@ -435,12 +435,12 @@ def cuda_without_driver(inv: Inventory) -> list[str]:
 def oversubscription(inv: Inventory) -> list[str]:
     if not inv.on_this_machine:  # a lock, or another platform's plan: this machine's CPUs say nothing
         return []
-    cores = os.cpu_count() or 1
+    cpus = usable_cpus()
     out = []
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         value = inv.setting(var)
-        if value and value.isdigit() and int(value) > cores:
-            out.append(f"{var}={value} exceeds the {cores} CPUs here")
+        if value and value.isdigit() and int(value) > cpus:
+            out.append(f"{var}={value} exceeds the {cpus} CPU{'s' if cpus > 1 else ''} a process here may use")
     return out
 
 
@@ -660,7 +660,9 @@ RULES: tuple[Rule, ...] = (
         "warning",
         "thread counts above the CPU count",
         "Each process starts that many threads; above the core count they thrash, and DDP multiplies it by the rank count. "
-        "Judged against the machine the env is on: a lock, or a plan for another platform, is not judged by this one's CPUs.",
+        "Judged against the CPUs a process here may use: its affinity mask (taskset, a Slurm job's CPUs) and its cgroup's "
+        "CPU quota (docker --cpus, a Kubernetes limit), not the machine's total. A lock, or a plan for another platform, "
+        "is not judged by this machine's CPUs.",
         "Set OMP_NUM_THREADS/MKL_NUM_THREADS to about physical cores / ranks.",
         ("https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py",),
         oversubscription,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.activation.model import physical_cores, resolve
+from envkit.activation.model import resolve
 from envkit.recipe.compile import compile_recipe, effective_threading_layer
 from envkit.recipe.loader import load_recipe
 from tests.conftest import write_recipe
@@ -86,14 +86,6 @@ def test_user_spec_replaces_toolchain_default_and_env_overrides(tmp_path: Path) 
     specs, env = compiled(tmp_path, "{blas: mkl, openmp: llvm}", extra)
     assert specs.count("llvm-openmp >=21") == 1 and "llvm-openmp" not in specs
     assert env == {"OMP_NUM_THREADS": "6", "MKL_THREADING_LAYER": "SEQUENTIAL"}
-
-
-def test_physical_cores_reads_cpuinfo(tmp_path: Path) -> None:
-    info = tmp_path / "cpuinfo"
-    blocks = [f"processor\t: {i}\nphysical id\t: {i // 4}\ncore id\t\t: {i % 2}\n" for i in range(8)]
-    info.write_text("\n".join(blocks))
-    assert physical_cores(info) == 4
-    assert physical_cores(tmp_path / "missing") >= 1
 
 
 def test_shipped_recipes_compile_to_specs_conda_forge_users_recognise() -> None:

@@ -1,0 +1,118 @@
+"""The CPUs a thread count must fit: a process's affinity mask and its cgroup's CPU quota, not the
+machine's total. Where envkit writes `physical-cores` inside a job that was given part of a node
+(Slurm, taskset, docker --cpus), the node's count oversubscribes the job; the audit judged thread
+counts by the node's count too."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envkit.cpus import cores_in, cpu_quota, within_quota
+from tests.conftest import run_envkit, write_recipe
+from tests.support.tiny import tiny_channel
+
+# two packages of two cores, each core two hardware threads: CPUs 0-3 on package 0, 4-7 on 1;
+# siblings (0, 1), (2, 3), ... share a core
+SMT = "\n".join(f"processor\t: {i}\nphysical id\t: {i // 4}\ncore id\t\t: {i % 4 // 2}\n" for i in range(8))
+
+needs_two_cpus = pytest.mark.skipif(
+    shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2, reason="needs taskset and two CPUs to pin to one"
+)
+
+
+def test_cores_are_counted_among_the_cpus_a_process_may_use() -> None:
+    assert cores_in(SMT, None) == 4
+    assert cores_in(SMT, frozenset(range(8))) == 4
+    assert cores_in(SMT, frozenset({0, 1})) == 1  # two hardware threads of one core
+    assert cores_in(SMT, frozenset({0, 2, 4})) == 3
+    assert cores_in(SMT, frozenset({4, 5, 6, 7})) == 2
+    assert cores_in("", None) == 0  # no topology: the caller falls back to the CPUs
+
+
+def test_a_quota_cuts_the_count_down_never_below_one() -> None:
+    assert within_quota(8, None) == 8
+    assert within_quota(8, 2.5) == 2  # a third thread would be throttled
+    assert within_quota(8, 0.5) == 1
+    assert within_quota(2, 16.0) == 2
+
+
+def _cgroup(tmp_path: Path, membership: str) -> Path:
+    own = tmp_path / "self-cgroup"
+    own.write_text(membership)
+    return own
+
+
+def test_cgroup_v2_quota_is_the_tightest_of_the_cgroup_and_its_parents(tmp_path: Path) -> None:
+    root = tmp_path / "fs"
+    (root / "kubepods" / "pod1" / "ctr").mkdir(parents=True)
+    (root / "kubepods" / "cpu.max").write_text("max 100000\n")
+    (root / "kubepods" / "pod1" / "cpu.max").write_text("150000 100000\n")
+    (root / "kubepods" / "pod1" / "ctr" / "cpu.max").write_text("400000 100000\n")
+    assert cpu_quota(_cgroup(tmp_path, "0::/kubepods/pod1/ctr\n"), root) == 1.5
+    # inside a container the path names the host's hierarchy; the container's own root is mounted
+    (root / "cpu.max").write_text("300000 100000\n")
+    assert cpu_quota(_cgroup(tmp_path, "0::/not/mounted/here\n"), root) == 3.0
+    (root / "cpu.max").write_text("max 100000\n")
+    assert cpu_quota(_cgroup(tmp_path, "0::/\n"), root) is None
+
+
+def test_cgroup_v1_quota_is_read_from_the_cpu_controller(tmp_path: Path) -> None:
+    root = tmp_path / "fs"
+    job = root / "cpu,cpuacct" / "slurm" / "job_7"
+    job.mkdir(parents=True)
+    (job / "cpu.cfs_quota_us").write_text("200000\n")
+    (job / "cpu.cfs_period_us").write_text("100000\n")
+    membership = "11:memory:/slurm/job_7\n4:cpu,cpuacct:/slurm/job_7\n0::/\n"
+    assert cpu_quota(_cgroup(tmp_path, membership), root) == 2.0
+    (job / "cpu.cfs_quota_us").write_text("-1\n")  # no quota
+    assert cpu_quota(_cgroup(tmp_path, membership), root) is None
+    assert cpu_quota(tmp_path / "no-such-file", root) is None
+
+
+def _pinned(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """envkit run in a process allowed one CPU, as in a Slurm job given one CPU of the node."""
+    return subprocess.run(
+        ["taskset", "-c", "0", sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=env, check=False, timeout=600
+    )
+
+
+@needs_two_cpus
+def test_physical_cores_written_in_a_job_are_the_jobs(tmp_path: Path) -> None:
+    """Created inside a job given one CPU of this two-core machine, `physical-cores` was 2."""
+    channel = tiny_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "cores",
+        f"envkit: 1\nname: cores\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: physical-cores}}\n",
+    )
+    prefix = tmp_path / "env"
+    created = _pinned("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env=dict(os.environ))
+    assert created.returncode == 0, created.stderr
+    [op] = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())["activation"]["ops"]
+    assert (op["name"], op["value"], op["computed"]) == ("OMP_NUM_THREADS", "1", "physical-cores")
+    script = next((prefix / "etc" / "conda" / "activate.d").glob("*.sh")).read_text()
+    assert "export OMP_NUM_THREADS='1'" in script
+
+
+@needs_two_cpus
+def test_the_audit_judges_thread_counts_by_the_cpus_a_process_may_use(tmp_path: Path) -> None:
+    channel = tiny_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "two",
+        f"envkit: 1\nname: two\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: 2}}\n",
+    )
+    prefix = tmp_path / "env"
+    created = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
+    assert created.returncode == 0, created.stderr
+    assert "EK015" not in run_envkit("audit", "-p", str(prefix), "--json").stdout  # both CPUs
+    audited = _pinned("audit", "-p", str(prefix), "--json", env=dict(os.environ))
+    findings = [f for f in json.loads(audited.stdout)["data"]["audits"][0]["findings"] if f["rule_id"] == "EK015"]
+    assert [f["evidence"] for f in findings] == ["OMP_NUM_THREADS=2 exceeds the 1 CPU a process here may use"], audited.stdout
