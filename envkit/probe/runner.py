@@ -18,6 +18,7 @@ from typing import Any
 
 from envkit.activation.runenv import activated_environment
 from envkit.activation.writer import ops_from_json
+from envkit.cpus import usable_cpus
 from envkit.errors import EnvkitError, ProbeError
 from envkit.fsutil import scratch_dir
 from envkit.installed import conda_packages, pip_dists, torch_build
@@ -96,6 +97,7 @@ def probe_config(spec: ProbeSpec, threading: dict[str, str], workdir: str | None
         "timeout": spec.timeout,
         "threading": threading,
         "torch_build": spec.torch_build,
+        "usable_cpus": usable_cpus(),  # the cgroup's quota included, which the probe's stdlib cannot read as simply
     }
 
 

@@ -32,7 +32,7 @@ def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str,
         if have != want:
             problems.append(f"{var} is {have!r}, the recipe sets {want!r}")
     nproc = int(cfg.get("nproc", 2)) if cfg.get("ddp", True) else 1
-    cpus = usable_cpus()
+    cpus = cfg["usable_cpus"] if isinstance(cfg.get("usable_cpus"), int) else usable_cpus()
     ranks = [n for n in ((gloo or {}).get("data") or {}).get("rank_threads", []) if isinstance(n, int)]
     measured = bool(ranks) or data.get("torch_threads") is not None  # no torch: no threads per rank to weigh
     per_rank = max(ranks) if ranks else (data.get("torch_threads") or 1)
