@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+PHYSICAL_CORES = "physical-cores"  # a recipe's thread count worked out here: physical_cores()
+
 CPUINFO = Path("/proc/cpuinfo")
 SELF_CGROUP = Path("/proc/self/cgroup")
 CGROUP_ROOT = Path("/sys/fs/cgroup")

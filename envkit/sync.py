@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from envkit.activation import SCRIPTS_FORMAT
 from envkit.changes import Kind, differences
 from envkit.condameta import stamp
+from envkit.cpus import PHYSICAL_CORES, physical_cores
 from envkit.fsutil import read_exact
 from envkit.installed import dist_files, pip_dists, requires
 from envkit.recipe.digest import sources_digest
@@ -168,7 +169,23 @@ def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
     # with a lock too: an edited recipe may have made the lock stale, which only the full look can tell
     if recipe_files(recipe) != "unchanged":
         return False
-    return packages_as_recorded(prefix, record) and pip_state(prefix) == recorded_pip(record) and scripts_match(prefix, record)
+    return (
+        packages_as_recorded(prefix, record)
+        and pip_state(prefix) == recorded_pip(record)
+        and scripts_match(prefix, record)
+        and computed_values_hold(record)
+    )
+
+
+def computed_values_hold(record: dict[str, Any]) -> bool:
+    """Each value worked out where the scripts were written (physical-cores) comes out the same
+    here: a sync run in a job given fewer CPUs, or on another node of an env on shared storage,
+    writes this one's (the full look's difference shows it)."""
+    computed = [op for op in (record.get("activation") or {}).get("ops") or () if isinstance(op, dict) and op.get("computed")]
+    if not computed:
+        return True
+    here = str(physical_cores())
+    return all(op.get("computed") == PHYSICAL_CORES and op.get("value") == here for op in computed)
 
 
 def packages_as_recorded(prefix: Path, record: dict[str, Any]) -> bool:

@@ -116,3 +116,35 @@ def test_the_audit_judges_thread_counts_by_the_cpus_a_process_may_use(tmp_path: 
     audited = _pinned("audit", "-p", str(prefix), "--json", env=dict(os.environ))
     findings = [f for f in json.loads(audited.stdout)["data"]["audits"][0]["findings"] if f["rule_id"] == "EK015"]
     assert [f["evidence"] for f in findings] == ["OMP_NUM_THREADS=2 exceeds the 1 CPU a process here may use"], audited.stdout
+
+
+@needs_two_cpus
+def test_sync_in_a_smaller_job_writes_its_count_and_then_has_nothing_to_do(tmp_path: Path) -> None:
+    """An env made on the whole machine, used in a job given one CPU: the audit there flagged the
+    count and named no way out, since sync's quick answer ("nothing to do") looked at the recipe
+    only, while its full look would have written the job's count."""
+    channel = tiny_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "cores",
+        f"envkit: 1\nname: cores\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: physical-cores}}\n",
+    )
+    prefix = tmp_path / "env"
+    assert run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe").returncode == 0
+    env = dict(os.environ)
+    audited = _pinned("audit", "-p", str(prefix), "--json", env=env)
+    [finding] = [f for f in json.loads(audited.stdout)["data"]["audits"][0]["findings"] if f["rule_id"] == "EK015"]
+    assert finding["evidence"] == (
+        "OMP_NUM_THREADS=2 exceeds the 1 CPU a process here may use "
+        "(the physical cores where its scripts were written: 'envkit sync' here writes this machine's)"
+    )
+    looked = _pinned("sync", "-p", str(prefix), "--dry-run", env=env)
+    assert looked.returncode == 0 and "variable OMP_NUM_THREADS: = '2' -> = '1'" in looked.stdout, looked.stdout
+    assert _pinned("sync", "-p", str(prefix), "--yes", "--no-probe", env=env).returncode == 0
+    script = next((prefix / "etc" / "conda" / "activate.d").glob("*.sh")).read_text()
+    assert "export OMP_NUM_THREADS='1'" in script
+    again = _pinned("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stdout
+    assert "EK015" not in _pinned("audit", "-p", str(prefix), "--json", env=env).stdout
+    # back on the whole machine, the machine's count again
+    assert "variable OMP_NUM_THREADS: = '1' -> = '2'" in run_envkit("sync", "-p", str(prefix), "--dry-run").stdout

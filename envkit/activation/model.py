@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from envkit.cpus import physical_cores
+from envkit.cpus import PHYSICAL_CORES, physical_cores
 from envkit.recipe.model import EnvOp
-
-PHYSICAL_CORES = "physical-cores"
 
 
 @dataclass(frozen=True)

@@ -436,11 +436,16 @@ def oversubscription(inv: Inventory) -> list[str]:
     if not inv.on_this_machine:  # a lock, or another platform's plan: this machine's CPUs say nothing
         return []
     cpus = usable_cpus()
+    ops = ((inv.record or {}).get("activation") or {}).get("ops") or ()
+    computed = {op.get("name") for op in ops if isinstance(op, dict) and op.get("computed")}
     out = []
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         value = inv.setting(var)
         if value and value.isdigit() and int(value) > cpus:
-            out.append(f"{var}={value} exceeds the {cpus} CPU{'s' if cpus > 1 else ''} a process here may use")
+            found = f"{var}={value} exceeds the {cpus} CPU{'s' if cpus > 1 else ''} a process here may use"
+            if var in computed and inv.activation[var].source == "envkit":
+                found += " (the physical cores where its scripts were written: 'envkit sync' here writes this machine's)"
+            out.append(found)
     return out
 
 

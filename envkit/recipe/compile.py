@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import rattler
 
-from envkit.activation.model import PHYSICAL_CORES, ActivationSettings, Setting
+from envkit.activation.model import ActivationSettings, Setting
+from envkit.cpus import PHYSICAL_CORES
 from envkit.errors import Location
 from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import has_mutex, torch_flavour
