@@ -16,7 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from envkit.errors import SolveError
 from envkit.lock import LockedPip
@@ -53,10 +55,12 @@ def resolve(
     keep: tuple[tuple[str, str], ...] = (),
 ) -> tuple[LockedPip, ...]:
     """Exact pip packages for `specs` on `platform` with CPython `python` (X.Y), at the versions
-    `keep` names (the lock being replaced) where the specs allow them all: pip's constraints are
-    hard, so where they cannot all hold, pip resolves afresh."""
+    `keep` names (the lock being replaced) where the specs allow them: a pin a spec itself rules
+    out is let go; pip's constraints are hard, so where the rest cannot all hold, pip resolves
+    afresh."""
     if not specs:
         return ()
+    keep = still_allowed(specs, keep)
     major, minor = python.split(".")[:2]
     tags = platform_tags(platform, virtual.get("__glibc"), virtual.get("__osx"))
     provided = {canonicalize_name(CONDA_TO_PYPI.get(n, n)) for n in conda_names}
@@ -94,3 +98,26 @@ def resolve(
         url = info["url"] + (f"#sha256={sha}" if sha else "")
         out.append(LockedPip(str(name), str(meta["version"]), url))
     return tuple(sorted(out, key=lambda p: p.name))
+
+
+def still_allowed(specs: tuple[str, ...], keep: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The pins no spec rules out by name and version: a teammate who narrows one requirement
+    (`mpmath <2`) moves that package only, where handing pip the old pin with it would fail and
+    move every package. A spec given as a URL or path rules out every pin of its name."""
+    ruled: dict[str, list[Requirement | None]] = {}
+    for spec in specs:
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement:  # a path or an option: pip reads it, and says what is wrong
+            continue
+        ruled.setdefault(canonicalize_name(req.name), []).append(None if req.url else req)
+    out = []
+    for name, version in keep:
+        reqs = ruled.get(canonicalize_name(name), [])
+        try:
+            fits = all(req is not None and req.specifier.contains(Version(version), prereleases=True) for req in reqs)
+        except InvalidVersion:
+            fits = False
+        if fits:
+            out.append((name, version))
+    return tuple(out)

@@ -538,6 +538,31 @@ def test_a_re_lock_keeps_pins_through_a_mirror_and_pip_pins_too(tmp_path: Path) 
     assert json.loads(narrowed.stdout)["data"]["platforms"][0]["changes"] == ["pip ~ mpmath 9.9 -> 1.3.0"]
 
 
+def test_a_narrowed_pip_requirement_moves_that_package_only(tmp_path: Path) -> None:
+    """pip's constraints are hard: a pin the recipe's own pip list now rules out made pip fail with
+    every pin, and the fresh resolve that followed moved every other wheel to its newest too."""
+    channel, links = pip_channel(tmp_path)
+    for name in ("alpha", "beta"):
+        homemade_wheel(links, name, "1.0", {f"{name}/__init__.py": "v = 1\n"})
+    recipe = write_recipe(
+        tmp_path / "r",
+        "twopip",
+        f'envkit: 1\nname: twopip\nchannels: [{channel.as_uri()}]\npython: "3.11"\nplatforms: [linux-64]\n'
+        "packages: [pip]\npip: [alpha, beta]\n",
+    )
+    lock_path = recipe.parent / "twopip.lock"
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("lock", str(recipe), env=env).returncode == 0
+    assert (pins(lock_path)["pip:alpha"], pins(lock_path)["pip:beta"]) == ("1.0", "1.0")
+    for name, version in (("alpha", "2.0"), ("beta", "2.0"), ("beta", "0.5")):
+        homemade_wheel(links, name, version, {f"{name}/__init__.py": "v = 2\n"})
+    recipe.write_text(recipe.read_text().replace("pip: [alpha, beta]", "pip: [alpha, 'beta <1']"))
+    relocked = run_envkit("lock", str(recipe), "--json", env=env)
+    assert relocked.returncode == 0, relocked.stderr
+    assert json.loads(relocked.stdout)["data"]["platforms"][0]["changes"] == ["pip ~ beta 1.0 -> 0.5"]
+    assert pins(lock_path)["pip:alpha"] == "1.0"
+
+
 def test_a_conflicted_lock_is_locked_afresh_and_said(tmp_path: Path) -> None:
     ch = two_platform_channel(tmp_path)
     recipe = team_recipe(tmp_path / "recipes", ch, platforms="[linux-64]")
