@@ -65,7 +65,9 @@ def physical_cores() -> int:
         text = CPUINFO.read_text()
     except OSError:
         text = ""
-    return within_quota(cores_in(text, allowed_cpus()) or usable_cpus(), cpu_quota())
+    allowed = allowed_cpus()
+    cpus = cores_in(text, allowed) or (len(allowed) if allowed else os.cpu_count() or 1)
+    return within_quota(cpus, cpu_quota())
 
 
 def cores_in(cpuinfo: str, allowed: frozenset[int] | None) -> int:

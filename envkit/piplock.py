@@ -103,7 +103,7 @@ def resolve(
 def still_allowed(specs: tuple[str, ...], keep: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     """The pins no spec rules out by name and version: a teammate who narrows one requirement
     (`mpmath <2`) moves that package only, where handing pip the old pin with it would fail and
-    move every package. A spec given as a URL or path rules out every pin of its name."""
+    move every package. A spec that names a URL (`name @ url`) rules out every pin of its name."""
     ruled: dict[str, list[Requirement | None]] = {}
     for spec in specs:
         try:
