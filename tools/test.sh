@@ -11,12 +11,16 @@ done
 ldconfig -p | grep -q 'libomp\.so\.5 ' || need+=(libomp5-14)
 # the system's python3 with venv: tests/test_shared_env.py runs envkit as another user from it
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
-if [ "${#need[@]}" -gt 0 ]; then
-    echo "installing from Debian: ${need[*]}"
+# Wine's cmd.exe runs the cmd.exe activation scripts (tests/activation/test_cmd.py)
+wine=0; [ -x /usr/lib/wine/wine64 ] || wine=1
+if [ "${#need[@]}" -gt 0 ] || [ "$wine" -eq 1 ]; then
+    echo "installing from Debian: ${need[*]}$([ "$wine" -eq 1 ] && echo " wine64")"
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     # pypy3 is Python 3.9: the in-env probe's floor, run for real by the tests
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git libomp5-14 pypy3 python3-venv >/dev/null
+    [ "${#need[@]}" -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git libomp5-14 pypy3 python3-venv >/dev/null
+    # wine64 alone: its recommends are a desktop's worth of packages cmd.exe does not need
+    [ "$wine" -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends wine64 >/dev/null
 fi
 
 PY="${PYTHON:-python3}"

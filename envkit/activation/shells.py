@@ -279,8 +279,40 @@ def _cmd_value(value: str) -> str:
     return value.replace("%", "%%")
 
 
-def _cmd_unrepresentable(name: str) -> str:
-    return f"@ECHO envkit: {name} holds a newline, which cmd.exe cannot represent; it was not set 1>&2"
+def _cmd_unsafe(value: str) -> str | None:
+    """What keeps a value out of a cmd.exe script. A newline ends the line. A double quote ends the
+    quoting of `SET "NAME=..."`, and cmd.exe runs what follows an `&` or `|` as a command (`a"&calc`
+    ran calc); set unquoted and caret-escaped, the value would still run once another script
+    expands it (`%NAME%`, as every save and prepend does), so no value holding one is set at all."""
+    if "\n" in value or "\r" in value:
+        return "a newline"
+    return "a double quote" if '"' in value else None
+
+
+def _cmd_unrepresentable(name: str, what: str) -> str:
+    return f"@ECHO envkit: {name} holds {what}, which cmd.exe cannot take safely; it was not set 1>&2"
+
+
+def _cmd_dedupable(op: EnvOp) -> bool:
+    """Entries cmd.exe's `%NAME:old=new%` can find: a `;` list (Windows' own), none holding `%` or
+    `=`, which that syntax cannot take. Others are added as they are, duplicates and all."""
+    return op.separator == ";" and not any("%" in e or "=" in e for e in op.entries)
+
+
+def _cmd_list(op: EnvOp) -> list[str]:
+    """Prepend or append as the other shells do: each new entry taken out of the list first (so a
+    second activation adds nothing), empty entries dropped. `;list;` with `;entry;` replaced by `;`,
+    three times over, since one pass leaves every second one of adjacent copies (and of `;;` runs):
+    up to seven in a row go. Matching is case-insensitive, as Windows paths are."""
+    t = "_envkit_t"
+    lines = [f'@SET "{t}=;%{op.name}%;"']
+    for entry in [*op.entries, ""]:  # "": the empty entries
+        lines += [f'@SET "{t}=%{t}:;{entry};=;%"'] * 3
+    lines.append(f'@SET "{t}=%{t}:~1,-1%"')
+    joined = ";".join(op.entries)
+    both = f"{joined};%{t}%" if op.action == "prepend" else f"%{t}%;{joined}"
+    lines += [f'@IF DEFINED {t} (SET "{op.name}={both}") ELSE (SET "{op.name}={joined}")', f'@SET "{t}="']
+    return lines
 
 
 # conda's cmd.exe activation (26.x) CALLs each hook and stops with "Activation script ... failed"
@@ -299,12 +331,15 @@ def cmd(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
         act.append(f'@IF DEFINED {name} (SET "{_old(ctx, name)}=%{name}%") ELSE (SET "{_old(ctx, name)}=")')
     act += [f'@SET "{_marker(ctx)}=1"', f":{label}_apply"]
     for op in ops:
-        if op.action == "set" and ("\n" in op.value or "\r" in op.value):
-            act.append(_cmd_unrepresentable(op.name))
+        unsafe = _cmd_unsafe(op.value if op.action == "set" else "".join(op.entries))
+        if unsafe:
+            act.append(_cmd_unrepresentable(op.name, unsafe))
         elif op.action == "set":
             act.append(f'@SET "{op.name}={_cmd_value(op.value)}"')
         elif op.action == "unset":
             act.append(f'@SET "{op.name}="')
+        elif _cmd_dedupable(op):
+            act += _cmd_list(op)
         else:
             joined = _cmd_value(op.separator.join(op.entries))
             both = f"{joined}{op.separator}%{op.name}%" if op.action == "prepend" else f"%{op.name}%{op.separator}{joined}"

@@ -19,6 +19,7 @@ CTX = ScriptContext(tag="0123abcd", header=("golden test header",))
 OPS = (
     EnvOp("MKL_THREADING_LAYER", "set", value="GNU"),
     EnvOp("ENVKIT_QUOTES", "set", value='it\'s "100%" & more ^ | < > !x! $env:HOME `n'),
+    EnvOp("ENVKIT_SPECIAL", "set", value="it's 100% & more ^ | < > (x) !x! $env:HOME `n"),
     EnvOp("ENVKIT_MULTILINE", "set", value="line one\nline two"),
     EnvOp("KMP_DUPLICATE_LIB_OK", "unset"),
     EnvOp("PATH", "prepend", entries=("C:\\tools\\bin", "D:\\x y"), separator=";"),
@@ -36,10 +37,14 @@ def test_golden(suffix: str) -> None:
         assert path.read_bytes().decode() == text, f"{path} differs; rerun with ENVKIT_TEST_REGEN_GOLDEN=1 after checking the change"
 
 
-def test_cmd_escapes_percent_and_refuses_newlines_visibly() -> None:
+def test_cmd_escapes_percent_and_refuses_newlines_and_double_quotes_visibly() -> None:
+    """A double quote ends `SET "..."`'s quoting, after which cmd.exe runs what follows an & as a
+    command (tests/activation/test_cmd.py runs it)."""
     text = GENERATORS["bat"](CTX, OPS).activate
-    assert '@SET "ENVKIT_QUOTES=it\'s "100%%" & more ^ | < > !x! $env:HOME `n"' in text
-    assert "ENVKIT_MULTILINE holds a newline, which cmd.exe cannot represent" in text
+    assert '@SET "ENVKIT_SPECIAL=it\'s 100%% & more ^ | < > (x) !x! $env:HOME `n"' in text
+    assert "@ECHO envkit: ENVKIT_QUOTES holds a double quote, which cmd.exe cannot take safely; it was not set 1>&2" in text
+    assert "@ECHO envkit: ENVKIT_MULTILINE holds a newline, which cmd.exe cannot take safely; it was not set 1>&2" in text
+    assert "ENVKIT_QUOTES=" not in text.replace("_OLD_ENVKIT_QUOTES=", "")
     assert text.endswith("\r\n") and "\n" not in text.replace("\r\n", "")
 
 
@@ -86,7 +91,10 @@ def test_every_way_out_of_a_cmd_script_says_errorlevel_0() -> None:
 
 
 # SCRIPTS_FORMAT -> the digest of every generator's text for OPS
-FORMAT_DIGESTS = {2: "dbee94581816e0146c76328c9e6649fc68b569bcdd8fdd795d86c755b2ae7f5c"}
+FORMAT_DIGESTS = {
+    2: "dbee94581816e0146c76328c9e6649fc68b569bcdd8fdd795d86c755b2ae7f5c",
+    3: "d78f7d9f8fee53823ddf23a93499bf930898830d9ae1b25a24f2b9e7d76a3f68",
+}
 
 
 def test_the_scripts_format_moves_with_the_generated_text() -> None:
