@@ -356,8 +356,14 @@ def cmd(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:
 # ---------------------------------------------------------------- PowerShell
 
 
+# PowerShell's tokenizer takes five characters for a single quote (CharExtensions.IsSingleQuote in
+# its CharTraits.cs): ' and the typographic U+2018, U+2019, U+201A and U+201B. Any of them ends a
+# '...' string, and two together are one of it, so each is doubled.
+PS_SINGLE_QUOTES = frozenset("'\u2018\u2019\u201a\u201b")
+
+
 def ps_quote(value: str) -> str:
-    return "'" + value.replace("'", "''").replace("\u2018", "\u2018\u2018").replace("\u2019", "\u2019\u2019") + "'"
+    return "'" + "".join(ch * 2 if ch in PS_SINGLE_QUOTES else ch for ch in value) + "'"
 
 
 def powershell(ctx: ScriptContext, ops: tuple[EnvOp, ...]) -> ScriptPair:

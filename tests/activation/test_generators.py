@@ -113,3 +113,12 @@ def test_the_scripts_format_moves_with_the_generated_text() -> None:
         f"the generated scripts changed: bump SCRIPTS_FORMAT (envkit/activation/__init__.py) to {SCRIPTS_FORMAT + 1} "
         f"and add {{{SCRIPTS_FORMAT + 1}: {digest.hexdigest()!r}}} to FORMAT_DIGESTS"
     )
+
+
+def test_powershell_doubles_every_character_its_tokenizer_takes_for_a_single_quote() -> None:
+    """U+201A and U+201B end a '...' string as ' does (PowerShell's CharTraits.cs, IsSingleQuote):
+    a value holding one ran what followed it. No PowerShell runs here, so the text is checked."""
+    value = "a\u201a; calc; \u201b \u2018x\u2019 'y'"
+    script = GENERATORS["ps1"](CTX, (EnvOp("ENVKIT_Q", "set", value=value),)).activate
+    [line] = [ln for ln in script.splitlines() if ln.startswith("$env:ENVKIT_Q")]
+    assert line == "$env:ENVKIT_Q = 'a\u201a\u201a; calc; \u201b\u201b \u2018\u2018x\u2019\u2019 ''y'''"
