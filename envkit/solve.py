@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import rattler
 
 from envkit import backend
 from envkit.activation.model import resolve
@@ -176,7 +179,8 @@ def solve_recipe(
     for channel in channels:
         check_local_channel(channel, platform)
     goal = target(compiled, platform)
-    records = solve_or_explain([(compiled, goal)], channels, preferred=[prefer] if prefer else None)[0]
+    jobs = [(compiled, goal)]
+    records = (solve_keeping(jobs, channels, [prefer]) if prefer else solve_or_explain(jobs, channels))[0]
     plan = plan_from_records(compiled, prefix, goal, channels, records, activation=resolve(compiled.activation), warnings=warnings)
     return SolveOutcome(plan, records)
 
@@ -210,6 +214,55 @@ def solve_or_explain(
         raise SolveError(
             f"the recipe '{first.recipe.name}' cannot be solved{where}:\n{exc.message}", hint=_hint(exc.message, specs)
         ) from None
+
+
+def solve_keeping(
+    jobs: list[tuple[CompiledRecipe, Target]],
+    channels: list[ResolvedChannel],
+    preferred: list[list[backend.Preferred]],
+    *,
+    name_platform: bool = False,
+) -> list[list[Any]]:
+    """solve_or_explain keeping `preferred` (what a lock pins, what a sync's env has), and their
+    versions too where only a build had to change. A preferred record the solve cannot keep (its
+    python moved, its channel took the build back) is a record, not a version, to rattler: the
+    package went to its newest version, as in pixi, where `conda install python=3.12` keeps
+    numpy's version and takes its py312 build. So each job whose solve moved a preferred package
+    to another version the recipe did not ask for is solved again with those held at their
+    versions, and what the first solve chose for the rest (a package released to move, a new one)
+    held there too; where that cannot solve (a package the recipe or an update moved needs the
+    newer one), the first solve stands."""
+    solved = solve_or_explain(jobs, channels, name_platform=name_platform, preferred=preferred)
+    out = []
+    for (compiled, goal), prefer, first in zip(jobs, preferred, solved, strict=True):
+        held = held_versions(compiled.conda_specs, prefer, first)
+        records = first
+        if held:
+            pinned = {name for name, *_ in prefer}
+            chosen = tuple(f"{r.name.normalized} =={r.version}" for r in first if r.name.normalized not in pinned)
+            specs = compiled.conda_specs + tuple(CompiledSpec(spec, "the version it had") for spec in (*held, *chosen))
+            with contextlib.suppress(SolveError):
+                records = solve_or_explain([(replace(compiled, conda_specs=specs), goal)], channels, preferred=[prefer])[0]
+        out.append(records)
+    return out
+
+
+def held_versions(specs: tuple[CompiledSpec, ...], preferred: list[backend.Preferred], records: list[Any]) -> tuple[str, ...]:
+    """`NAME ==VERSION` for each preferred package that `records` has at another version, where no
+    spec of the recipe rules that version out (one that does moved it on purpose)."""
+    now = {r.name.normalized: str(r.version) for r in records}
+    ranges: dict[str, list[str]] = {}
+    for spec in specs:
+        version = rattler.MatchSpec(spec.spec, strict=False).version
+        if version:
+            ranges.setdefault(spec.name, []).append(version)
+    held = []
+    for name, version, _build, _url in preferred:
+        if name not in now or now[name] == version:
+            continue
+        if all(rattler.VersionSpec(r).matches(rattler.Version(version)) for r in ranges.get(name, [])):
+            held.append(f"{name} =={version}")
+    return tuple(held)
 
 
 def plan_from_records(

@@ -20,6 +20,7 @@ from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel
 from tests.support.replica import build_replica
+from tests.support.tiny import python_builds_channel
 
 
 def two_platform_channel(root: Path) -> Path:
@@ -637,3 +638,33 @@ def test_a_lock_shows_each_platforms_findings_in_text(tmp_path: Path) -> None:
         assert len(at) == 2, (attempt, shown.stdout)
         for start, end in zip(at, [*at[1:], len(lines)], strict=True):
             assert any("warning EK009 MKL_DEBUG_CPU_TYPE set" in line for line in lines[start:end]), (attempt, shown.stdout)
+
+
+def test_a_pin_whose_build_must_change_keeps_its_version(tmp_path: Path) -> None:
+    """Moving python takes every compiled package to another build. rattler keeps a pinned record,
+    not its version: numpyish went to its newest (1.1) where `conda install python=3.12` keeps
+    1.0 and takes its py312 build. The recipe, --update, or a package that needs the newer one
+    still move it."""
+    ch = python_builds_channel(tmp_path, newer_needs="numpyish >=1.1")
+    recipe = write_recipe(
+        tmp_path / "r",
+        "py",
+        f"envkit: 1\nname: py\nchannels: [{ch.as_uri()}]\nplatforms: [linux-64]\npackages: [python 3.11.*, numpyish 1.0, helper 1.0]\n",
+    )
+    lock_path = recipe.parent / "py.lock"
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    recipe.write_text(recipe.read_text().replace("python 3.11.*, numpyish 1.0", "python 3.12.*, numpyish"))
+
+    def relock(*args: str) -> list[str]:
+        done = run_envkit("lock", str(recipe), "--dry-run", "--json", *args)
+        assert done.returncode == 0, done.stderr
+        return list(json.loads(done.stdout)["data"]["platforms"][0]["changes"])
+
+    assert relock() == ["~ numpyish 1.0 py311_0 -> 1.0 py312_0", "~ python 3.11.0 0 -> 3.12.0 0"]
+    assert "~ numpyish 1.0 py311_0 -> 1.1 py312_0" in relock("--update", "numpyish")
+    # helper 1.1 needs numpyish >=1.1: holding 1.0 cannot solve, so the first solve stands
+    recipe.write_text(recipe.read_text().replace("helper 1.0", "helper 1.1"))
+    assert "~ numpyish 1.0 py311_0 -> 1.1 py312_0" in relock()
+    recipe.write_text(recipe.read_text().replace("helper 1.1", "helper").replace("numpyish,", "numpyish >=1.1,"))
+    assert "~ numpyish 1.0 py311_0 -> 1.1 py312_0" in relock()
+    assert pins(lock_path)["numpyish"] == "1.0"  # dry runs all

@@ -24,7 +24,7 @@ from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda,
 from tests.support.fullfs import run_in_small_fs
 from tests.support.procs import MARK, new_mark, none_left
 from tests.support.terminal import converse
-from tests.support.tiny import tiny_channel, tiny_recipe
+from tests.support.tiny import python_builds_channel, tiny_channel, tiny_recipe
 
 
 def snapshot(prefix: Path) -> dict[str, bytes]:
@@ -85,6 +85,24 @@ def test_a_changed_recipe_moves_only_what_it_must(tmp_path: Path) -> None:
     moved = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe", "--json")
     assert moved.returncode == 0, moved.stderr
     assert {(c["name"], c["new"]) for c in json.loads(moved.stdout)["data"]["packages"]} == {("tool", "2.0 0"), ("helper", "2.0 0")}
+
+
+def test_a_new_python_keeps_the_versions_of_what_it_rebuilds(tmp_path: Path) -> None:
+    """A sync to a recipe that moves python took numpyish to its newest version along with the new
+    build it needed; `conda install python=3.12` keeps the version, and so does sync now."""
+    channel = python_builds_channel(tmp_path)
+    recipe = tmp_path / "recipes" / "py.yaml"
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text(f"envkit: 1\nname: py\nchannels: [{channel.as_uri()}]\npackages: [python 3.11.*, numpyish 1.0]\n")
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe").returncode == 0
+    edit(recipe, "python 3.11.*, numpyish 1.0", "python 3.12.*, numpyish")
+    synced = run_envkit("sync", "-n", "py", "--yes", "--no-probe", "--json")
+    assert synced.returncode == 0, synced.stderr
+    assert {(c["name"], c["old"], c["new"]) for c in json.loads(synced.stdout)["data"]["packages"]} == {
+        ("python", "3.11.0 0", "3.12.0 0"),
+        ("numpyish", "1.0 py311_0", "1.0 py312_0"),
+    }
+    assert (tmp_path / "envs" / "py" / "share" / "numpyish.txt").read_text() == "1.0 py312"
 
 
 def test_nothing_to_do_answers_at_once(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from envkit.recipe.digest import resolved_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
 from envkit.recipe.platforms import known_platform
-from envkit.solve import choose_channels, plan_from_records, solve_or_explain, target
+from envkit.solve import choose_channels, plan_from_records, solve_keeping, solve_or_explain, target
 
 
 @dataclass(frozen=True)
@@ -117,13 +117,13 @@ def solve_for_lock(
     for platform in platforms:
         compiled = compile_recipe(recipe, platform)
         jobs.append((compiled, target(compiled, platform, detect=False)))
-    preferred = None
-    if keep is not None:
+    if keep is None:
+        solved = solve_or_explain(jobs, channels, name_platform=True)
+    else:
         # the lock's URLs are the names' own: this machine reaches them through its mirrors
         moves = from_canonical(channels)
         pinned = [keep.for_platform(goal.platform) for _, goal in jobs]
-        preferred = [pins(old, moves, update) if old else [] for old in pinned]
-    solved = solve_or_explain(jobs, channels, name_platform=True, preferred=preferred)
+        solved = solve_keeping(jobs, channels, [pins(old, moves, update) if old else [] for old in pinned], name_platform=True)
     return [(compiled, goal, records) for (compiled, goal), records in zip(jobs, solved, strict=True)]
 
 

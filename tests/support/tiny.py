@@ -26,3 +26,22 @@ def tiny_recipe(root: Path, channel: Path, name: str = "tiny", threading: str = 
         f"envkit: 1\nname: {name}\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {threading}\n", encoding="utf-8"
     )
     return path
+
+
+def python_builds_channel(root: Path, newer_needs: str | None = None) -> Path:
+    """Two pythons (3.11, 3.12; metadata and a file, no interpreter) and `numpyish` 1.0 and 1.1
+    built for each, as conda-forge builds a compiled package per python: moving python changes
+    every such package's build. `newer_needs`: a `helper` 1.0 and 1.1 too, whose 1.1 needs
+    numpyish >=1.1 (a package the recipe moves that needs a newer one)."""
+    ch = root / "pybuilds"
+    for python in ("3.11", "3.12"):
+        tag = "py" + python.replace(".", "")
+        write_tar_bz2(ch, PkgMeta("python", f"{python}.0", "0"), [PkgFile("share/python.txt", python.encode())])
+        for version in ("1.0", "1.1"):
+            meta = PkgMeta("numpyish", version, f"{tag}_0", depends=[f"python >={python},<{python}.999"])
+            write_tar_bz2(ch, meta, [PkgFile("share/numpyish.txt", f"{version} {tag}".encode())])
+    if newer_needs:
+        for version, needs in (("1.0", "numpyish"), ("1.1", newer_needs)):
+            write_tar_bz2(ch, PkgMeta("helper", version, "0", depends=[needs]), [PkgFile("share/helper.txt", version.encode())])
+    index_channel(ch)
+    return ch
