@@ -88,17 +88,22 @@ def _pinned(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
     )
 
 
+def threads_recipe(tmp_path: Path, count: str) -> Path:
+    """A recipe of the tiny channel's `tool` with `omp_num_threads: COUNT`, and the env's prefix."""
+    channel = tiny_channel(tmp_path)
+    body = f"envkit: 1\nname: cores\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: {count}}}\n"
+    return write_recipe(tmp_path / "r", "cores", body)
+
+
+def ek015(audited: subprocess.CompletedProcess[str]) -> list[str]:
+    return [f["evidence"] for f in json.loads(audited.stdout)["data"]["audits"][0]["findings"] if f["rule_id"] == "EK015"]
+
+
 @needs_two_cpus
 def test_physical_cores_written_in_a_job_are_the_jobs(tmp_path: Path) -> None:
     """Created inside a job given one CPU of this two-core machine, `physical-cores` was 2 (the
     machine's cores)."""
-    channel = tiny_channel(tmp_path)
-    recipe = write_recipe(
-        tmp_path / "r",
-        "cores",
-        f"envkit: 1\nname: cores\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: physical-cores}}\n",
-    )
-    prefix = tmp_path / "env"
+    recipe, prefix = threads_recipe(tmp_path, "physical-cores"), tmp_path / "env"
     created = _pinned("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env=dict(os.environ))
     assert created.returncode == 0, created.stderr
     [op] = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())["activation"]["ops"]
@@ -109,19 +114,12 @@ def test_physical_cores_written_in_a_job_are_the_jobs(tmp_path: Path) -> None:
 
 @needs_two_cpus
 def test_the_audit_judges_thread_counts_by_the_cpus_a_process_may_use(tmp_path: Path) -> None:
-    channel = tiny_channel(tmp_path)
-    recipe = write_recipe(
-        tmp_path / "r",
-        "two",
-        f"envkit: 1\nname: two\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: 2}}\n",
-    )
-    prefix = tmp_path / "env"
+    recipe, prefix = threads_recipe(tmp_path, "2"), tmp_path / "env"
     created = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
     assert created.returncode == 0, created.stderr
-    assert "EK015" not in run_envkit("audit", "-p", str(prefix), "--json").stdout  # both CPUs
+    assert ek015(run_envkit("audit", "-p", str(prefix), "--json")) == []  # both CPUs
     audited = _pinned("audit", "-p", str(prefix), "--json", env=dict(os.environ))
-    findings = [f for f in json.loads(audited.stdout)["data"]["audits"][0]["findings"] if f["rule_id"] == "EK015"]
-    assert [f["evidence"] for f in findings] == ["OMP_NUM_THREADS=2 exceeds the 1 CPU a process here may use"], audited.stdout
+    assert ek015(audited) == ["OMP_NUM_THREADS=2 exceeds the 1 CPU a process here may use"], audited.stdout
 
 
 @needs_two_cpus
@@ -129,22 +127,14 @@ def test_sync_in_a_smaller_job_writes_its_count_and_then_has_nothing_to_do(tmp_p
     """An env made on the whole machine, used in a job given one CPU: the audit there flagged the
     count and named no way out, since sync's quick answer ("nothing to do") looked at the recipe
     only, while its full look would have written the job's count."""
-    channel = tiny_channel(tmp_path)
-    recipe = write_recipe(
-        tmp_path / "r",
-        "cores",
-        f"envkit: 1\nname: cores\nchannels: [{channel.as_uri()}]\npackages: [tool]\nthreading: {{omp_num_threads: physical-cores}}\n",
-    )
-    prefix = tmp_path / "env"
+    recipe, prefix = threads_recipe(tmp_path, "physical-cores"), tmp_path / "env"
     assert run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe").returncode == 0
     env = dict(os.environ)
     here = physical_cores()  # what the scripts say: this machine's count, 2 on ours
-    audited = _pinned("audit", "-p", str(prefix), "--json", env=env)
-    [finding] = [f for f in json.loads(audited.stdout)["data"]["audits"][0]["findings"] if f["rule_id"] == "EK015"]
-    assert finding["evidence"] == (
+    assert ek015(_pinned("audit", "-p", str(prefix), "--json", env=env)) == [
         f"OMP_NUM_THREADS={here} exceeds the 1 CPU a process here may use "
         "(the physical cores where its scripts were written: 'envkit sync' here writes this machine's)"
-    )
+    ]
     looked = _pinned("sync", "-p", str(prefix), "--dry-run", env=env)
     assert looked.returncode == 0 and f"variable OMP_NUM_THREADS: = '{here}' -> = '1'" in looked.stdout, looked.stdout
     assert _pinned("sync", "-p", str(prefix), "--yes", "--no-probe", env=env).returncode == 0
@@ -152,6 +142,6 @@ def test_sync_in_a_smaller_job_writes_its_count_and_then_has_nothing_to_do(tmp_p
     assert "export OMP_NUM_THREADS='1'" in script
     again = _pinned("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
     assert again.returncode == 0 and "nothing to do" in again.stdout, again.stdout
-    assert "EK015" not in _pinned("audit", "-p", str(prefix), "--json", env=env).stdout
+    assert ek015(_pinned("audit", "-p", str(prefix), "--json", env=env)) == []
     # back on the whole machine, the machine's count again
     assert f"variable OMP_NUM_THREADS: = '1' -> = '{here}'" in run_envkit("sync", "-p", str(prefix), "--dry-run").stdout
