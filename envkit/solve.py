@@ -16,6 +16,7 @@ from envkit.channels import ResolvedChannel, check_local_channel, resolve_channe
 from envkit.errors import ChannelError, SolveError, UsageError
 from envkit.recipe.compile import CompiledRecipe, CompiledSpec
 from envkit.recipe.model import EnvOp
+from envkit.recipe.schema import spec_name
 
 # Packages whose presence or build decides BLAS, OpenMP or torch behaviour: shown highlighted.
 TOOLCHAIN_ROLES: dict[str, str] = {
@@ -253,9 +254,9 @@ def held_versions(specs: tuple[CompiledSpec, ...], preferred: list[backend.Prefe
     now = {r.name.normalized: str(r.version) for r in records}
     ranges: dict[str, list[str]] = {}
     for spec in specs:
-        version = rattler.MatchSpec(spec.spec, strict=False).version
-        if version:
-            ranges.setdefault(spec.name, []).append(version)
+        match = rattler.MatchSpec(spec.spec, strict=False)
+        if match.version:
+            ranges.setdefault(spec_name(match), []).append(match.version)
     held = []
     for name, version, _build, _url in preferred:
         if name not in now or now[name] == version:

@@ -139,8 +139,7 @@ def recipe_files(recipe: dict[str, Any]) -> str | None:
     recorded, chain = recipe.get("sources_digest"), recipe.get("chain")
     if not isinstance(recorded, str) or not isinstance(chain, list) or not chain:
         return None
-    now = sources_digest([str(path) for path in chain])
-    return "missing" if now is None else "unchanged" if now == recorded else "changed"
+    return _since(recorded, sources_digest([str(path) for path in chain]))
 
 
 def lock_file(record: dict[str, Any]) -> str | None:
@@ -150,7 +149,11 @@ def lock_file(record: dict[str, Any]) -> str | None:
     path, recorded = lock.get("path"), lock.get("digest")
     if not isinstance(path, str) or not isinstance(recorded, str):
         return None
-    now = _sha256(Path(path))
+    return _since(recorded, _sha256(Path(path)))
+
+
+def _since(recorded: str, now: str | None) -> str:
+    """A file the record keeps a digest of, as it is now: missing | unchanged | changed."""
     return "missing" if now is None else "unchanged" if now == recorded else "changed"
 
 

@@ -22,9 +22,13 @@ from tests.support.tiny import tiny_channel
 # siblings (0, 1), (2, 3), ... share a core
 SMT = "\n".join(f"processor\t: {i}\nphysical id\t: {i // 4}\ncore id\t\t: {i % 4 // 2}\n" for i in range(8))
 
-needs_two_cpus = pytest.mark.skipif(
-    shutil.which("taskset") is None or min(usable_cpus(), physical_cores()) < 2, reason="needs taskset and two cores to pin to one"
-)
+
+@pytest.fixture
+def two_cores() -> None:
+    """Pinning a process to one CPU shows a job's count only where there are two cores to pin from
+    (our machines have 2) and taskset (util-linux) to pin with."""
+    if shutil.which("taskset") is None or min(usable_cpus(), physical_cores()) < 2:
+        pytest.fail("these tests pin envkit to one of two cores: they need taskset (util-linux) and a machine of 2 cores or more")
 
 
 def test_cores_are_counted_among_the_cpus_a_process_may_use() -> None:
@@ -99,7 +103,7 @@ def ek015(audited: subprocess.CompletedProcess[str]) -> list[str]:
     return [f["evidence"] for f in json.loads(audited.stdout)["data"]["audits"][0]["findings"] if f["rule_id"] == "EK015"]
 
 
-@needs_two_cpus
+@pytest.mark.usefixtures("two_cores")
 def test_physical_cores_written_in_a_job_are_the_jobs(tmp_path: Path) -> None:
     """Created inside a job given one CPU of this two-core machine, `physical-cores` was 2 (the
     machine's cores)."""
@@ -112,7 +116,7 @@ def test_physical_cores_written_in_a_job_are_the_jobs(tmp_path: Path) -> None:
     assert "export OMP_NUM_THREADS='1'" in script
 
 
-@needs_two_cpus
+@pytest.mark.usefixtures("two_cores")
 def test_the_audit_judges_thread_counts_by_the_cpus_a_process_may_use(tmp_path: Path) -> None:
     recipe, prefix = threads_recipe(tmp_path, "2"), tmp_path / "env"
     created = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
@@ -122,7 +126,7 @@ def test_the_audit_judges_thread_counts_by_the_cpus_a_process_may_use(tmp_path: 
     assert ek015(audited) == ["OMP_NUM_THREADS=2 exceeds the 1 CPU a process here may use"], audited.stdout
 
 
-@needs_two_cpus
+@pytest.mark.usefixtures("two_cores")
 def test_sync_in_a_smaller_job_writes_its_count_and_then_has_nothing_to_do(tmp_path: Path) -> None:
     """An env made on the whole machine, used in a job given one CPU: the audit there flagged the
     count and named no way out, since sync's quick answer ("nothing to do") looked at the recipe

@@ -234,7 +234,8 @@ def _withdrawn(lock: Lock, lock_path: Path, channels: list[ResolvedChannel], whe
     """The locked packages the channels no longer offer: a locked create on a machine whose cache
     lacks them fails to download them (conda-forge moves a broken build off its main label)."""
     urls = [c.url for c in channels] + [url for url in lock.channels if url not in {c.canonical for c in channels}]
-    wanted = [(p.platform, pins(p, from_canonical(channels))) for p in lock.platforms]
+    moves = from_canonical(channels)
+    wanted = [(p.platform, pins(p, moves)) for p in lock.platforms]
     try:
         offered = still_offered(urls, wanted)
     except EnvkitError:
