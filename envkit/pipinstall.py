@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from envkit.errors import InstallError
+from envkit.errors import InstallError, SolveError
 from envkit.installed import pip_dists
 from envkit.notices import notify
 
@@ -187,3 +187,37 @@ def relocate_pip_files(staging: Path, final: Path, dists: list[Any]) -> None:
             data = path.read_bytes()
             if old in data and b"\0" not in data[:8192]:  # text files only, as conda does
                 path.write_bytes(data.replace(old, new))
+
+
+def pip_upgrades(
+    prefix: Path, specs: tuple[str, ...], names: tuple[str, ...], hold: tuple[tuple[str, str], ...], *, eager: bool
+) -> list[dict[str, str]]:
+    """What `pip install --upgrade` would install in the env to move `names` (every wheel, with
+    `eager`) while the recipe's `specs` still hold and every distribution in `hold` stays at its
+    version (conda's own python packages, the wheels not named): exact files with their hashes, so
+    that the change a sync shows is the one it makes (installed by URL, --no-deps). A dry run."""
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        raise InstallError(f"the env has pip wheels to move but {python} does not exist", hint=f"envkit sync -p {prefix} first")
+    from packaging.version import InvalidVersion, Version
+
+    def valid(version: str) -> bool:
+        try:
+            Version(version)
+        except InvalidVersion:  # a legacy version pip cannot pin; it stays installed all the same
+            return False
+        return True
+
+    with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
+        report, held = Path(tmp) / "report.json", Path(tmp) / "hold.txt"
+        held.write_text("".join(f"{name}=={version}\n" for name, version in hold if valid(version)))
+        cmd = [str(python), "-m", "pip", "install", "--dry-run", "--no-input", "--quiet", "--upgrade", "--report", str(report)]
+        cmd += [*(["--upgrade-strategy", "eager"] if eager else []), "--constraint", str(held), *specs, *names]
+        proc = _pip(cmd)
+        if proc.returncode != 0:
+            moving = ", ".join(names) if names else "the env's wheels"
+            raise SolveError(
+                f"pip could not move {moving} with the rest held where they are: {pip_reason(proc.stderr or proc.stdout)}",
+                hint="give what must move with it an --update of its own, or --update-all",
+            )
+        return _reported(report)

@@ -127,6 +127,3 @@ def test_sync_puts_back_a_recorded_wheel_whose_file_moved(tmp_path: Path) -> Non
     record = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())
     # the record names where this machine found it, so the next put-back or export goes there first
     assert [p["url"] for p in record["pip_installed"]] == [f"{(moved / wheel.name).as_uri()}#sha256={digest}"]
-    # a pip wheel is moved through the recipe's pip list, not --update (which moves conda packages)
-    wheel_update = run_envkit("sync", "-p", str(prefix), "--update", "mpmath", env=env)
-    assert wheel_update.returncode == 2 and "--update mpmath: a pip wheel" in wheel_update.stderr

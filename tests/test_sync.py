@@ -19,9 +19,10 @@ import pytest
 from envkit import inplace
 from envkit.record import read_record, record_path, sync_journal_path
 from envkit.sync import in_sync
-from tests.conftest import payload_recipe, run_envkit
+from tests.conftest import payload_recipe, run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda, write_tar_bz2
 from tests.support.fullfs import run_in_small_fs
+from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel
 from tests.support.procs import MARK, new_mark, none_left
 from tests.support.terminal import converse
 from tests.support.tiny import python_builds_channel, tiny_channel, tiny_recipe
@@ -656,3 +657,96 @@ print(json.dumps({{"made": made.returncode, "madeerr": made.stderr, "code": sync
     assert "failed to link big-2.0-0" in seen["stderr"] and abs(seen["free_kb"] - 512) <= 16  # as full as before
     assert seen["same"], "the env is not as it was before the sync"
     assert seen["left"] == ["record.json"], seen["left"]
+
+
+def _site(prefix: Path) -> Path:
+    return prefix / "lib" / "python3.11" / "site-packages"
+
+
+def _wheels(prefix: Path) -> set[str]:
+    return {d.name for d in _site(prefix).glob("*.dist-info") if (d / "INSTALLER").read_text().strip() == "pip"}
+
+
+def test_update_moves_a_pip_wheel_and_only_that_one(tmp_path: Path) -> None:
+    """`sync --update NAME` moves a pip wheel as it moves a conda package: to the newest the recipe
+    and everything else allow, every other wheel held where it is; --update-all moves them all.
+    The change shown is pip's own choice in the env, and the files installed are the ones shown."""
+    channel, links = pip_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "wheels",
+        f'envkit: 1\nname: wheels\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
+    )
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
+    prefix = tmp_path / "envs" / "wheels"
+    assert _wheels(prefix) == {"mpmath-1.3.0.dist-info", "threadpoolctl-3.8.0.dist-info"}
+    # newer of both, and a dependency the newer mpmath brings
+    homemade_wheel(links, "gmpyhelper", "1.0", {"gmpyhelper/__init__.py": "v = 1\n"})
+    homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"}, requires=("gmpyhelper",))
+    homemade_wheel(links, "threadpoolctl", "9.9", {"threadpoolctl.py": "__version__ = '9.9'\n"})
+    assert json.loads(run_envkit("sync", "-n", "wheels", "--json", env=env).stdout)["data"]["noop"] is True
+
+    before = snapshot(prefix)
+    shown = run_envkit("sync", "-n", "wheels", "--update", "MPMath", "--dry-run", "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["data"]["pip"] == ["+ gmpyhelper 1.0", "~ mpmath 1.3.0 -> 9.9"]
+    assert snapshot(prefix) == before
+
+    moved = run_envkit("sync", "-n", "wheels", "--update", "mpmath", "--yes", "--no-probe", env=env)
+    assert moved.returncode == 0, moved.stderr
+    assert "pip ~ mpmath 1.3.0 -> 9.9" in moved.stdout
+    assert _wheels(prefix) == {"mpmath-9.9.dist-info", "gmpyhelper-1.0.dist-info", "threadpoolctl-3.8.0.dist-info"}
+    record = read_record(prefix)
+    assert record is not None
+    installed = {p["name"]: p for p in record["pip_installed"]}
+    assert {n: p["version"] for n, p in installed.items()} == {"gmpyhelper": "1.0", "mpmath": "9.9", "threadpoolctl": "3.8.0"}
+    assert installed["mpmath"]["url"].startswith((links / "mpmath-9.9-py3-none-any.whl").as_uri() + "#sha256=")
+    # the record is the env again: the quick answer, no drift
+    again = run_envkit("sync", "-n", "wheels", "--json", env=env)
+    assert json.loads(again.stdout)["data"]["noop"] is True, again.stdout
+    audited = json.loads(run_envkit("audit", "-n", "wheels", "--json", env=env).stdout)["data"]["audits"][0]["findings"]
+    assert [f["rule_id"] for f in audited if f["rule_id"] == "EK024"] == []
+
+    everything = run_envkit("sync", "-n", "wheels", "--update-all", "--yes", "--no-probe", "--json", env=env)
+    assert everything.returncode == 0, everything.stderr
+    assert json.loads(everything.stdout)["data"]["pip"] == ["~ threadpoolctl 3.8.0 -> 9.9"]
+    assert "threadpoolctl-9.9.dist-info" in _wheels(prefix)
+    newest = run_envkit("sync", "-n", "wheels", "--update", "mpmath", "--json", env=env)
+    assert newest.returncode == 0 and json.loads(newest.stdout)["data"]["noop"] is True, newest.stdout
+    # a newer mpmath that needs a newer threadpoolctl: held, it stays, and the sync says what would free it
+    homemade_wheel(links, "mpmath", "10.0", {"mpmath/__init__.py": "__version__ = '10.0'\n"}, requires=("threadpoolctl >=10",))
+    homemade_wheel(links, "threadpoolctl", "10.0", {"threadpoolctl.py": "__version__ = '10.0'\n"})
+    held = run_envkit("sync", "-n", "wheels", "--update", "mpmath", "--dry-run", env=env)
+    assert held.returncode == 0, held.stderr
+    assert "mpmath 10.0 needs threadpoolctl to move with it" in held.stdout + held.stderr
+    assert "sync --update mpmath --update threadpoolctl" in held.stdout + held.stderr
+    both = run_envkit("sync", "-n", "wheels", "--update", "mpmath", "--update", "threadpoolctl", "--dry-run", "--json", env=env)
+    assert json.loads(both.stdout)["data"]["pip"] == ["~ mpmath 9.9 -> 10.0", "~ threadpoolctl 9.9 -> 10.0"]
+    typo = run_envkit("sync", "-n", "wheels", "--update", "mpmth", env=env)
+    assert typo.returncode == 2 and "--update mpmth: envkit installed no package of that name" in typo.stderr
+
+
+def test_a_wheel_update_that_fails_midway_is_rolled_back(tmp_path: Path) -> None:
+    """Two wheels move, the second's file cannot be unpacked (its metadata reads, its module's bytes
+    are damaged): the first is already in place when pip fails, and the env goes back to what it was."""
+    channel, links = pip_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "halfway",
+        f'envkit: 1\nname: halfway\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
+    )
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
+    prefix = tmp_path / "envs" / "halfway"
+    homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"})
+    broken = homemade_wheel(links, "threadpoolctl", "9.9", {"threadpoolctl.py": "__version__ = '9.9'  # " + "x" * 64 + "\n"})
+    data = broken.read_bytes()
+    broken.write_bytes(data.replace(b"x" * 64, b"y" * 64, 1))  # stored, not deflated: the CRC no longer matches
+    before = snapshot(prefix)
+
+    failed = run_envkit("sync", "-n", "halfway", "--update-all", "--yes", "--no-probe", env=env)
+    assert failed.returncode != 0 and "rolled back" in failed.stderr, failed.stderr
+    assert len(failed.stderr.strip().splitlines()) <= 2 and "Traceback" not in failed.stderr
+    assert snapshot(prefix) == before
+    assert not sync_journal_path(prefix).exists()

@@ -26,7 +26,8 @@ from envkit.inplace import Installer
 from envkit.installed import dist_files, pip_dists, read_conda_meta
 from envkit.journal import rollback, stash, write_journal
 from envkit.linkscope import change_folders
-from envkit.pipinstall import pip_install, pip_put_back
+from envkit.notices import notify
+from envkit.pipinstall import pip_install, pip_put_back, pip_upgrades
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.loader import load_recorded
@@ -46,36 +47,52 @@ class Look:
     changes: SyncOutcome
     provenance: dict[str, Any]  # the record's "recipe" and "lock" entries after the sync
     pip_repair: PipRepair  # pip's changes since the record, undone before the recipe's own
+    pip_moves: tuple[dict[str, str], ...] = ()  # wheels --update moves: name, version, URL with its hash
 
 
 @dataclass(frozen=True)
 class Moving:
-    """What a sync of a recipe lets move past what envkit installed: the named packages, or every
-    one; the rest stays where the recipe allows it (conda install keeps what is installed)."""
+    """What a sync of a recipe lets move past what envkit installed: the named packages (conda's,
+    or pip's wheels), or every one; the rest stays where the recipe allows it (conda install keeps
+    what is installed, pip install what satisfies)."""
 
     names: tuple[str, ...] = ()
     everything: bool = False
 
     def preferred(self, record: dict[str, Any]) -> list[backend.Preferred]:
-        """The recorded packages a solve keeps; a name to move that the env does not have is a typo."""
+        """The recorded packages a solve keeps; a name to move that the env has neither as a conda
+        package nor as a pip wheel is a typo."""
         if self.everything:
             return []
         recorded = [p for p in record.get("packages", []) if isinstance(p, dict) and p.get("url")]
         names = {str(p["name"]) for p in recorded}
-        unknown = [n for n in self.names if n.lower() not in names]
-        wheels = {str(p.get("name")) for p in record.get("pip_installed", []) if isinstance(p, dict)}
-        if pip := [n for n in unknown if n.lower().replace("_", "-") in wheels]:
-            raise UsageError(
-                f"--update {', '.join(pip)}: a pip wheel, which a sync moves when the recipe's pip list changes",
-                hint="give its version in the recipe's pip: list (name>=X), then sync",
-            )
+        wheels = set(recorded_wheel_names(record))
+        unknown = [n for n in self.names if n.lower() not in names and _canonical(n) not in wheels]
         if unknown:
             raise UsageError(
                 f"--update {', '.join(unknown)}: envkit installed no package of that name in this env",
-                hint="give conda's names as 'conda list' shows them, or --update-all",
+                hint="give conda's names as 'conda list' shows them and pip's as 'pip list' does, or --update-all",
             )
         moving = {n.lower() for n in self.names}
         return [(str(p["name"]), str(p["version"]), str(p["build"]), str(p["url"])) for p in recorded if str(p["name"]) not in moving]
+
+    def wheels(self, record: dict[str, Any]) -> tuple[str, ...]:
+        """The recorded pip wheels this sync moves (their canonical names)."""
+        recorded = recorded_wheel_names(record)
+        if self.everything:
+            return recorded
+        named = {_canonical(n) for n in self.names} if self.names else set()
+        return tuple(n for n in recorded if n in named)
+
+
+def recorded_wheel_names(record: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(sorted({str(p.get("name")) for p in record.get("pip_installed", []) if isinstance(p, dict) and p.get("name")}))
+
+
+def _canonical(name: str) -> str:
+    from packaging.utils import canonicalize_name  # packaging: loaded for --update only
+
+    return str(canonicalize_name(name))
 
 
 def look(
@@ -117,6 +134,7 @@ def look(
     repair = pip_repair(prefix, record, lambda: _names(plan))  # packaging loads only if asked
     if dropped := _pip_dropped(record, plan):  # not put back only to be taken away again
         repair = replace(repair, missing=tuple(m for m in repair.missing if m[0] not in dropped))
+    moves = _pip_moves(prefix, plan, record, moving) if moving and lock_path is None else ()
     changes = SyncOutcome(
         str(prefix),
         "lock" if lock_path else "recipe",
@@ -124,13 +142,56 @@ def look(
         dry_run=dry_run,
         packages=diff_packages(installed, planned),
         variables=diff_variables(recorded_activation(prefix, record).ops, plan.activation),
-        pip=repair.lines() + _pip_change(record, plan),
+        pip=repair.lines() + _pip_change(record, plan) + _move_lines(record, moves),
         findings=tuple(audit_plan(plan, recipe.force)),
         lock_set_aside=None if lock_path else _lock_made_from(record),
         warnings=warnings,
     )
     provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
-    return Look(recipe, plan, outcome.records, changes, provenance, repair)
+    return Look(recipe, plan, outcome.records, changes, provenance, repair, moves)
+
+
+def _pip_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Moving) -> tuple[dict[str, str], ...]:
+    """The wheels `--update` moves, and what they need: pip's own choice in the env, with conda's
+    python packages and every other wheel held where they are (the recipe's pip list still met)."""
+    wheels = moving.wheels(record)
+    if not wheels:
+        return ()
+    named = () if moving.everything else tuple(w for w in wheels if w not in _names(plan))
+    dists = pip_dists(prefix)
+    hold = tuple((name, dist.version) for name, dist in dists.items() if name not in wheels)
+    moves = tuple(pip_upgrades(prefix, plan.pip_specs, named, hold, eager=moving.everything))
+    if not moving.everything:
+        _say_what_holds_back(prefix, plan, record=record, wheels=wheels, named=named, moves=moves)
+    return moves
+
+
+def _say_what_holds_back(
+    prefix: Path, plan: Plan, *, record: dict[str, Any], wheels: tuple[str, ...], named: tuple[str, ...], moves: tuple[dict[str, str], ...]
+) -> None:
+    """A named wheel whose newer version needs other wheels moved stays where the held ones allow,
+    as a re-lock's does; pip would not say why, so the same move with only conda's packages held
+    names what would have to move with it."""
+    recorded = set(recorded_wheel_names(record))
+    conda_held = tuple((name, dist.version) for name, dist in pip_dists(prefix).items() if name not in recorded)
+    free = {m["name"]: m["version"] for m in pip_upgrades(prefix, plan.pip_specs, named, conda_held, eager=False)}
+    chosen = {m["name"]: m["version"] for m in moves}
+    for wheel in wheels:
+        if wheel in free and free[wheel] != chosen.get(wheel):
+            others = sorted(n for n in free if n != wheel and n not in wheels and n in recorded)
+            notify(
+                f"{wheel} {free[wheel]} needs "
+                + (f"{', '.join(others)} to move with it" if others else "other wheels to move with it")
+                + f": it stays at what the rest allow; to move them too, sync {' '.join(f'--update {n}' for n in [wheel, *others])} (or --update-all)"
+            )
+
+
+def _move_lines(record: dict[str, Any], moves: tuple[dict[str, str], ...]) -> tuple[str, ...]:
+    """`~ name old -> new` for a wheel moved, `+ name version` for one it now needs."""
+    old = {str(p.get("name")): str(p.get("version")) for p in record.get("pip_installed", []) if isinstance(p, dict)}
+    return tuple(
+        f"~ {m['name']} {old[m['name']]} -> {m['version']}" if m["name"] in old else f"+ {m['name']} {m['version']}" for m in moves
+    )
 
 
 def _lock_made_from(record: dict[str, Any]) -> str | None:
@@ -213,7 +274,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         if repair.extra:  # out of the env (into the journal) before conda links again what they overwrote
             _stash_wheels(prefix, {name for name, _ in repair.extra})
         installer.change(seen.records, prefix, cache, [s.spec for s in plan.specs], relink=repair.relink)
-        pip_installed = _sync_pip(prefix, plan, record, repair)
+        pip_installed = _sync_pip(prefix, plan, record, repair, seen.pip_moves)
         before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
         after = {(p.name, p.version, p.build): p for p in plan.packages}
         added = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for key, p in after.items() if key not in before]
@@ -259,28 +320,33 @@ def _journal_folders(prefix: Path, cache: Path, record: dict[str, Any], seen: Lo
     """The folders the change can add entries to (envkit.linkscope), for the journal to list; None
     (list every path) when pip changes too, since pip writes where its wheels say."""
     installed, sha256 = installer.installed(), installer.installed_sha256()
-    if seen.pip_repair.needed or _pip_change(record, seen.plan) or installed is None or sha256 is None:
+    if seen.pip_repair.needed or _pip_change(record, seen.plan) or seen.pip_moves or installed is None or sha256 is None:
         return None
     return change_folders(prefix, cache, installed, sha256, seen.records)
 
 
-def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepair) -> list[dict[str, str]]:
+def _sync_pip(
+    prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepair, moves: tuple[dict[str, str], ...] = ()
+) -> list[dict[str, str]]:
     """pip back to the record first (the wheels pip-installed since are stashed by then), then the
     recipe's pip changes from there: wheels it no longer names are stashed too, so a rollback puts
-    them back without an index."""
+    them back without an index; then the wheels `--update` moves, the very files the look chose."""
     old = [p for p in record.get("pip_installed", []) if isinstance(p, dict)]
     old += [{"name": name, "version": version, "url": ""} for name, version in repair.adopt]
     if repair.missing:
         # the URL each came from this time (the recorded one, or this machine's index by hash)
         back = {p["name"]: p for p in pip_put_back(prefix, PipRepair(missing=repair.missing))}
         old = [back.get(str(p["name"]), p) for p in old]
-    if _pip_change(record, plan) == ():
+    if _pip_change(record, plan) == () and not moves:
         return old
     dropped = _pip_dropped(record, plan)
     _stash_wheels(prefix, dropped)
     # pip reports only what it installed now: the wheels already there that it kept stay recorded
     kept = {str(p["name"]): p for p in old if str(p["name"]) not in dropped}
-    kept.update({p["name"]: p for p in pip_install(prefix, plan.pip_specs, locked=plan.pip_locked)})
+    if _pip_change(record, plan):
+        kept.update({p["name"]: p for p in pip_install(prefix, plan.pip_specs, locked=plan.pip_locked)})
+    if moves:
+        kept.update({p["name"]: p for p in pip_install(prefix, tuple(f"{m['name']} @ {m['url']}" for m in moves), locked=True)})
     have = pip_state(prefix)
     return sorted((p for p in kept.values() if (str(p["name"]), str(p["version"])) in have), key=lambda p: str(p["name"]))
 
