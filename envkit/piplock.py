@@ -9,12 +9,14 @@ the result: in the env, pip sees those as installed and installs only the rest.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -56,8 +58,9 @@ def resolve(
 ) -> tuple[LockedPip, ...]:
     """Exact pip packages for `specs` on `platform` with CPython `python` (X.Y), at the versions
     `keep` names (the lock being replaced) where the specs allow them: a pin a spec itself rules
-    out is let go; pip's constraints are hard, so where the rest cannot all hold, pip resolves
-    afresh."""
+    out is let go; pip's constraints are hard, so where the rest cannot all hold (a new requirement
+    needs a newer dependency), the pins of what the new requirements need are let go too, and
+    only where even that fails does pip resolve afresh."""
     if not specs:
         return ()
     keep = still_allowed(specs, keep)
@@ -65,31 +68,26 @@ def resolve(
     tags = platform_tags(platform, virtual.get("__glibc"), virtual.get("__osx"))
     provided = {canonicalize_name(CONDA_TO_PYPI.get(n, n)) for n in conda_names}
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
-        report = Path(tmp) / "report.json"
         cmd = [
-            sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed", "--report", str(report),
+            sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
             "--target", str(Path(tmp) / "target"),  # pip takes --platform only with --target; a dry run writes nothing
             "--only-binary=:all:", "--implementation", "cp", "--python-version", f"{major}.{minor}",
             "--abi", f"cp{major}{minor}", "--abi", "abi3", "--abi", "none",
             *(arg for tag in tags for arg in ("--platform", tag)), "--platform", "any",
             *specs,
         ]  # fmt: skip
-        env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-        proc = None
-        if keep:
-            constraints = Path(tmp) / "keep.txt"
-            constraints.write_text("".join(f"{name}=={version}\n" for name, version in keep))
-            proc = subprocess.run(
-                [*cmd, "--constraint", str(constraints)], capture_output=True, text=True, env=env, timeout=1800, check=False
-            )
-        if proc is None or proc.returncode != 0:
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
-        if proc.returncode != 0:
-            last = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()][-1:] or ["no output"]
-            raise SolveError(f"pip could not resolve {', '.join(specs)} for {platform}, Python {major}.{minor}: {last[0].strip()}")
-        data = json.loads(report.read_text())
+        found = _dry_run(cmd, Path(tmp), keep) if keep else None
+        if found is None:
+            fresh = _dry_run(cmd, Path(tmp), ())
+            if fresh is None:
+                raise SolveError(
+                    f"pip could not resolve {', '.join(specs)} for {platform}, Python {major}.{minor}: {_last_line(Path(tmp))}"
+                )
+            released = needed_by_new(specs, keep, fresh)
+            narrower = tuple(pin for pin in keep if canonicalize_name(pin[0]) not in released)
+            found = (_dry_run(cmd, Path(tmp), narrower) if released and narrower else None) or fresh
     out = []
-    for item in data.get("install", []):
+    for item in found:
         meta, info = item["metadata"], item["download_info"]
         name = canonicalize_name(meta["name"])
         if name in provided and not item.get("requested"):
@@ -98,6 +96,59 @@ def resolve(
         url = info["url"] + (f"#sha256={sha}" if sha else "")
         out.append(LockedPip(str(name), str(meta["version"]), url))
     return tuple(sorted(out, key=lambda p: p.name))
+
+
+def _dry_run(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> list[dict[str, Any]] | None:
+    """pip's report of what `cmd` would install with `keep` as constraints; None where pip fails
+    (its last line kept in `tmp` for the error)."""
+    report, constraints = tmp / "report.json", tmp / "keep.txt"
+    args = [*cmd, "--report", str(report)]
+    if keep:
+        constraints.write_text("".join(f"{name}=={version}\n" for name, version in keep))
+        args += ["--constraint", str(constraints)]
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=1800, check=False)
+    if proc.returncode != 0:
+        last = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()][-1:] or ["no output"]
+        (tmp / "last.txt").write_text(last[0].strip())
+        return None
+    return list(json.loads(report.read_text()).get("install", []))
+
+
+def _last_line(tmp: Path) -> str:
+    return (tmp / "last.txt").read_text() if (tmp / "last.txt").is_file() else "no output"
+
+
+def needed_by_new(specs: tuple[str, ...], keep: tuple[tuple[str, str], ...], fresh: list[dict[str, Any]]) -> set[str]:
+    """The names a fresh resolve's new requirements (specs naming no pinned package) need, all the
+    way down, by what each package there requires (a requirement behind an extra counts only where
+    the spec asks for that extra): the pins among them are what held the new requirement back."""
+    pinned = {canonicalize_name(name) for name, _ in keep}
+    requires: dict[str, list[Requirement]] = {}
+    for item in fresh:
+        reqs = []
+        for text in item["metadata"].get("requires_dist") or []:
+            with contextlib.suppress(InvalidRequirement):
+                reqs.append(Requirement(text))
+        requires[canonicalize_name(item["metadata"]["name"])] = reqs
+    todo: list[tuple[str, frozenset[str]]] = []
+    for spec in specs:
+        with contextlib.suppress(InvalidRequirement):
+            req = Requirement(spec)
+            if canonicalize_name(req.name) not in pinned:
+                todo.append((canonicalize_name(req.name), frozenset(canonicalize_name(e) for e in req.extras)))
+    seen: set[str] = set()
+    while todo:
+        name, extras = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for req in requires.get(name, []):
+            marker = str(req.marker or "").lower()  # packaging writes an extra's name normalized, in double quotes
+            if "extra" in marker and not any(f'"{extra}"' in marker for extra in extras):
+                continue
+            todo.append((canonicalize_name(req.name), frozenset(canonicalize_name(e) for e in req.extras)))
+    return seen
 
 
 def still_allowed(specs: tuple[str, ...], keep: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:

@@ -564,6 +564,40 @@ def test_a_narrowed_pip_requirement_moves_that_package_only(tmp_path: Path) -> N
     assert pins(lock_path)["pip:alpha"] == "1.0"
 
 
+def test_a_new_pip_requirement_moves_only_what_it_needs(tmp_path: Path) -> None:
+    """A teammate adds a wheel that needs a newer version of a locked dependency. The pins cannot
+    all hold, and the fresh resolve that followed moved every wheel to its newest; now only the pins
+    the new requirement needs, all the way down, are let go."""
+    channel, links = pip_channel(tmp_path)
+    homemade_wheel(links, "alpha", "1.0", {"alpha/__init__.py": "v = 1\n"})
+    homemade_wheel(links, "beta", "1.0", {"beta/__init__.py": "v = 1\n"}, requires=("common",))
+    homemade_wheel(links, "common", "1.0", {"common/__init__.py": "v = 1\n"}, requires=("base",))
+    homemade_wheel(links, "base", "1.0", {"base/__init__.py": "v = 1\n"})
+    recipe = write_recipe(
+        tmp_path / "r",
+        "growing",
+        f'envkit: 1\nname: growing\nchannels: [{channel.as_uri()}]\npython: "3.11"\nplatforms: [linux-64]\n'
+        "packages: [pip]\npip: [alpha, beta]\n",
+    )
+    lock_path = recipe.parent / "growing.lock"
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("lock", str(recipe), env=env).returncode == 0
+    assert {k: v for k, v in pins(lock_path).items() if k.startswith("pip:")} == {
+        "pip:alpha": "1.0", "pip:base": "1.0", "pip:beta": "1.0", "pip:common": "1.0"
+    }  # fmt: skip
+    for name in ("alpha", "beta", "base"):
+        homemade_wheel(links, name, "2.0", {f"{name}/__init__.py": "v = 2\n"})
+    homemade_wheel(links, "common", "2.0", {"common/__init__.py": "v = 2\n"}, requires=("base >=2",))
+    homemade_wheel(links, "newcomer", "1.0", {"newcomer/__init__.py": "v = 1\n"}, requires=("common >=2", "mpmath; extra == 'fast'"))
+    recipe.write_text(recipe.read_text().replace("pip: [alpha, beta]", "pip: [alpha, beta, newcomer]"))
+    relocked = run_envkit("lock", str(recipe), "--json", env=env)
+    assert relocked.returncode == 0, relocked.stderr
+    assert json.loads(relocked.stdout)["data"]["platforms"][0]["changes"] == [
+        "pip ~ base 1.0 -> 2.0", "pip ~ common 1.0 -> 2.0", "pip + newcomer 1.0"
+    ]  # fmt: skip
+    assert (pins(lock_path)["pip:alpha"], pins(lock_path)["pip:beta"]) == ("1.0", "1.0")
+
+
 def test_a_conflicted_lock_is_locked_afresh_and_said(tmp_path: Path) -> None:
     ch = two_platform_channel(tmp_path)
     recipe = team_recipe(tmp_path / "recipes", ch, platforms="[linux-64]")

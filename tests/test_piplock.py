@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from envkit.piplock import still_allowed
+from typing import Any
+
+from envkit.piplock import needed_by_new, still_allowed
 
 
 def test_a_pin_is_let_go_only_where_a_spec_of_its_name_rules_it_out() -> None:
@@ -12,3 +14,25 @@ def test_a_pin_is_let_go_only_where_a_spec_of_its_name_rules_it_out() -> None:
     # pre-release pin stays where the range holds it
     assert still_allowed(specs, keep) == (("alpha", "1.0"), ("Beta", "2.1"), ("delta", "3"), ("mpmath", "1.3rc1"))
     assert still_allowed((), keep) == keep
+
+
+def _item(name: str, *requires: str) -> dict[str, Any]:
+    """An entry of pip's --report as pip writes it (the fields this reads)."""
+    return {"metadata": {"name": name, "version": "1", "requires_dist": list(requires)}}
+
+
+def test_the_pins_a_new_requirement_needs_are_followed_down_its_requirements() -> None:
+    fresh = [
+        _item("newcomer", "common >=2", "speedup; extra == 'fast'", 'docs-theme; extra == "docs"'),
+        _item("common", "base"),
+        _item("base"),
+        _item("speedup", "cffi"),
+        _item("cffi"),
+        _item("alpha", "base"),
+        _item("docs-theme"),
+    ]
+    keep = (("alpha", "1"), ("common", "1"), ("base", "1"), ("cffi", "1"), ("docs-theme", "1"))
+    # alpha is pinned and its spec is not new: what it needs is reached only through newcomer
+    assert needed_by_new(("alpha", "newcomer"), keep, fresh) == {"newcomer", "common", "base"}
+    assert needed_by_new(("alpha", "newcomer[Fast]"), keep, fresh) == {"newcomer", "common", "base", "speedup", "cffi"}
+    assert needed_by_new(("alpha",), keep, fresh) == set()

@@ -725,6 +725,11 @@ def test_update_moves_a_pip_wheel_and_only_that_one(tmp_path: Path) -> None:
     assert json.loads(both.stdout)["data"]["pip"] == ["~ mpmath 9.9 -> 10.0", "~ threadpoolctl 9.9 -> 10.0"]
     typo = run_envkit("sync", "-n", "wheels", "--update", "mpmth", env=env)
     assert typo.returncode == 2 and "--update mpmth: envkit installed no package of that name" in typo.stderr
+    # wheels the recipe no longer lists go; they are not moved first
+    edit(recipe, "pip: [mpmath, threadpoolctl]\n", "")
+    emptied = run_envkit("sync", "-n", "wheels", "--update-all", "--dry-run", "--json", env=env)
+    assert emptied.returncode == 0, emptied.stderr
+    assert json.loads(emptied.stdout)["data"]["pip"] == ["- mpmath", "- threadpoolctl"]
 
 
 def test_a_wheel_update_that_fails_midway_is_rolled_back(tmp_path: Path) -> None:

@@ -142,7 +142,7 @@ def look(
         dry_run=dry_run,
         packages=diff_packages(installed, planned),
         variables=diff_variables(recorded_activation(prefix, record).ops, plan.activation),
-        pip=repair.lines() + _pip_change(record, plan) + _move_lines(record, moves),
+        pip=repair.lines() + _pip_change(record, plan) + _move_lines(record, plan, moves),
         findings=tuple(audit_plan(plan, recipe.force)),
         lock_set_aside=None if lock_path else _lock_made_from(record),
         warnings=warnings,
@@ -154,10 +154,11 @@ def look(
 def _pip_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Moving) -> tuple[dict[str, str], ...]:
     """The wheels `--update` moves, and what they need: pip's own choice in the env, with conda's
     python packages and every other wheel held where they are (the recipe's pip list still met)."""
-    wheels = moving.wheels(record)
-    if not wheels:
-        return ()
+    dropped = _pip_dropped(record, plan)  # what a changed pip list no longer names goes, and is not moved
+    wheels = tuple(w for w in moving.wheels(record) if w not in dropped)
     named = () if moving.everything else tuple(w for w in wheels if w not in _names(plan))
+    if not wheels or not (plan.pip_specs or named):
+        return ()
     dists = pip_dists(prefix)
     hold = tuple((name, dist.version) for name, dist in dists.items() if name not in wheels)
     moves = tuple(pip_upgrades(prefix, plan.pip_specs, named, hold, eager=moving.everything))
@@ -186,11 +187,15 @@ def _say_what_holds_back(
             )
 
 
-def _move_lines(record: dict[str, Any], moves: tuple[dict[str, str], ...]) -> tuple[str, ...]:
-    """`~ name old -> new` for a wheel moved, `+ name version` for one it now needs."""
+def _move_lines(record: dict[str, Any], plan: Plan, moves: tuple[dict[str, str], ...]) -> tuple[str, ...]:
+    """`~ name old -> new` for a wheel moved, `+ name version` for one it now needs (not for a new
+    requirement of the recipe's, which its own `+ spec` line shows)."""
     old = {str(p.get("name")): str(p.get("version")) for p in record.get("pip_installed", []) if isinstance(p, dict)}
+    asked = _spec_names(tuple(s for s in plan.pip_specs if s not in set(record.get("pip") or [])))
     return tuple(
-        f"~ {m['name']} {old[m['name']]} -> {m['version']}" if m["name"] in old else f"+ {m['name']} {m['version']}" for m in moves
+        f"~ {m['name']} {old[m['name']]} -> {m['version']}" if m["name"] in old else f"+ {m['name']} {m['version']}"
+        for m in moves
+        if m["name"] in old or m["name"] not in asked
     )
 
 
@@ -365,11 +370,15 @@ def _stash_wheels(prefix: Path, names: set[str]) -> None:
 
 
 def _names(plan: Plan) -> set[str]:
+    return _spec_names(plan.pip_specs)
+
+
+def _spec_names(specs: tuple[str, ...]) -> set[str]:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
     out = set()
-    for spec in plan.pip_specs:
+    for spec in specs:
         try:
             out.add(str(canonicalize_name(Requirement(spec).name)))
         except InvalidRequirement:  # a locked URL: its file name starts with the name
