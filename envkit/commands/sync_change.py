@@ -190,6 +190,8 @@ def _say_what_holds_back(
 def _move_lines(record: dict[str, Any], plan: Plan, moves: tuple[dict[str, str], ...]) -> tuple[str, ...]:
     """`~ name old -> new` for a wheel moved, `+ name version` for one it now needs (not for a new
     requirement of the recipe's, which its own `+ spec` line shows)."""
+    if not moves:
+        return ()
     old = {str(p.get("name")): str(p.get("version")) for p in record.get("pip_installed", []) if isinstance(p, dict)}
     asked = _spec_names(tuple(s for s in plan.pip_specs if s not in set(record.get("pip") or [])))
     return tuple(
