@@ -755,3 +755,31 @@ def test_a_wheel_update_that_fails_midway_is_rolled_back(tmp_path: Path) -> None
     assert len(failed.stderr.strip().splitlines()) <= 2 and "Traceback" not in failed.stderr
     assert snapshot(prefix) == before
     assert not sync_journal_path(prefix).exists()
+
+
+LOADED_BY_SYNC = """
+import os, sys
+from envkit.cli import main
+code = main(sys.argv[1:])
+print(sorted(m for m in ("packaging", "rich") if m in sys.modules))
+sys.stdout.flush()
+os._exit(code)
+"""
+
+
+def test_a_sync_without_pip_or_a_terminal_loads_neither_packaging_nor_rich(tmp_path: Path) -> None:
+    """Whole tens of milliseconds on every full sync (bench/run.py teams): packaging is loaded only
+    where a pip list or --update needs it, rich only to draw on a terminal. A helper for pip's
+    change lines had brought packaging onto every sync's path."""
+    _, recipe, prefix = tiny_env(tmp_path)
+    edit(recipe, "packages: [tool]", "packages: [tool, extra]")
+    proc = subprocess.run(
+        [sys.executable, "-c", LOADED_BY_SYNC, "sync", "-p", str(prefix), "--yes", "--no-probe"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "+ extra 2.0 0" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
