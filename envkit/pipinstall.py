@@ -198,7 +198,7 @@ def pip_upgrades(
     that the change a sync shows is the one it makes (installed by URL, --no-deps). A dry run."""
     python = prefix / "bin" / "python"
     if not python.exists():
-        raise InstallError(f"the env has pip wheels to move but {python} does not exist", hint=f"envkit sync -p {prefix} first")
+        raise InstallError(f"the env has pip wheels to move but {python} does not exist", hint=f"see 'envkit audit -p {prefix}'")
     from packaging.version import InvalidVersion, Version
 
     def valid(version: str) -> bool:

@@ -76,16 +76,14 @@ def resolve(
             *(arg for tag in tags for arg in ("--platform", tag)), "--platform", "any",
             *specs,
         ]  # fmt: skip
-        found = _dry_run(cmd, Path(tmp), keep) if keep else None
+        found = _dry_run(cmd, Path(tmp), keep)[0] if keep else None
         if found is None:
-            fresh = _dry_run(cmd, Path(tmp), ())
+            fresh, why = _dry_run(cmd, Path(tmp), ())
             if fresh is None:
-                raise SolveError(
-                    f"pip could not resolve {', '.join(specs)} for {platform}, Python {major}.{minor}: {_last_line(Path(tmp))}"
-                )
+                raise SolveError(f"pip could not resolve {', '.join(specs)} for {platform}, Python {major}.{minor}: {why}")
             released = needed_by_new(specs, keep, fresh)
             narrower = tuple(pin for pin in keep if canonicalize_name(pin[0]) not in released)
-            found = (_dry_run(cmd, Path(tmp), narrower) if released and narrower else None) or fresh
+            found = (_dry_run(cmd, Path(tmp), narrower)[0] if released and narrower else None) or fresh
     out = []
     for item in found:
         meta, info = item["metadata"], item["download_info"]
@@ -98,9 +96,9 @@ def resolve(
     return tuple(sorted(out, key=lambda p: p.name))
 
 
-def _dry_run(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> list[dict[str, Any]] | None:
-    """pip's report of what `cmd` would install with `keep` as constraints; None where pip fails
-    (its last line kept in `tmp` for the error)."""
+def _dry_run(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> tuple[list[dict[str, Any]] | None, str]:
+    """pip's report of what `cmd` would install with `keep` as constraints, or None and pip's last
+    line where it fails."""
     report, constraints = tmp / "report.json", tmp / "keep.txt"
     args = [*cmd, "--report", str(report)]
     if keep:
@@ -110,13 +108,8 @@ def _dry_run(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> li
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=1800, check=False)
     if proc.returncode != 0:
         last = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()][-1:] or ["no output"]
-        (tmp / "last.txt").write_text(last[0].strip())
-        return None
-    return list(json.loads(report.read_text()).get("install", []))
-
-
-def _last_line(tmp: Path) -> str:
-    return (tmp / "last.txt").read_text() if (tmp / "last.txt").is_file() else "no output"
+        return None, last[0].strip()
+    return list(json.loads(report.read_text()).get("install", [])), ""
 
 
 def needed_by_new(specs: tuple[str, ...], keep: tuple[tuple[str, str], ...], fresh: list[dict[str, Any]]) -> set[str]:
@@ -144,8 +137,8 @@ def needed_by_new(specs: tuple[str, ...], keep: tuple[tuple[str, str], ...], fre
             continue
         seen.add(name)
         for req in requires.get(name, []):
-            marker = str(req.marker or "").lower()  # packaging writes an extra's name normalized, in double quotes
-            if "extra" in marker and not any(f'"{extra}"' in marker for extra in extras):
+            marker = str(req.marker or "").lower()  # packaging writes `extra == "name"`, the name normalized
+            if 'extra == "' in marker and not any(f'extra == "{extra}"' in marker for extra in extras):
                 continue
             todo.append((canonicalize_name(req.name), frozenset(canonicalize_name(e) for e in req.extras)))
     return seen

@@ -86,6 +86,7 @@ class Moving:
 
 
 def recorded_wheel_names(record: dict[str, Any]) -> tuple[str, ...]:
+    """The wheels envkit installed, by their canonical names (as the record keeps them)."""
     return tuple(sorted({str(p.get("name")) for p in record.get("pip_installed", []) if isinstance(p, dict) and p.get("name")}))
 
 
