@@ -167,7 +167,9 @@ def _args_sync(p: Parser) -> None:
     p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--no-probe", action="store_true", help="skip the probe after the change")
-    _update_args(p, kept="what else envkit installed stays where it still fits", afresh="every package may move")
+    _update_args(
+        p, kept="conda's names or pip's; what else envkit installed stays where it still fits", afresh="every package and wheel may move"
+    )
     _json_flag(p)
 
 
