@@ -758,7 +758,8 @@ RULES: tuple[Rule, ...] = (
         "Something changed the env after envkit made it from its recipe: conda install or remove, pip install, an update. "
         "The env is no longer what its recipe (and its lock, and its last probe) describe, and the team's other machines "
         "do not have the change.",
-        "envkit sync brings it back to its recipe (or put the change into the recipe first, then envkit sync).",
+        "envkit sync brings it back to its recipe (or put the change into the recipe first, then envkit sync; a newer version the recipe"
+        " already allows, conda's or a pip wheel's, comes with envkit sync --update NAME).",
         ("https://pixi.sh/latest/workspace/lock_file/",),
         env_drift,
     ),
