@@ -191,14 +191,17 @@ def relocate_pip_files(staging: Path, final: Path, dists: list[Any]) -> None:
 
 def pip_upgrades(
     prefix: Path, specs: tuple[str, ...], names: tuple[str, ...], hold: tuple[tuple[str, str], ...], *, eager: bool
-) -> list[dict[str, str]]:
+) -> tuple[list[dict[str, str]], set[str]]:
     """What `pip install --upgrade` would install in the env to move `names` (every wheel, with
     `eager`) while the recipe's `specs` still hold and every distribution in `hold` stays at its
     version (conda's own python packages, the wheels not named): exact files with their hashes, so
-    that the change a sync shows is the one it makes (installed by URL, --no-deps). A dry run."""
+    that the change a sync shows is the one it makes (installed by URL, --no-deps); and the names
+    those files require (markers not weighed). A dry run."""
     python = prefix / "bin" / "python"
     if not python.exists():
         raise InstallError(f"the env has pip wheels to move but {python} does not exist", hint=f"see 'envkit audit -p {prefix}'")
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
     from packaging.version import InvalidVersion, Version
 
     def valid(version: str) -> bool:
@@ -220,4 +223,11 @@ def pip_upgrades(
                 f"pip could not move {moving} with the rest held where they are: {pip_reason(proc.stderr or proc.stdout)}",
                 hint="give what must move with it an --update of its own, or --update-all",
             )
-        return _reported(report)
+        required = set()
+        for item in json.loads(report.read_text()).get("install", []):
+            for text in item.get("metadata", {}).get("requires_dist") or []:
+                try:
+                    required.add(str(canonicalize_name(Requirement(text).name)))
+                except InvalidRequirement:
+                    continue
+        return _reported(report), required

@@ -256,7 +256,7 @@ def pip_repair(prefix: Path, record: dict[str, Any], named: Callable[[], set[str
     recorded = {name for name, _ in wanted}
     dists = pip_dists(prefix)
     unrecorded = sorted((d.name, d.version) for d in dists.values() if d.managed and (d.name, d.version) not in wanted)
-    needed = _needed(prefix, dists, named()) if named and any(name not in recorded for name, _ in unrecorded) else set()
+    needed = needed_wheels(prefix, dists, named()) if named and any(name not in recorded for name, _ in unrecorded) else set()
     adopt = [(name, version) for name, version in unrecorded if name not in recorded and name in needed]
     extra = [entry for entry in unrecorded if entry not in adopt]
     have = pip_wheels(dists)
@@ -268,7 +268,7 @@ def pip_repair(prefix: Path, record: dict[str, Any], named: Callable[[], set[str
     )
 
 
-def _needed(prefix: Path, dists: dict[str, PipDist], named: set[str]) -> set[str]:
+def needed_wheels(prefix: Path, dists: dict[str, PipDist], named: set[str]) -> set[str]:
     """`named` and what their wheels require, transitively, among the env's pip-installed wheels."""
     seen: set[str] = set()
     todo = list(named)

@@ -732,6 +732,49 @@ def test_update_moves_a_pip_wheel_and_only_that_one(tmp_path: Path) -> None:
     assert json.loads(emptied.stdout)["data"]["pip"] == ["- mpmath", "- threadpoolctl"]
 
 
+def test_update_keeps_a_wheel_upgraded_by_hand_and_what_it_needs(tmp_path: Path) -> None:
+    """`pip install -U mpmath` by hand, then `sync --update mpmath`: the sync took the upgrade back to
+    the recorded version first, saw the older one, and left it there. A wheel the user installed by
+    hand that the new mpmath requires was taken away too, leaving mpmath without it."""
+    channel, links = pip_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "byhand",
+        f'envkit: 1\nname: byhand\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
+    )
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
+    prefix = tmp_path / "envs" / "byhand"
+    homemade_wheel(links, "helperlib", "1.0", {"helperlib/__init__.py": "v = 1\n"})
+    homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"}, requires=("helperlib",))
+    pip = [str(prefix / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "-U", "mpmath"], check=True, env=env, capture_output=True)
+    assert {"mpmath-9.9.dist-info", "helperlib-1.0.dist-info"} <= _wheels(prefix)
+
+    shown = run_envkit("sync", "-n", "byhand", "--update", "mpmath", "--dry-run", "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["data"]["pip"] == [
+        "= helperlib 1.0 (the recipe's pip list needs it; recorded now)",
+        "~ mpmath 1.3.0 -> 9.9",
+    ]
+    kept = run_envkit("sync", "-n", "byhand", "--update", "mpmath", "--yes", "--no-probe", env=env)
+    assert kept.returncode == 0, kept.stderr
+    assert _wheels(prefix) == {"mpmath-9.9.dist-info", "helperlib-1.0.dist-info", "threadpoolctl-3.8.0.dist-info"}
+    record = read_record(prefix)
+    assert record is not None
+    assert {p["name"]: p["version"] for p in record["pip_installed"]} == {"helperlib": "1.0", "mpmath": "9.9", "threadpoolctl": "3.8.0"}
+    again = run_envkit("sync", "-n", "byhand", "--json", env=env)
+    assert json.loads(again.stdout)["data"]["noop"] is True, again.stdout
+    # a plain sync still puts a hand upgrade back
+    homemade_wheel(links, "threadpoolctl", "9.9", {"threadpoolctl.py": "__version__ = '9.9'\n"})
+    subprocess.run([*pip, "-U", "threadpoolctl"], check=True, env=env, capture_output=True)
+    back = run_envkit("sync", "-n", "byhand", "--yes", "--no-probe", "--json", env=env)
+    assert json.loads(back.stdout)["data"]["pip"] == [
+        "- threadpoolctl 9.9 (pip-installed since)",
+        "+ threadpoolctl 3.8.0 (as envkit installed it)",
+    ]
+
+
 def test_a_wheel_update_that_fails_midway_is_rolled_back(tmp_path: Path) -> None:
     """Two wheels move, the second's file cannot be unpacked (its metadata reads, its module's bytes
     are damaged): the first is already in place when pip fails, and the env goes back to what it was."""

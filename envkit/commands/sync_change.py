@@ -34,7 +34,7 @@ from envkit.recipe.loader import load_recorded
 from envkit.recipe.model import Recipe
 from envkit.record import sync_journal_path, write_record
 from envkit.solve import Plan, solve_recipe
-from envkit.sync import PipRepair, SyncOutcome, diff_packages, diff_variables, pip_repair, pip_state
+from envkit.sync import PipRepair, SyncOutcome, diff_packages, diff_variables, needed_wheels, pip_repair, pip_state
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Look:
     changes: SyncOutcome
     provenance: dict[str, Any]  # the record's "recipe" and "lock" entries after the sync
     pip_repair: PipRepair  # pip's changes since the record, undone before the recipe's own
-    pip_moves: tuple[dict[str, str], ...] = ()  # wheels --update moves: name, version, URL with its hash
+    wheel_moves: WheelMoves | None = None  # what --update does to pip's wheels
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,19 @@ def _canonical(name: str) -> str:
     return str(canonicalize_name(name))
 
 
+@dataclass(frozen=True)
+class WheelMoves:
+    """What `--update` does to pip's wheels: the files pip chose, installed by URL (--no-deps), and
+    the record entry each wheel let move ends with. One already at what pip would choose (a
+    `pip install -U` by hand since) stays as it is, recorded now, not put back first."""
+
+    names: tuple[str, ...] = ()  # the recorded wheels let move
+    install: tuple[dict[str, str], ...] = ()  # name, version, URL with its hash
+    record: tuple[dict[str, str], ...] = ()  # name, version, URL ("" for one installed by hand)
+    lines: tuple[str, ...] = ()
+    required: frozenset[str] = frozenset()  # what the installed files require
+
+
 def look(
     prefix: Path,
     record: dict[str, Any],
@@ -135,7 +148,9 @@ def look(
     repair = pip_repair(prefix, record, lambda: _names(plan))  # packaging loads only if asked
     if dropped := _pip_dropped(record, plan):  # not put back only to be taken away again
         repair = replace(repair, missing=tuple(m for m in repair.missing if m[0] not in dropped))
-    moves = _pip_moves(prefix, plan, record, moving) if moving and lock_path is None else ()
+    moves = _wheel_moves(prefix, plan, record, moving) if moving and lock_path is None else WheelMoves()
+    if moves.names:
+        repair = _repair_leaving(prefix, repair, moves)
     changes = SyncOutcome(
         str(prefix),
         "lock" if lock_path else "recipe",
@@ -143,7 +158,7 @@ def look(
         dry_run=dry_run,
         packages=diff_packages(installed, planned),
         variables=diff_variables(recorded_activation(prefix, record).ops, plan.activation),
-        pip=repair.lines() + _pip_change(record, plan) + _move_lines(record, plan, moves),
+        pip=repair.lines() + _pip_change(record, plan) + moves.lines,
         findings=tuple(audit_plan(plan, recipe.force)),
         lock_set_aside=None if lock_path else _lock_made_from(record),
         warnings=warnings,
@@ -152,34 +167,59 @@ def look(
     return Look(recipe, plan, outcome.records, changes, provenance, repair, moves)
 
 
-def _pip_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Moving) -> tuple[dict[str, str], ...]:
+def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Moving) -> WheelMoves:
     """The wheels `--update` moves, and what they need: pip's own choice in the env, with conda's
     python packages and every other wheel held where they are (the recipe's pip list still met)."""
     dropped = _pip_dropped(record, plan)  # what a changed pip list no longer names goes, and is not moved
     wheels = tuple(w for w in moving.wheels(record) if w not in dropped)
     named = () if moving.everything else tuple(w for w in wheels if w not in _names(plan))
     if not wheels or not (plan.pip_specs or named):
-        return ()
+        return WheelMoves()
     dists = pip_dists(prefix)
     hold = tuple((name, dist.version) for name, dist in dists.items() if name not in wheels)
-    moves = tuple(pip_upgrades(prefix, plan.pip_specs, named, hold, eager=moving.everything))
+    install, required = pip_upgrades(prefix, plan.pip_specs, named, hold, eager=moving.everything)
+    chosen = {m["name"]: m for m in install}
+    recorded = {str(p.get("name")): p for p in record.get("pip_installed", []) if isinstance(p, dict)}
+    ends: dict[str, dict[str, str]] = {}
+    for wheel in wheels:
+        if wheel in chosen:
+            ends[wheel] = chosen[wheel]
+        elif wheel in dists:  # pip keeps what is there: what envkit installed, or a newer one installed by hand since
+            old = recorded.get(wheel, {})
+            same = str(old.get("version")) == dists[wheel].version
+            ends[wheel] = {"name": wheel, "version": dists[wheel].version, "url": str(old.get("url") or "") if same else ""}
+    ends.update({name: m for name, m in chosen.items() if name not in ends})  # what the moved ones now need
     if not moving.everything:
-        _say_what_holds_back(prefix, plan, record=record, wheels=wheels, named=named, moves=moves)
-    return moves
+        _say_what_holds_back(prefix, plan, record=record, wheels=wheels, named=named, ends=ends)
+    lines = _move_lines(record, plan, dists, wheels, ends)
+    return WheelMoves(wheels, tuple(install), tuple(ends[n] for n in sorted(ends)), lines, frozenset(required))
+
+
+def _repair_leaving(prefix: Path, repair: PipRepair, moves: WheelMoves) -> PipRepair:
+    """The put-back, less the wheels that move (what they end as is the move's to say), and keeping
+    (recording) a wheel pip-installed by hand since that a moved one now requires."""
+    needed = needed_wheels(prefix, pip_dists(prefix), set(moves.required)) if moves.required else set()
+    extra = tuple(e for e in repair.extra if e[0] not in moves.names and e[0] not in needed)
+    return replace(
+        repair,
+        extra=extra,
+        missing=tuple(m for m in repair.missing if m[0] not in moves.names),
+        over=tuple(o for o in repair.over if o[0] in {name for name, _ in extra}),
+        adopt=repair.adopt + tuple(e for e in repair.extra if e[0] not in moves.names and e[0] in needed),
+    )
 
 
 def _say_what_holds_back(
-    prefix: Path, plan: Plan, *, record: dict[str, Any], wheels: tuple[str, ...], named: tuple[str, ...], moves: tuple[dict[str, str], ...]
+    prefix: Path, plan: Plan, *, record: dict[str, Any], wheels: tuple[str, ...], named: tuple[str, ...], ends: dict[str, dict[str, str]]
 ) -> None:
     """A named wheel whose newer version needs other wheels moved stays where the held ones allow,
     as a re-lock's does; pip would not say why, so the same move with only conda's packages held
     names what would have to move with it."""
     recorded = set(recorded_wheel_names(record))
     conda_held = tuple((name, dist.version) for name, dist in pip_dists(prefix).items() if name not in recorded)
-    free = {m["name"]: m["version"] for m in pip_upgrades(prefix, plan.pip_specs, named, conda_held, eager=False)}
-    chosen = {m["name"]: m["version"] for m in moves}
+    free = {m["name"]: m["version"] for m in pip_upgrades(prefix, plan.pip_specs, named, conda_held, eager=False)[0]}
     for wheel in wheels:
-        if wheel in free and free[wheel] != chosen.get(wheel):
+        if wheel in free and free[wheel] != ends.get(wheel, {}).get("version"):
             others = sorted(n for n in free if n != wheel and n not in wheels and n in recorded)
             notify(
                 f"{wheel} {free[wheel]} needs "
@@ -188,18 +228,25 @@ def _say_what_holds_back(
             )
 
 
-def _move_lines(record: dict[str, Any], plan: Plan, moves: tuple[dict[str, str], ...]) -> tuple[str, ...]:
-    """`~ name old -> new` for a wheel moved, `+ name version` for one it now needs (not for a new
-    requirement of the recipe's, which its own `+ spec` line shows)."""
-    if not moves:
-        return ()
+def _move_lines(
+    record: dict[str, Any], plan: Plan, dists: dict[str, Any], wheels: tuple[str, ...], ends: dict[str, dict[str, str]]
+) -> tuple[str, ...]:
+    """Against the record: `~ name old -> new` for a wheel moved (the env may have it already, by
+    hand), the put-back of one that stays but was changed by hand, `+ name version` for one the
+    moved ones now need (not for a new requirement of the recipe's: its own `+ spec` line shows it)."""
     old = {str(p.get("name")): str(p.get("version")) for p in record.get("pip_installed", []) if isinstance(p, dict)}
     asked = _spec_names(tuple(s for s in plan.pip_specs if s not in set(record.get("pip") or [])))
-    return tuple(
-        f"~ {m['name']} {old[m['name']]} -> {m['version']}" if m["name"] in old else f"+ {m['name']} {m['version']}"
-        for m in moves
-        if m["name"] in old or m["name"] not in asked
-    )
+    lines = []
+    for name in sorted(ends):
+        new, have = ends[name]["version"], dists[name].version if name in dists else None
+        if name not in old:
+            if name not in asked and have != new:
+                lines.append(f"+ {name} {new}")
+        elif new != old[name]:
+            lines.append(f"~ {name} {old[name]} -> {new}")
+        elif have != new:
+            lines += ([f"- {name} {have} (pip-installed since)"] if have else []) + [f"+ {name} {new} (as envkit installed it)"]
+    return tuple(lines)
 
 
 def _lock_made_from(record: dict[str, Any]) -> str | None:
@@ -282,7 +329,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         if repair.extra:  # out of the env (into the journal) before conda links again what they overwrote
             _stash_wheels(prefix, {name for name, _ in repair.extra})
         installer.change(seen.records, prefix, cache, [s.spec for s in plan.specs], relink=repair.relink)
-        pip_installed = _sync_pip(prefix, plan, record, repair, seen.pip_moves)
+        pip_installed = _sync_pip(prefix, plan, record, repair, seen.wheel_moves)
         before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
         after = {(p.name, p.version, p.build): p for p in plan.packages}
         added = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for key, p in after.items() if key not in before]
@@ -328,14 +375,18 @@ def _journal_folders(prefix: Path, cache: Path, record: dict[str, Any], seen: Lo
     """The folders the change can add entries to (envkit.linkscope), for the journal to list; None
     (list every path) when pip changes too, since pip writes where its wheels say."""
     installed, sha256 = installer.installed(), installer.installed_sha256()
-    if seen.pip_repair.needed or _pip_change(record, seen.plan) or seen.pip_moves or installed is None or sha256 is None:
+    if (
+        seen.pip_repair.needed
+        or _pip_change(record, seen.plan)
+        or (seen.wheel_moves and seen.wheel_moves.install)
+        or installed is None
+        or sha256 is None
+    ):
         return None
     return change_folders(prefix, cache, installed, sha256, seen.records)
 
 
-def _sync_pip(
-    prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepair, moves: tuple[dict[str, str], ...] = ()
-) -> list[dict[str, str]]:
+def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepair, moves: WheelMoves | None) -> list[dict[str, str]]:
     """pip back to the record first (the wheels pip-installed since are stashed by then), then the
     recipe's pip changes from there: wheels it no longer names are stashed too, so a rollback puts
     them back without an index; then the wheels `--update` moves, the very files the look chose."""
@@ -345,7 +396,7 @@ def _sync_pip(
         # the URL each came from this time (the recorded one, or this machine's index by hash)
         back = {p["name"]: p for p in pip_put_back(prefix, PipRepair(missing=repair.missing))}
         old = [back.get(str(p["name"]), p) for p in old]
-    if _pip_change(record, plan) == () and not moves:
+    if _pip_change(record, plan) == () and not (moves and moves.names):
         return old
     dropped = _pip_dropped(record, plan)
     _stash_wheels(prefix, dropped)
@@ -353,8 +404,10 @@ def _sync_pip(
     kept = {str(p["name"]): p for p in old if str(p["name"]) not in dropped}
     if _pip_change(record, plan):
         kept.update({p["name"]: p for p in pip_install(prefix, plan.pip_specs, locked=plan.pip_locked)})
-    if moves:
-        kept.update({p["name"]: p for p in pip_install(prefix, tuple(f"{m['name']} @ {m['url']}" for m in moves), locked=True)})
+    if moves and moves.names:
+        kept.update({p["name"]: p for p in moves.record})
+        # pip's own report last: where a URL failed, the same file came from this machine's index
+        kept.update({p["name"]: p for p in pip_install(prefix, tuple(f"{m['name']} @ {m['url']}" for m in moves.install), locked=True)})
     have = pip_state(prefix)
     return sorted((p for p in kept.values() if (str(p["name"]), str(p["version"])) in have), key=lambda p: str(p["name"]))
 
