@@ -231,3 +231,15 @@ def pip_upgrades(
                 except InvalidRequirement:
                     continue
         return _reported(report), required
+
+
+def pip_file(prefix: Path, name: str, version: str) -> str:
+    """The URL (with its sha256) of the file this machine's pip settings offer for `name==version`,
+    or "" where they offer none: for a wheel installed by hand that envkit now records, so that a
+    put-back, an export or a lock has the file and not only its version."""
+    with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--dry-run", "--no-input", "--quiet", "--ignore-installed"]
+        proc = _pip([*cmd, "--no-deps", "--report", str(report), f"{name}=={version}"])
+        found = _reported(report) if proc.returncode == 0 else []
+    return found[0]["url"] if found and "#sha256=" in found[0]["url"] else ""

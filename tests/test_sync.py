@@ -763,6 +763,9 @@ def test_update_keeps_a_wheel_upgraded_by_hand_and_what_it_needs(tmp_path: Path)
     record = read_record(prefix)
     assert record is not None
     assert {p["name"]: p["version"] for p in record["pip_installed"]} == {"helperlib": "1.0", "mpmath": "9.9", "threadpoolctl": "3.8.0"}
+    # the file pip offers for the version kept, so that a put-back, an export or a lock has it
+    mpmath = next(p for p in record["pip_installed"] if p["name"] == "mpmath")
+    assert mpmath["url"].startswith((links / "mpmath-9.9-py3-none-any.whl").as_uri() + "#sha256="), mpmath
     again = run_envkit("sync", "-n", "byhand", "--json", env=env)
     assert json.loads(again.stdout)["data"]["noop"] is True, again.stdout
     # a plain sync still puts a hand upgrade back

@@ -27,7 +27,7 @@ from envkit.installed import dist_files, pip_dists, read_conda_meta
 from envkit.journal import rollback, stash, write_journal
 from envkit.linkscope import change_folders
 from envkit.notices import notify
-from envkit.pipinstall import pip_install, pip_put_back, pip_upgrades
+from envkit.pipinstall import pip_file, pip_install, pip_put_back, pip_upgrades
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.loader import load_recorded
@@ -187,7 +187,8 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
         elif wheel in dists:  # pip keeps what is there: what envkit installed, or a newer one installed by hand since
             old = recorded.get(wheel, {})
             same = str(old.get("version")) == dists[wheel].version
-            ends[wheel] = {"name": wheel, "version": dists[wheel].version, "url": str(old.get("url") or "") if same else ""}
+            url = str(old.get("url") or "") if same else pip_file(prefix, wheel, dists[wheel].version)
+            ends[wheel] = {"name": wheel, "version": dists[wheel].version, "url": url}
     ends.update({name: m for name, m in chosen.items() if name not in ends})  # what the moved ones now need
     if not moving.everything:
         _say_what_holds_back(prefix, plan, record=record, wheels=wheels, named=named, ends=ends)
