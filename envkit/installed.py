@@ -97,7 +97,12 @@ class PipDist:
 
 
 def site_packages(prefix: Path) -> list[Path]:
-    return sorted(prefix.glob("lib/python3*/site-packages"))
+    """The site-packages the env's python reads: where an earlier python's is left beside it (a
+    python 3.11 -> 3.12 move leaves lib/python3.11 with the wheels pip put there), those are no
+    longer the env's. Every one where no `bin/python3.X` says which python is there."""
+    found = sorted(prefix.glob("lib/python3*/site-packages"))
+    live = [site for site in found if (prefix / "bin" / site.parent.name).exists()]
+    return live or found
 
 
 @dataclass(frozen=True)

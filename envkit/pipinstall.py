@@ -99,11 +99,19 @@ def pip_reason(output: str) -> str:
     return reason
 
 
-def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | None = None, locked: bool = False) -> list[dict[str, str]]:
+def pip_install(
+    prefix: Path,
+    specs: tuple[str, ...],
+    *,
+    final_prefix: Path | None = None,
+    locked: bool = False,
+    keep: tuple[tuple[str, str], ...] = (),
+) -> list[dict[str, str]]:
     """pip into the (staging) env; with `final_prefix`, the paths pip wrote into its files (script
     shebangs) are moved to the final prefix, as rattler does for conda packages. Locked specs are
     exact URLs (with #sha256=, which pip checks), installed as they are, no resolving; by hash
-    through this machine's pip settings where their URLs fail. Returns what pip installed, URL and
+    through this machine's pip settings where their URLs fail. `keep`: versions to stay at where
+    they can all hold (constraints), else resolved afresh. Returns what pip installed, URL and
     hash included (its --report), for the record, exports and locks."""
     if not specs:
         return []
@@ -114,7 +122,13 @@ def pip_install(prefix: Path, specs: tuple[str, ...], *, final_prefix: Path | No
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report = Path(tmp) / "report.json"
         cmd = [str(python), "-m", "pip", "install", "--no-input", "--no-compile", "--report", str(report)]
-        proc = _pip([*cmd, *(["--no-deps"] if locked else []), *specs])
+        proc = None
+        if keep and not locked:
+            held = Path(tmp) / "keep.txt"
+            held.write_text("".join(f"{name}=={version}\n" for name, version in keep))
+            proc = _pip([*cmd, "--constraint", str(held), *specs])
+        if proc is None or proc.returncode != 0:
+            proc = _pip([*cmd, *(["--no-deps"] if locked else []), *specs])
         if proc.returncode != 0:
             first = pip_reason(proc.stderr or proc.stdout)
             lines = _locked_by_hash(specs) if locked else None

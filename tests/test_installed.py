@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envkit.installed import installed_torch_build, wheel_torch_build
+from envkit.installed import installed_torch_build, pip_dists, site_packages, wheel_torch_build
 
 
 def dist_info(folder: Path) -> None:
@@ -42,3 +42,19 @@ def test_installed_torch_build_from_records_and_wheels(tmp_path: Path) -> None:
     # ROCm builds report torch.version.cuda = None: their local version makes no CUDA claim
     assert wheel_torch_build("2.11.0+rocm6.4") is None
     assert wheel_torch_build("2.11.0+cu130") == ("cuda", "13.0") and wheel_torch_build("2.13.0+cpu") == ("cpu", None)
+
+
+def test_the_site_packages_are_the_env_pythons_own(tmp_path: Path) -> None:
+    """A python 3.11 -> 3.12 move leaves lib/python3.11 beside lib/python3.12: what is there is no
+    longer the env's (the new python does not read it), so neither pip's wheels nor their drift
+    are taken from it; with no bin/python3.X to tell, every one is read as before."""
+    for version in ("3.11", "3.12"):
+        dist = tmp_path / "lib" / f"python{version}" / "site-packages" / f"mpmath-{version}.0.dist-info"
+        dist.mkdir(parents=True)
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: mpmath\nVersion: {version}.0\n")
+        (dist / "INSTALLER").write_text("pip\n")
+    assert [s.parent.name for s in site_packages(tmp_path)] == ["python3.11", "python3.12"]
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python3.12").symlink_to("/usr/bin/python3")
+    assert [s.parent.name for s in site_packages(tmp_path)] == ["python3.12"]
+    assert pip_dists(tmp_path)["mpmath"].version == "3.12.0"

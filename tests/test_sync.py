@@ -22,7 +22,7 @@ from envkit.sync import in_sync
 from tests.conftest import payload_recipe, run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda, write_tar_bz2
 from tests.support.fullfs import run_in_small_fs
-from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel
+from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel, two_pythons_pip_channel
 from tests.support.procs import MARK, new_mark, none_left
 from tests.support.terminal import converse
 from tests.support.tiny import python_builds_channel, tiny_channel, tiny_recipe
@@ -829,3 +829,50 @@ def test_a_sync_without_pip_or_a_terminal_loads_neither_packaging_nor_rich(tmp_p
     assert proc.returncode == 0, proc.stderr
     assert "+ extra 2.0 0" in proc.stdout
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_python_move_installs_the_pip_list_anew_for_the_new_python(tmp_path: Path) -> None:
+    """python 3.11 -> 3.12 in the recipe: the new python reads lib/python3.12, and the wheels pip had
+    put in lib/python3.11 stayed there, unseen. The sync said "nothing to do" afterwards and the
+    audit found the env clean (both read every lib/python3*), while `import mpmath` failed. Now the
+    wheels go with the old python and come back for the new one, all or nothing."""
+    channel, links, other = two_pythons_pip_channel(tmp_path)
+    host = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    recipe = write_recipe(
+        tmp_path / "r",
+        "moving",
+        f'envkit: 1\nname: moving\nchannels: [{channel.as_uri()}]\npython: "{host}"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
+    )
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0, "create"
+    prefix = tmp_path / "envs" / "moving"
+    edit(recipe, f'python: "{host}"', f'python: "{other}"')
+
+    before = snapshot(prefix)
+    (tmp_path / "nowheels").mkdir()
+    failed = run_envkit("sync", "-n", "moving", "--yes", "--no-probe", env=offline_pip_env(dict(os.environ), tmp_path / "nowheels"))
+    assert failed.returncode == 4 and "was rolled back to what it was" in failed.stderr, failed.stderr
+    assert snapshot(prefix) == before
+
+    moved = run_envkit("sync", "-n", "moving", "--yes", "--no-probe", "--json", env=env)
+    assert moved.returncode == 0, moved.stderr
+    assert json.loads(moved.stdout)["data"]["pip"] == [
+        f"~ installed anew for python {other} (the versions kept where pip has them for it): mpmath 1.3.0, threadpoolctl 3.8.0"
+    ]
+    python = prefix / "bin" / "python"
+    where = subprocess.run(
+        [str(python), "-c", "import mpmath, threadpoolctl, sys; print(sys.version_info[:2], mpmath.__file__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert where.returncode == 0, where.stderr
+    assert f"lib/python{other}/site-packages/mpmath" in where.stdout
+    assert not list(prefix.glob(f"lib/python{host}/site-packages/*.dist-info"))
+    record = read_record(prefix)
+    assert record is not None and {p["name"]: p["version"] for p in record["pip_installed"]} == {
+        "mpmath": "1.3.0",
+        "threadpoolctl": "3.8.0",
+    }
+    again = run_envkit("sync", "-n", "moving", "--json", env=env)
+    assert json.loads(again.stdout)["data"]["noop"] is True, again.stdout

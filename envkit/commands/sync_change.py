@@ -48,6 +48,7 @@ class Look:
     provenance: dict[str, Any]  # the record's "recipe" and "lock" entries after the sync
     pip_repair: PipRepair  # pip's changes since the record, undone before the recipe's own
     wheel_moves: WheelMoves | None = None  # what --update does to pip's wheels
+    python_move: tuple[str, str] | None = None  # (old X.Y, new X.Y) where the change moves python and pip has wheels
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,8 @@ def look(
     repair = pip_repair(prefix, record, lambda: _names(plan))  # packaging loads only if asked
     if dropped := _pip_dropped(record, plan):  # not put back only to be taken away again
         repair = replace(repair, missing=tuple(m for m in repair.missing if m[0] not in dropped))
-    moves = _wheel_moves(prefix, plan, record, moving) if moving and lock_path is None else WheelMoves()
+    python_move = _python_move(installed, planned) if recorded_wheel_names(record) else None
+    moves = WheelMoves() if lock_path is not None or python_move else _wheel_moves(prefix, plan, record, moving or Moving())
     if moves.names:
         repair = _repair_leaving(prefix, repair, moves)
     changes = SyncOutcome(
@@ -158,13 +160,27 @@ def look(
         dry_run=dry_run,
         packages=diff_packages(installed, planned),
         variables=diff_variables(recorded_activation(prefix, record).ops, plan.activation),
-        pip=repair.lines() + _pip_change(record, plan) + moves.lines,
+        pip=repair.lines() + _pip_change(record, plan) + moves.lines + _python_move_lines(record, python_move),
         findings=tuple(audit_plan(plan, recipe.force)),
         lock_set_aside=None if lock_path else _lock_made_from(record),
         warnings=warnings,
     )
     provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
-    return Look(recipe, plan, outcome.records, changes, provenance, repair, moves)
+    return Look(recipe, plan, outcome.records, changes, provenance, repair, moves, python_move)
+
+
+def _python_move(installed: dict[str, str], planned: dict[str, str]) -> tuple[str, str] | None:
+    """(old X.Y, new X.Y) where the change moves python to another minor version: its wheels are in
+    the old python's site-packages, which the new one does not read."""
+    old, new = (".".join(v.split(" ")[0].split(".")[:2]) if v else "" for v in (installed.get("python"), planned.get("python")))
+    return (old, new) if old and new and old != new else None
+
+
+def _python_move_lines(record: dict[str, Any], move: tuple[str, str] | None) -> tuple[str, ...]:
+    if move is None:
+        return ()
+    wheels = ", ".join(f"{p.get('name')} {p.get('version')}" for p in record.get("pip_installed", []) if isinstance(p, dict))
+    return (f"~ installed anew for python {move[1]} (the versions kept where pip has them for it): {wheels}",)
 
 
 def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Moving) -> WheelMoves:
@@ -329,8 +345,12 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         repair = seen.pip_repair
         if repair.extra:  # out of the env (into the journal) before conda links again what they overwrote
             _stash_wheels(prefix, {name for name, _ in repair.extra})
+        if seen.python_move:  # out of the old python's site-packages while it is still the env's
+            _stash_wheels(prefix, set(pip_dists(prefix)) & set(recorded_wheel_names(record)) | {name for name, _ in repair.adopt})
         installer.change(seen.records, prefix, cache, [s.spec for s in plan.specs], relink=repair.relink)
-        pip_installed = _sync_pip(prefix, plan, record, repair, seen.wheel_moves)
+        pip_installed = (
+            _pip_for_new_python(prefix, plan, record) if seen.python_move else _sync_pip(prefix, plan, record, repair, seen.wheel_moves)
+        )
         before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
         after = {(p.name, p.version, p.build): p for p in plan.packages}
         added = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for key, p in after.items() if key not in before]
@@ -379,6 +399,7 @@ def _journal_folders(prefix: Path, cache: Path, record: dict[str, Any], seen: Lo
     if (
         seen.pip_repair.needed
         or _pip_change(record, seen.plan)
+        or seen.python_move
         or (seen.wheel_moves and seen.wheel_moves.install)
         or installed is None
         or sha256 is None
@@ -411,6 +432,14 @@ def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepai
         kept.update({p["name"]: p for p in pip_install(prefix, tuple(f"{m['name']} @ {m['url']}" for m in moves.install), locked=True)})
     have = pip_state(prefix)
     return sorted((p for p in kept.values() if (str(p["name"]), str(p["version"])) in have), key=lambda p: str(p["name"]))
+
+
+def _pip_for_new_python(prefix: Path, plan: Plan, record: dict[str, Any]) -> list[dict[str, str]]:
+    """The pip list installed anew into a python of another minor version (the old one's wheels
+    are in the journal by now): at the versions the record has where pip offers them for this
+    python, else as pip resolves them afresh; a lock's exact files as the lock has them."""
+    keep = tuple((str(p["name"]), str(p["version"])) for p in record.get("pip_installed", []) if isinstance(p, dict) and p.get("name"))
+    return sorted(pip_install(prefix, plan.pip_specs, locked=plan.pip_locked, keep=keep), key=lambda p: str(p["name"]))
 
 
 def _pip_dropped(record: dict[str, Any], plan: Plan) -> set[str]:

@@ -9,6 +9,7 @@ import functools
 import hashlib
 import html
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from tests.support.condapkg import index_channel
-from tests.support.wheelchannel import cache_root, convert_wheel, python_shim
+from tests.support.wheelchannel import cache_root, convert_wheel, host_interpreter, python_shim
 
 PIP_WHEELS = ("pip", "threadpoolctl==3.8.0", "mpmath==1.3.0")
 
@@ -54,6 +55,46 @@ def pip_channel(root: Path) -> tuple[Path, Path]:
         if not wheel.name.startswith("pip-"):
             (links / wheel.name).write_bytes(wheel.read_bytes())
     return channel, links
+
+
+def other_python() -> tuple[Path, str]:
+    """A CPython of another minor version than the host's (its path, full version), for an env whose
+    python moves: pyenv's beside the host interpreter, or one on PATH."""
+    host = sys.version_info[:2]
+    versions = host_interpreter().parents[2]  # .../versions/3.11.7/bin/python3.11 -> .../versions
+    for minor in (12, 10, 13, 9):  # pip 26 runs on 3.9 and later
+        if (3, minor) == host:
+            continue
+        on_path = shutil.which(f"python3.{minor}")
+        found = [*sorted(versions.glob(f"3.{minor}.*/bin/python3.{minor}")), *([Path(on_path)] if on_path else [])]
+        for candidate in found:
+            proc = subprocess.run(
+                [candidate, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"], capture_output=True, text=True, check=False
+            )
+            if proc.returncode == 0:
+                return Path(candidate).resolve(), proc.stdout.strip()
+    raise RuntimeError(
+        f"no CPython 3.9+ other than {host[0]}.{host[1]} here (pyenv's versions or python3.N on PATH): the python-move test needs one"
+    )
+
+
+def two_pythons_pip_channel(root: Path) -> tuple[Path, Path, str]:
+    """(channel, find-links folder, the other python's X.Y): the host's python and another, each as
+    a venv-style `python` package over the real interpreter, with `pip` built for each; the folder
+    holds the pure-Python wheels (both pythons take them)."""
+    house = wheelhouse()
+    channel = root / "twopythons"
+    real, full = other_python()
+    for interpreter, version in ((None, f"{sys.version_info[0]}.{sys.version_info[1]}"), ((real, full), ".".join(full.split(".")[:2]))):
+        python_shim(channel, interpreter)
+        convert_wheel(next(house.glob("pip-*.whl")), channel, python=version)
+    index_channel(channel)
+    links = root / "links"
+    links.mkdir(parents=True, exist_ok=True)
+    for wheel in house.glob("*.whl"):
+        if not wheel.name.startswith("pip-"):
+            (links / wheel.name).write_bytes(wheel.read_bytes())
+    return channel, links, ".".join(full.split(".")[:2])
 
 
 def offline_pip_env(base: dict[str, str], links: Path) -> dict[str, str]:

@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from email.parser import Parser
 from pathlib import Path
@@ -97,9 +96,12 @@ def _bytecode(path: str, source: bytes) -> PkgFile | None:
     return PkgFile(f"{folder}/__pycache__/{name[:-3]}.{tag}.pyc", bytes(data))
 
 
-def convert_wheel(wheel: Path, channel: Path, *, keep_record: bool = False) -> Path:
+def convert_wheel(wheel: Path, channel: Path, *, keep_record: bool = False, python: str | None = None) -> Path:
     """A conda package of the wheel's files. `keep_record`: ship the wheel's RECORD, as conda-forge's
-    pip-built packages do, so that pip can uninstall the package (and does, to install over it)."""
+    pip-built packages do, so that pip can uninstall the package (and does, to install over it).
+    `python` (X.Y): built for that python instead of the host's, its files in that python's
+    site-packages and pinned to it, as conda-forge builds a package per python."""
+    site = f"lib/python{python}/site-packages" if python else SITE
     name, version, _build, tags = parse_wheel_filename(wheel.name)
     canonical = canonicalize_name(name)
     conda_name = CONDA_NAME.get(canonical, canonical)
@@ -116,8 +118,8 @@ def convert_wheel(wheel: Path, channel: Path, *, keep_record: bool = False) -> P
             if top.endswith(".data"):
                 kind, _, inner = rest.partition("/")
                 target = {
-                    "purelib": f"{SITE}/{inner}",
-                    "platlib": f"{SITE}/{inner}",
+                    "purelib": f"{site}/{inner}",
+                    "platlib": f"{site}/{inner}",
                     "data": inner,
                     "scripts": f"bin/{inner}",
                     "headers": f"include/{inner}",
@@ -125,7 +127,7 @@ def convert_wheel(wheel: Path, channel: Path, *, keep_record: bool = False) -> P
                 if kind == "scripts":
                     mode = 0o755
             else:
-                target = f"{SITE}/{path}"
+                target = f"{site}/{path}"
             if top.endswith(".dist-info"):
                 base = rest
                 if base == "METADATA":
@@ -135,7 +137,7 @@ def convert_wheel(wheel: Path, channel: Path, *, keep_record: bool = False) -> P
                 if base == "INSTALLER":
                     data = b"conda\n"
             files.append(PkgFile(target, data, mode | 0o644))
-            if target.endswith(".py") and target.startswith(SITE):
+            if target.endswith(".py") and target.startswith(site) and python is None:  # bytecode: the host's only
                 pyc = _bytecode(target, data)
                 if pyc is not None:
                     files.append(pyc)
@@ -148,6 +150,9 @@ def convert_wheel(wheel: Path, channel: Path, *, keep_record: bool = False) -> P
                 record.path, record.data + f"{dist_info.rsplit('/', 1)[1]}/INSTALLER,,\n".encode(), record.mode
             )
     tag = next(iter(tags))
+    if python:
+        meta = PkgMeta(conda_name, _conda_version(str(version)), f"py{python.replace('.', '')}_0", depends=[f"python {python}.*"])
+        return write_conda(channel, meta, files)
     meta = PkgMeta(conda_name, _conda_version(str(version)), f"pypi_{tag.interpreter}_0", depends=_wheel_depends(metadata, tag.interpreter))
     return write_conda(channel, meta, files)
 
@@ -157,16 +162,19 @@ def host_interpreter() -> Path:
     return base.resolve() if base.exists() else Path(os.path.realpath(sys.executable))
 
 
-def python_shim(channel: Path) -> Path:
-    real = host_interpreter()
-    version = sysconfig.get_python_version()
-    full = ".".join(map(str, sys.version_info[:3]))
+def python_shim(channel: Path, interpreter: tuple[Path, str] | None = None) -> Path:
+    """A `python` package whose bin/python is a real interpreter (the host's, or `interpreter`:
+    its path and full version) in a venv-style prefix."""
+    real, full = interpreter or (host_interpreter(), ".".join(map(str, sys.version_info[:3])))
+    version = ".".join(full.split(".")[:2])
     files = [
         PkgFile("pyvenv.cfg", f"home = {real.parent}\ninclude-system-site-packages = false\nversion = {full}\n".encode()),
         PkgFile(f"bin/python{version}", link_target=str(real)),
         PkgFile("bin/python3", link_target=f"python{version}"),
         PkgFile("bin/python", link_target=f"python{version}"),
-        PkgFile(f"{SITE}/README.envkit-shim", b"site-packages of a venv-style python shim over the host interpreter\n"),
+        PkgFile(
+            f"lib/python{version}/site-packages/README.envkit-shim", b"site-packages of a venv-style python shim over a real interpreter\n"
+        ),
     ]
     meta = PkgMeta("python", full, "0_envkit_shim", depends=[])
     return write_conda(channel, meta, files)
