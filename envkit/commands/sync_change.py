@@ -150,6 +150,8 @@ def look(
     if dropped := _pip_dropped(record, plan):  # not put back only to be taken away again
         repair = replace(repair, missing=tuple(m for m in repair.missing if m[0] not in dropped))
     python_move = _python_move(installed, planned) if recorded_wheel_names(record) else None
+    if python_move:  # every wheel is installed anew: none is put back first
+        repair = replace(repair, missing=())
     moves = WheelMoves() if lock_path is not None or python_move else _wheel_moves(prefix, plan, record, moving or Moving())
     if moves.names:
         repair = _repair_leaving(prefix, repair, moves)
@@ -438,8 +440,13 @@ def _pip_for_new_python(prefix: Path, plan: Plan, record: dict[str, Any]) -> lis
     """The pip list installed anew into a python of another minor version (the old one's wheels
     are in the journal by now): at the versions the record has where pip offers them for this
     python, else as pip resolves them afresh; a lock's exact files as the lock has them."""
-    keep = tuple((str(p["name"]), str(p["version"])) for p in record.get("pip_installed", []) if isinstance(p, dict) and p.get("name"))
-    return sorted(pip_install(prefix, plan.pip_specs, locked=plan.pip_locked, keep=keep), key=lambda p: str(p["name"]))
+    recorded = {str(p["name"]): p for p in record.get("pip_installed", []) if isinstance(p, dict) and p.get("name")}
+    keep = tuple((name, str(p.get("version"))) for name, p in recorded.items())
+    # pip reports only what it installed: a wheel the new python already had (a move back to a
+    # python whose site-packages conda left) stays recorded as it was
+    recorded.update({p["name"]: p for p in pip_install(prefix, plan.pip_specs, locked=plan.pip_locked, keep=keep)})
+    have = pip_state(prefix)
+    return sorted((p for p in recorded.values() if (str(p["name"]), str(p.get("version"))) in have), key=lambda p: str(p["name"]))
 
 
 def _pip_dropped(record: dict[str, Any], plan: Plan) -> set[str]:

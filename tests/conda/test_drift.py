@@ -21,7 +21,7 @@ from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgMeta, index_channel
 from tests.support.fullfs import run_in_small_fs
-from tests.support.pipchannel import editable_project, homemade_wheel, offline_pip_env, pip_channel, wheelhouse
+from tests.support.pipchannel import editable_project, homemade_wheel, offline_pip_env, pip_channel, two_pythons_pip_channel, wheelhouse
 from tests.support.tiny import tiny_channel
 from tests.support.wheelchannel import convert_wheel
 from tests.test_sync import snapshot
@@ -333,3 +333,33 @@ print(json.dumps(out))
     assert seen["synced"] == 0 and seen["gone"] == 1, seen
     assert seen["failed"] == 4 and "was rolled back to what it was" in seen["stderr"], seen
     assert seen["back"] == "1.3.0", seen
+
+
+def test_conda_moving_python_leaves_the_wheels_behind_and_sync_brings_both_back(conda: Conda, tmp_path: Path) -> None:
+    """`conda install python=3.12` in an env with wheels: they stay in lib/python3.11, which the new
+    python does not read. envkit saw them there and called the env clean; now the audit names them
+    missing, and the sync back to the recipe's python keeps them recorded (the first try recorded
+    none: pip had nothing to install, and only what pip installs was recorded)."""
+    channel, links, other = two_pythons_pip_channel(tmp_path)
+    host = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    recipe = write_recipe(
+        tmp_path / "r",
+        "back",
+        f'envkit: 1\nname: back\nchannels: [{channel.as_uri()}]\npython: "{host}"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
+    )
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
+    prefix = tmp_path / "envs" / "back"
+    conda.ok("install", "-y", "-q", "-p", str(prefix), "--override-channels", "-c", channel.as_uri(), f"python={other}", "pip")
+    assert {str(f["evidence"]) for f in audit(prefix)} >= {
+        "- pip mpmath 1.3.0 (removed or changed since)",
+        "- pip threadpoolctl 3.8.0 (removed or changed since)",
+    }
+
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert f"installed anew for python {host}" in synced.stdout
+    record = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())
+    assert {p["name"]: p["version"] for p in record["pip_installed"]} == {"mpmath": "1.3.0", "threadpoolctl": "3.8.0"}
+    assert audit(prefix) == []
+    assert json.loads(run_envkit("sync", "-p", str(prefix), "--json", env=env).stdout)["data"]["noop"] is True
