@@ -317,7 +317,7 @@ def user_site_modules(prefix: Path) -> tuple[str, ...]:
     """What `pip install --user` put where this env's python looks first: the user site of its
     Python version (PEP 370: $PYTHONUSERBASE, else ~/.local), unless the python is a venv that
     keeps the user site off. Whether PYTHONNOUSERSITE keeps it off is the rule's to weigh."""
-    versions = sorted(p.name for p in prefix.glob("lib/python3.*") if p.is_dir())
+    versions = [site.parent.name for site in site_packages(prefix)]  # the env python's own, where it says which
     if not versions:
         return ()
     cfg = prefix / "pyvenv.cfg"
