@@ -347,3 +347,10 @@ def test_ek032_toolchain_packages_in_the_user_site(tmp_path: Path, monkeypatch: 
     (prefix / "pyvenv.cfg").unlink()
     monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "elsewhere"))
     assert "EK032" not in ids(prefix)
+    monkeypatch.delenv("PYTHONUSERBASE")
+    # a python 3.12 that left its lib/python3.12 behind when the env moved back to 3.11: the user
+    # site read is the env python's own version, not the highest folder name
+    (prefix / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    (prefix / "bin").mkdir()
+    (prefix / "bin" / "python3.11").symlink_to(sys.executable)
+    assert "EK032" in ids(prefix)
