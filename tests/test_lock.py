@@ -539,21 +539,26 @@ def test_a_re_lock_keeps_pins_through_a_mirror_and_pip_pins_too(tmp_path: Path) 
     assert json.loads(narrowed.stdout)["data"]["platforms"][0]["changes"] == ["pip ~ mpmath 9.9 -> 1.3.0"]
 
 
+def locked_alpha_beta(tmp_path: Path, name: str, channel: Path, links: Path) -> tuple[Path, Path, dict[str, str]]:
+    """(recipe, its lock, pip's offline env): a linux-64 recipe with pip: [alpha, beta], locked."""
+    recipe = write_recipe(
+        tmp_path / "r",
+        name,
+        f'envkit: 1\nname: {name}\nchannels: [{channel.as_uri()}]\npython: "3.11"\nplatforms: [linux-64]\n'
+        "packages: [pip]\npip: [alpha, beta]\n",
+    )
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("lock", str(recipe), env=env).returncode == 0
+    return recipe, recipe.parent / f"{name}.lock", env
+
+
 def test_a_narrowed_pip_requirement_moves_that_package_only(tmp_path: Path) -> None:
     """pip's constraints are hard: a pin the recipe's own pip list now rules out made pip fail with
     every pin, and the fresh resolve that followed moved every other wheel to its newest too."""
     channel, links = pip_channel(tmp_path)
     for name in ("alpha", "beta"):
         homemade_wheel(links, name, "1.0", {f"{name}/__init__.py": "v = 1\n"})
-    recipe = write_recipe(
-        tmp_path / "r",
-        "twopip",
-        f'envkit: 1\nname: twopip\nchannels: [{channel.as_uri()}]\npython: "3.11"\nplatforms: [linux-64]\n'
-        "packages: [pip]\npip: [alpha, beta]\n",
-    )
-    lock_path = recipe.parent / "twopip.lock"
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("lock", str(recipe), env=env).returncode == 0
+    recipe, lock_path, env = locked_alpha_beta(tmp_path, "twopip", channel, links)
     assert (pins(lock_path)["pip:alpha"], pins(lock_path)["pip:beta"]) == ("1.0", "1.0")
     for name, version in (("alpha", "2.0"), ("beta", "2.0"), ("beta", "0.5")):
         homemade_wheel(links, name, version, {f"{name}/__init__.py": "v = 2\n"})
@@ -573,15 +578,7 @@ def test_a_new_pip_requirement_moves_only_what_it_needs(tmp_path: Path) -> None:
     homemade_wheel(links, "beta", "1.0", {"beta/__init__.py": "v = 1\n"}, requires=("common",))
     homemade_wheel(links, "common", "1.0", {"common/__init__.py": "v = 1\n"}, requires=("base",))
     homemade_wheel(links, "base", "1.0", {"base/__init__.py": "v = 1\n"})
-    recipe = write_recipe(
-        tmp_path / "r",
-        "growing",
-        f'envkit: 1\nname: growing\nchannels: [{channel.as_uri()}]\npython: "3.11"\nplatforms: [linux-64]\n'
-        "packages: [pip]\npip: [alpha, beta]\n",
-    )
-    lock_path = recipe.parent / "growing.lock"
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("lock", str(recipe), env=env).returncode == 0
+    recipe, lock_path, env = locked_alpha_beta(tmp_path, "growing", channel, links)
     assert {k: v for k, v in pins(lock_path).items() if k.startswith("pip:")} == {
         "pip:alpha": "1.0", "pip:base": "1.0", "pip:beta": "1.0", "pip:common": "1.0"
     }  # fmt: skip

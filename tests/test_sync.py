@@ -659,6 +659,20 @@ print(json.dumps({{"made": made.returncode, "madeerr": made.stderr, "code": sync
     assert seen["left"] == ["record.json"], seen["left"]
 
 
+def made_pip_env(tmp_path: Path, name: str, channel: Path, links: Path, python: str = "3.11") -> tuple[Path, Path, dict[str, str]]:
+    """(recipe, prefix, pip's offline env) of an env created from `channel` with pip: [mpmath,
+    threadpoolctl] from the find-links folder `links`."""
+    recipe = write_recipe(
+        tmp_path / "r",
+        name,
+        f'envkit: 1\nname: {name}\nchannels: [{channel.as_uri()}]\npython: "{python}"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
+    )
+    env = offline_pip_env(dict(os.environ), links)
+    made = run_envkit("create", str(recipe), "--yes", "--no-probe", env=env)
+    assert made.returncode == 0, made.stderr
+    return recipe, tmp_path / "envs" / name, env
+
+
 def _site(prefix: Path) -> Path:
     return prefix / "lib" / "python3.11" / "site-packages"
 
@@ -672,14 +686,7 @@ def test_update_moves_a_pip_wheel_and_only_that_one(tmp_path: Path) -> None:
     and everything else allow, every other wheel held where it is; --update-all moves them all.
     The change shown is pip's own choice in the env, and the files installed are the ones shown."""
     channel, links = pip_channel(tmp_path)
-    recipe = write_recipe(
-        tmp_path / "r",
-        "wheels",
-        f'envkit: 1\nname: wheels\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
-    )
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
-    prefix = tmp_path / "envs" / "wheels"
+    recipe, prefix, env = made_pip_env(tmp_path, "wheels", channel, links)
     assert _wheels(prefix) == {"mpmath-1.3.0.dist-info", "threadpoolctl-3.8.0.dist-info"}
     # newer of both, and a dependency the newer mpmath brings
     homemade_wheel(links, "gmpyhelper", "1.0", {"gmpyhelper/__init__.py": "v = 1\n"})
@@ -737,14 +744,7 @@ def test_update_keeps_a_wheel_upgraded_by_hand_and_what_it_needs(tmp_path: Path)
     the recorded version first, saw the older one, and left it there. A wheel the user installed by
     hand that the new mpmath requires was taken away too, leaving mpmath without it."""
     channel, links = pip_channel(tmp_path)
-    recipe = write_recipe(
-        tmp_path / "r",
-        "byhand",
-        f'envkit: 1\nname: byhand\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
-    )
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
-    prefix = tmp_path / "envs" / "byhand"
+    _, prefix, env = made_pip_env(tmp_path, "byhand", channel, links)
     homemade_wheel(links, "helperlib", "1.0", {"helperlib/__init__.py": "v = 1\n"})
     homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"}, requires=("helperlib",))
     pip = [str(prefix / "bin" / "python"), "-m", "pip", "install", "-q"]
@@ -782,14 +782,7 @@ def test_a_wheel_update_that_fails_midway_is_rolled_back(tmp_path: Path) -> None
     """Two wheels move, the second's file cannot be unpacked (its metadata reads, its module's bytes
     are damaged): the first is already in place when pip fails, and the env goes back to what it was."""
     channel, links = pip_channel(tmp_path)
-    recipe = write_recipe(
-        tmp_path / "r",
-        "halfway",
-        f'envkit: 1\nname: halfway\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
-    )
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
-    prefix = tmp_path / "envs" / "halfway"
+    _, prefix, env = made_pip_env(tmp_path, "halfway", channel, links)
     homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"})
     broken = homemade_wheel(links, "threadpoolctl", "9.9", {"threadpoolctl.py": "__version__ = '9.9'  # " + "x" * 64 + "\n"})
     data = broken.read_bytes()
@@ -838,14 +831,7 @@ def test_a_python_move_installs_the_pip_list_anew_for_the_new_python(tmp_path: P
     wheels go with the old python and come back for the new one, all or nothing."""
     channel, links, other = two_pythons_pip_channel(tmp_path)
     host = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    recipe = write_recipe(
-        tmp_path / "r",
-        "moving",
-        f'envkit: 1\nname: moving\nchannels: [{channel.as_uri()}]\npython: "{host}"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
-    )
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0, "create"
-    prefix = tmp_path / "envs" / "moving"
+    recipe, prefix, env = made_pip_env(tmp_path, "moving", channel, links, python=host)
     edit(recipe, f'python: "{host}"', f'python: "{other}"')
 
     before = snapshot(prefix)

@@ -24,7 +24,7 @@ from tests.support.fullfs import run_in_small_fs
 from tests.support.pipchannel import editable_project, homemade_wheel, offline_pip_env, pip_channel, two_pythons_pip_channel, wheelhouse
 from tests.support.tiny import tiny_channel
 from tests.support.wheelchannel import convert_wheel
-from tests.test_sync import snapshot
+from tests.test_sync import made_pip_env, snapshot
 
 
 def audit(prefix: Path) -> list[dict[str, object]]:
@@ -342,14 +342,7 @@ def test_conda_moving_python_leaves_the_wheels_behind_and_sync_brings_both_back(
     none: pip had nothing to install, and only what pip installs was recorded)."""
     channel, links, other = two_pythons_pip_channel(tmp_path)
     host = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    recipe = write_recipe(
-        tmp_path / "r",
-        "back",
-        f'envkit: 1\nname: back\nchannels: [{channel.as_uri()}]\npython: "{host}"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
-    )
-    env = offline_pip_env(dict(os.environ), links)
-    assert run_envkit("create", str(recipe), "--yes", "--no-probe", env=env).returncode == 0
-    prefix = tmp_path / "envs" / "back"
+    _, prefix, env = made_pip_env(tmp_path, "back", channel, links, python=host)
     conda.ok("install", "-y", "-q", "-p", str(prefix), "--override-channels", "-c", channel.as_uri(), f"python={other}", "pip")
     assert {str(f["evidence"]) for f in audit(prefix)} >= {
         "- pip mpmath 1.3.0 (removed or changed since)",

@@ -49,12 +49,17 @@ def pip_channel(root: Path) -> tuple[Path, Path]:
     python_shim(channel)
     convert_wheel(next(house.glob("pip-*.whl")), channel)
     index_channel(channel)
+    return channel, find_links(root)
+
+
+def find_links(root: Path) -> Path:
+    """A find-links folder of the wheelhouse's wheels but pip's own (the channel has pip)."""
     links = root / "links"
     links.mkdir(parents=True, exist_ok=True)
-    for wheel in house.glob("*.whl"):
+    for wheel in wheelhouse().glob("*.whl"):
         if not wheel.name.startswith("pip-"):
             (links / wheel.name).write_bytes(wheel.read_bytes())
-    return channel, links
+    return links
 
 
 def other_python() -> tuple[Path, str]:
@@ -89,12 +94,7 @@ def two_pythons_pip_channel(root: Path) -> tuple[Path, Path, str]:
         python_shim(channel, interpreter)
         convert_wheel(next(house.glob("pip-*.whl")), channel, python=version)
     index_channel(channel)
-    links = root / "links"
-    links.mkdir(parents=True, exist_ok=True)
-    for wheel in house.glob("*.whl"):
-        if not wheel.name.startswith("pip-"):
-            (links / wheel.name).write_bytes(wheel.read_bytes())
-    return channel, links, ".".join(full.split(".")[:2])
+    return channel, find_links(root), ".".join(full.split(".")[:2])
 
 
 def offline_pip_env(base: dict[str, str], links: Path) -> dict[str, str]:
