@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -58,9 +59,10 @@ def resolve(
 ) -> tuple[LockedPip, ...]:
     """Exact pip packages for `specs` on `platform` with CPython `python` (X.Y), at the versions
     `keep` names (the lock being replaced) where the specs allow them: a pin a spec itself rules
-    out is let go; pip's constraints are hard, so where the rest cannot all hold (a new requirement
-    needs a newer dependency), the pins of what the new requirements need are let go too, and
-    only where even that fails does pip resolve afresh."""
+    out is let go; pip's constraints are hard, so where the rest cannot all hold, the pins pip
+    names in its conflict are let go (one with no file for a new python, one a new requirement
+    needs newer), then those of all that the new requirements need, and only where even that
+    fails does pip resolve afresh."""
     if not specs:
         return ()
     keep = still_allowed(specs, keep)
@@ -69,17 +71,18 @@ def resolve(
     provided = {canonicalize_name(CONDA_TO_PYPI.get(n, n)) for n in conda_names}
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         cmd = [
-            sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
+            sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",  # not --quiet: it hides the conflict's causes
             "--target", str(Path(tmp) / "target"),  # pip takes --platform only with --target; a dry run writes nothing
             "--only-binary=:all:", "--implementation", "cp", "--python-version", f"{major}.{minor}",
             "--abi", f"cp{major}{minor}", "--abi", "abi3", "--abi", "none",
             *(arg for tag in tags for arg in ("--platform", tag)), "--platform", "any",
             *specs,
         ]  # fmt: skip
-        found = _dry_run(cmd, Path(tmp), keep)[0] if keep else None
+        found = _keeping(cmd, Path(tmp), keep) if keep else None
         if found is None:
-            fresh, why = _dry_run(cmd, Path(tmp), ())
+            fresh, output = _dry_run(cmd, Path(tmp), ())
             if fresh is None:
+                why = ([line.strip() for line in output.splitlines() if line.strip()][-1:] or ["no output"])[0]
                 raise SolveError(f"pip could not resolve {', '.join(specs)} for {platform}, Python {major}.{minor}: {why}")
             released = needed_by_new(specs, keep, fresh)
             narrower = tuple(pin for pin in keep if canonicalize_name(pin[0]) not in released)
@@ -96,10 +99,32 @@ def resolve(
     return tuple(sorted(out, key=lambda p: p.name))
 
 
+# how pip names a constraint in a conflict it cannot resolve ("The conflict is caused by: ...")
+CONFLICT_PIN = re.compile(r"The user requested \(constraint\) ([A-Za-z0-9][A-Za-z0-9._-]*)==")
+RELEASE_ROUNDS = 5  # pip runs spent letting named pins go before the broader release
+
+
+def _keeping(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> list[dict[str, Any]] | None:
+    """pip's choice with `keep` as constraints; where they cannot all hold, the pins pip blames
+    for the conflict are let go and pip asked again (a few rounds: each let-go can bring the next
+    conflict to light). None where that does not settle it."""
+    for _ in range(RELEASE_ROUNDS):
+        found, output = _dry_run(cmd, tmp, keep)
+        if found is not None:
+            return found
+        blamed = {canonicalize_name(name) for name in CONFLICT_PIN.findall(output)}
+        narrower = tuple(pin for pin in keep if canonicalize_name(pin[0]) not in blamed)
+        if not narrower or narrower == keep:
+            return None
+        keep = narrower
+    return None
+
+
 def _dry_run(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> tuple[list[dict[str, Any]] | None, str]:
-    """pip's report of what `cmd` would install with `keep` as constraints, or None and pip's last
-    line where it fails."""
+    """pip's report of what `cmd` would install with `keep` as constraints, or None and pip's
+    output where it fails."""
     report, constraints = tmp / "report.json", tmp / "keep.txt"
+    report.unlink(missing_ok=True)
     args = [*cmd, "--report", str(report)]
     if keep:
         constraints.write_text("".join(f"{name}=={version}\n" for name, version in keep))
@@ -107,8 +132,7 @@ def _dry_run(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> tu
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=1800, check=False)
     if proc.returncode != 0:
-        last = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()][-1:] or ["no output"]
-        return None, last[0].strip()
+        return None, (proc.stdout or "") + (proc.stderr or "")
     return list(json.loads(report.read_text()).get("install", [])), ""
 
 

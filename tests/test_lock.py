@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import rattler
@@ -18,7 +19,7 @@ from envkit.recipe.loader import load_recipe
 from envkit.recipe.sources import git_checkout_dir
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
-from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel
+from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel, two_pythons_pip_channel
 from tests.support.replica import build_replica
 from tests.support.tiny import python_builds_channel
 
@@ -593,6 +594,36 @@ def test_a_new_pip_requirement_moves_only_what_it_needs(tmp_path: Path) -> None:
         "pip ~ base 1.0 -> 2.0", "pip ~ common 1.0 -> 2.0", "pip + newcomer 1.0"
     ]  # fmt: skip
     assert (pins(lock_path)["pip:alpha"], pins(lock_path)["pip:beta"]) == ("1.0", "1.0")
+
+
+def test_a_new_python_lets_go_only_the_pins_with_no_file_for_it(tmp_path: Path) -> None:
+    """python 3.11 -> 3.12 in the recipe: a pinned wheel built for cp311 alone has no file for the new
+    python, so the pins could not all hold, and the fresh resolve that followed moved every wheel;
+    now the pins pip names in its conflict are let go, and the rest are kept."""
+    channel, links, other = two_pythons_pip_channel(tmp_path)
+    host = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    built = homemade_wheel(links, "alpha", "1.0", {"alpha/__init__.py": "v = 1\n"})
+    built.rename(links / f"alpha-1.0-{tag}-{tag}-manylinux_2_17_x86_64.whl")  # a compiled wheel, for this python only
+    homemade_wheel(links, "beta", "1.0", {"beta/__init__.py": "v = 1\n"}, requires=("alpha",))
+    recipe = write_recipe(
+        tmp_path / "r",
+        "newpython",
+        f'envkit: 1\nname: newpython\nchannels: [{channel.as_uri()}]\npython: "{host}"\nplatforms: [linux-64]\n'
+        "packages: [pip]\npip: [alpha, beta]\n",
+    )
+    env = offline_pip_env(dict(os.environ), links)
+    assert run_envkit("lock", str(recipe), env=env).returncode == 0
+    lock_path = recipe.parent / "newpython.lock"
+    assert (pins(lock_path)["pip:alpha"], pins(lock_path)["pip:beta"]) == ("1.0", "1.0")
+    for name in ("alpha", "beta"):
+        homemade_wheel(links, name, "2.0", {f"{name}/__init__.py": "v = 2\n"})
+    recipe.write_text(recipe.read_text().replace(f'python: "{host}"', f'python: "{other}"'))
+    relocked = run_envkit("lock", str(recipe), "--json", env=env)
+    assert relocked.returncode == 0, relocked.stderr
+    changes = json.loads(relocked.stdout)["data"]["platforms"][0]["changes"]
+    assert [c for c in changes if c.startswith("pip ")] == ["pip ~ alpha 1.0 -> 2.0"]
+    assert pins(lock_path)["pip:beta"] == "1.0"
 
 
 def test_a_conflicted_lock_is_locked_afresh_and_said(tmp_path: Path) -> None:
