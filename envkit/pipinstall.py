@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -122,12 +123,8 @@ def pip_install(
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report = Path(tmp) / "report.json"
         cmd = [str(python), "-m", "pip", "install", "--no-input", "--no-compile", "--report", str(report)]
-        proc = None
-        if keep and not locked:
-            held = Path(tmp) / "keep.txt"
-            held.write_text("".join(f"{name}=={version}\n" for name, version in keep))
-            proc = _pip([*cmd, "--constraint", str(held), *specs])
-        if proc is None or proc.returncode != 0:
+        proc = _keeping(cmd, specs, keep, Path(tmp) / "keep.txt") if keep and not locked else None
+        if proc is None:
             proc = _pip([*cmd, *(["--no-deps"] if locked else []), *specs])
         if proc.returncode != 0:
             first = pip_reason(proc.stderr or proc.stdout)
@@ -139,6 +136,45 @@ def pip_install(
     if final_prefix is not None and final_prefix != prefix:
         relocate_pip_files(prefix, final_prefix, [d for name, d in pip_dists(prefix).items() if name not in before])
     return installed
+
+
+# how pip names a constraint in a conflict it cannot resolve ("The conflict is caused by: ...")
+CONFLICT_PIN = re.compile(r"The user requested \(constraint\) ([A-Za-z0-9][A-Za-z0-9._-]*)==")
+RELEASE_ROUNDS = 5  # pip runs spent letting named pins go
+
+
+def blamed_pins(output: str) -> set[str]:
+    """The constraints pip names as causes of the conflict it could not resolve (canonical names)."""
+    from packaging.utils import canonicalize_name
+
+    return {str(canonicalize_name(name)) for name in CONFLICT_PIN.findall(output)}
+
+
+def without_blamed(keep: tuple[tuple[str, str], ...], output: str) -> tuple[tuple[str, str], ...] | None:
+    """`keep` less the pins pip blamed in `output`; None where that lets none go, or all."""
+    from packaging.utils import canonicalize_name
+
+    blamed = blamed_pins(output)
+    narrower = tuple(pin for pin in keep if canonicalize_name(pin[0]) not in blamed)
+    return narrower if narrower and narrower != keep else None
+
+
+def _keeping(
+    cmd: list[str], specs: tuple[str, ...], keep: tuple[tuple[str, str], ...], held: Path
+) -> subprocess.CompletedProcess[str] | None:
+    """pip install with `keep` as constraints, the pins pip blames let go round by round (a wheel
+    with no file for a new python); None where that does not settle it. pip resolves before it
+    installs anything, so a failed round leaves the env as it was."""
+    for _ in range(RELEASE_ROUNDS):
+        held.write_text("".join(f"{name}=={version}\n" for name, version in keep))
+        proc = _pip([*cmd, "--constraint", str(held), *specs])
+        if proc.returncode == 0:
+            return proc
+        narrower = without_blamed(keep, (proc.stdout or "") + (proc.stderr or ""))
+        if narrower is None:
+            return None
+        keep = narrower
+    return None
 
 
 def _reported(report: Path) -> list[dict[str, str]]:

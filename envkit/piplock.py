@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from envkit.errors import SolveError
 from envkit.lock import LockedPip
+from envkit.pipinstall import RELEASE_ROUNDS, without_blamed
 
 # conda package names whose PyPI distribution has another name
 CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "py-opencv": "opencv-python", "pillow": "pillow"}
@@ -99,11 +99,6 @@ def resolve(
     return tuple(sorted(out, key=lambda p: p.name))
 
 
-# how pip names a constraint in a conflict it cannot resolve ("The conflict is caused by: ...")
-CONFLICT_PIN = re.compile(r"The user requested \(constraint\) ([A-Za-z0-9][A-Za-z0-9._-]*)==")
-RELEASE_ROUNDS = 5  # pip runs spent letting named pins go before the broader release
-
-
 def _keeping(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> list[dict[str, Any]] | None:
     """pip's choice with `keep` as constraints; where they cannot all hold, the pins pip blames
     for the conflict are let go and pip asked again (a few rounds: each let-go can bring the next
@@ -112,9 +107,8 @@ def _keeping(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> li
         found, output = _dry_run(cmd, tmp, keep)
         if found is not None:
             return found
-        blamed = {canonicalize_name(name) for name in CONFLICT_PIN.findall(output)}
-        narrower = tuple(pin for pin in keep if canonicalize_name(pin[0]) not in blamed)
-        if not narrower or narrower == keep:
+        narrower = without_blamed(keep, output)
+        if narrower is None:
             return None
         keep = narrower
     return None

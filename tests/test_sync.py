@@ -659,13 +659,15 @@ print(json.dumps({{"made": made.returncode, "madeerr": made.stderr, "code": sync
     assert seen["left"] == ["record.json"], seen["left"]
 
 
-def made_pip_env(tmp_path: Path, name: str, channel: Path, links: Path, python: str = "3.11") -> tuple[Path, Path, dict[str, str]]:
-    """(recipe, prefix, pip's offline env) of an env created from `channel` with pip: [mpmath,
-    threadpoolctl] from the find-links folder `links`."""
+def made_pip_env(
+    tmp_path: Path, name: str, channel: Path, links: Path, python: str = "3.11", pip: str = "mpmath, threadpoolctl"
+) -> tuple[Path, Path, dict[str, str]]:
+    """(recipe, prefix, pip's offline env) of an env created from `channel` with pip: [`pip`] from
+    the find-links folder `links`."""
     recipe = write_recipe(
         tmp_path / "r",
         name,
-        f'envkit: 1\nname: {name}\nchannels: [{channel.as_uri()}]\npython: "{python}"\npackages: [pip]\npip: [mpmath, threadpoolctl]\n',
+        f'envkit: 1\nname: {name}\nchannels: [{channel.as_uri()}]\npython: "{python}"\npackages: [pip]\npip: [{pip}]\n',
     )
     env = offline_pip_env(dict(os.environ), links)
     made = run_envkit("create", str(recipe), "--yes", "--no-probe", env=env)
@@ -828,10 +830,17 @@ def test_a_python_move_installs_the_pip_list_anew_for_the_new_python(tmp_path: P
     """python 3.11 -> 3.12 in the recipe: the new python reads lib/python3.12, and the wheels pip had
     put in lib/python3.11 stayed there, unseen. The sync said "nothing to do" afterwards and the
     audit found the env clean (both read every lib/python3*), while `import mpmath` failed. Now the
-    wheels go with the old python and come back for the new one, all or nothing."""
+    wheels go with the old python and come back for the new one, all or nothing, at the versions
+    they had where the new python has files for them (a compiled wheel built for the old python
+    alone moves; the others do not move to the newest with it)."""
     channel, links, other = two_pythons_pip_channel(tmp_path)
     host = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    recipe, prefix, env = made_pip_env(tmp_path, "moving", channel, links, python=host)
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    built = homemade_wheel(links, "compiled", "1.0", {"compiled/__init__.py": "v = 1\n"})
+    built.rename(links / f"compiled-1.0-{tag}-{tag}-manylinux_2_17_x86_64.whl")
+    recipe, prefix, env = made_pip_env(tmp_path, "moving", channel, links, python=host, pip="mpmath, threadpoolctl, compiled")
+    homemade_wheel(links, "compiled", "2.0", {"compiled/__init__.py": "v = 2\n"})
+    homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"})
     edit(recipe, f'python: "{host}"', f'python: "{other}"')
 
     before = snapshot(prefix)
@@ -843,7 +852,7 @@ def test_a_python_move_installs_the_pip_list_anew_for_the_new_python(tmp_path: P
     moved = run_envkit("sync", "-n", "moving", "--yes", "--no-probe", "--json", env=env)
     assert moved.returncode == 0, moved.stderr
     assert json.loads(moved.stdout)["data"]["pip"] == [
-        f"~ installed anew for python {other} (the versions kept where pip has them for it): mpmath 1.3.0, threadpoolctl 3.8.0"
+        f"~ installed anew for python {other} (the versions kept where pip has them for it): compiled 1.0, mpmath 1.3.0, threadpoolctl 3.8.0"
     ]
     python = prefix / "bin" / "python"
     where = subprocess.run(
@@ -857,6 +866,7 @@ def test_a_python_move_installs_the_pip_list_anew_for_the_new_python(tmp_path: P
     assert not list(prefix.glob(f"lib/python{host}/site-packages/*.dist-info"))
     record = read_record(prefix)
     assert record is not None and {p["name"]: p["version"] for p in record["pip_installed"]} == {
+        "compiled": "2.0",
         "mpmath": "1.3.0",
         "threadpoolctl": "3.8.0",
     }
