@@ -293,3 +293,19 @@ def pip_file(prefix: Path, name: str, version: str) -> str:
         proc = _pip([*cmd, "--no-deps", "--report", str(report), f"{name}=={version}"])
         found = _reported(report) if proc.returncode == 0 else []
     return found[0]["url"] if found and "#sha256=" in found[0]["url"] else ""
+
+
+def pip_newest(prefix: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """The newest version of each wheel that this machine's pip settings offer for the env's python,
+    whatever is installed. pip's `--upgrade` says nothing when its index cannot be reached (it keeps
+    what is installed, as if that were the newest); asked this way, no file is a failure."""
+    with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--dry-run", "--no-input", "--quiet", "--ignore-installed"]
+        proc = _pip([*cmd, "--no-deps", "--report", str(report), *names])
+        if proc.returncode != 0:
+            raise SolveError(
+                f"pip found no file for {', '.join(names)} to move to: {pip_reason(proc.stderr or proc.stdout)}",
+                hint="check that this machine's pip index answers (PIP_INDEX_URL, PIP_FIND_LINKS or pip.conf)",
+            )
+        return {p["name"]: p["version"] for p in _reported(report)}

@@ -723,6 +723,13 @@ def test_update_moves_a_pip_wheel_and_only_that_one(tmp_path: Path) -> None:
     assert "threadpoolctl-9.9.dist-info" in _wheels(prefix)
     newest = run_envkit("sync", "-n", "wheels", "--update", "mpmath", "--json", env=env)
     assert newest.returncode == 0 and json.loads(newest.stdout)["data"]["noop"] is True, newest.stdout
+    # an index that does not answer: pip's --upgrade keeps what is installed and says nothing, which
+    # read as "already the newest"
+    (tmp_path / "unreachable").mkdir()
+    lost = run_envkit(
+        "sync", "-n", "wheels", "--update", "mpmath", "--dry-run", env=offline_pip_env(dict(os.environ), tmp_path / "unreachable")
+    )
+    assert lost.returncode == 3 and "pip found no file for mpmath to move to" in lost.stderr, lost.stderr
     # a newer mpmath that needs a newer threadpoolctl: held, it stays, and the sync says what would free it
     homemade_wheel(links, "mpmath", "10.0", {"mpmath/__init__.py": "__version__ = '10.0'\n"}, requires=("threadpoolctl >=10",))
     homemade_wheel(links, "threadpoolctl", "10.0", {"threadpoolctl.py": "__version__ = '10.0'\n"})

@@ -27,7 +27,7 @@ from envkit.installed import dist_files, pip_dists, read_conda_meta
 from envkit.journal import rollback, stash, write_journal
 from envkit.linkscope import change_folders
 from envkit.notices import notify
-from envkit.pipinstall import pip_file, pip_install, pip_put_back, pip_upgrades
+from envkit.pipinstall import pip_file, pip_install, pip_newest, pip_put_back, pip_upgrades
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.loader import load_recorded
@@ -208,8 +208,10 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
             url = str(old.get("url") or "") if same else pip_file(prefix, wheel, dists[wheel].version)
             ends[wheel] = {"name": wheel, "version": dists[wheel].version, "url": url}
     ends.update({name: m for name, m in chosen.items() if name not in ends})  # what the moved ones now need
-    if not moving.everything:
-        _say_what_holds_back(prefix, plan, record=record, wheels=wheels, named=named, ends=ends)
+    newest = pip_newest(prefix, wheels)  # an index that does not answer is said, not taken for "nothing newer"
+    held = tuple(w for w in wheels if w in newest and newest[w] != ends.get(w, {}).get("version"))
+    if held and not moving.everything:
+        _say_what_holds_back(prefix, plan, record=record, wheels=held, named=named, ends=ends)
     lines = _move_lines(record, plan, dists, wheels, ends)
     return WheelMoves(wheels, tuple(install), tuple(ends[n] for n in sorted(ends)), lines, frozenset(required))
 
@@ -233,7 +235,7 @@ def _say_what_holds_back(
 ) -> None:
     """A named wheel whose newer version needs other wheels moved stays where the held ones allow,
     as a re-lock's does; pip would not say why, so the same move with only conda's packages held
-    names what would have to move with it."""
+    names what would have to move with it (`wheels`: those that did not reach the newest)."""
     recorded = set(recorded_wheel_names(record))
     conda_held = tuple((name, dist.version) for name, dist in pip_dists(prefix).items() if name not in recorded)
     free = {m["name"]: m["version"] for m in pip_upgrades(prefix, plan.pip_specs, named, conda_held, eager=False)[0]}
