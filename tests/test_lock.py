@@ -19,7 +19,7 @@ from envkit.recipe.loader import load_recipe
 from envkit.recipe.sources import git_checkout_dir
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
-from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel, two_pythons_pip_channel
+from tests.support.pipchannel import homemade_wheel, index_pip_env, offline_pip_env, pip_channel, simple_index, two_pythons_pip_channel
 from tests.support.replica import build_replica
 from tests.support.tiny import python_builds_channel
 
@@ -624,6 +624,36 @@ def test_a_new_python_lets_go_only_the_pins_with_no_file_for_it(tmp_path: Path) 
     changes = json.loads(relocked.stdout)["data"]["platforms"][0]["changes"]
     assert [c for c in changes if c.startswith("pip ")] == ["pip ~ alpha 1.0 -> 2.0"]
     assert pins(lock_path)["pip:beta"] == "1.0"
+
+
+def test_recipes_check_names_locked_wheels_whose_files_are_gone(tmp_path: Path) -> None:
+    """A team's CI checks the locks of its recipe repo; a wheel the lock pins by URL whose file is no
+    longer there (a mirror that dropped it, a wheelhouse cleaned) was not checked at all, and the
+    next locked create on a machine without that file in its own index failed."""
+    channel, links = pip_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "wheelcheck",
+        f'envkit: 1\nname: wheelcheck\nchannels: [{channel.as_uri()}]\npython: "3.11"\nplatforms: [linux-64]\n'
+        "packages: [pip]\npip: [mpmath, threadpoolctl]\n",
+    )
+    lock_path = recipe.parent / "wheelcheck.lock"
+    served = sorted(links.glob("mpmath-*.whl"))
+    with simple_index(tmp_path / "index", served) as url:
+        env = {**index_pip_env(dict(os.environ), url), "PIP_FIND_LINKS": str(links)}  # mpmath from the index, the rest from the folder
+        assert run_envkit("lock", str(recipe), env=env).returncode == 0
+        mpmath_url = next(p.url for p in read_lock(lock_path).platforms[0].pip if p.name == "mpmath")
+        assert mpmath_url.startswith(url.rsplit("/simple", 1)[0])
+        assert run_envkit("recipes", "check", str(recipe)).returncode == 0
+    (links / "threadpoolctl-3.8.0-py3-none-any.whl").unlink()
+    checked = run_envkit("recipes", "check", str(recipe), "--json")
+    assert checked.returncode == 1, checked.stdout
+    problems = json.loads(checked.stdout)["data"][0]["problems"]
+    assert [p.split(": its file")[0] for p in problems] == [
+        f"{lock_path}: linux-64: pip mpmath 1.3.0",
+        f"{lock_path}: linux-64: pip threadpoolctl 3.8.0",
+    ]
+    assert all(f"'envkit lock {recipe} --update " in p for p in problems)
 
 
 def test_a_conflicted_lock_is_locked_afresh_and_said(tmp_path: Path) -> None:

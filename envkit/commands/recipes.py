@@ -221,6 +221,7 @@ def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, 
             if missing:
                 problems.append(f"{lock_path}: lacks {', '.join(missing)}, which the recipe declares; re-lock with 'envkit lock {where}'")
             problems += _withdrawn(lock, lock_path, channels, where)
+            problems += _wheels_gone(lock, lock_path, where)
     try:
         solve_for_lock(recipe, platforms, channels)
     except EnvkitError as exc:
@@ -251,6 +252,48 @@ def _withdrawn(lock: Lock, lock_path: Path, channels: list[ResolvedChannel], whe
         f" move it with 'envkit lock {where} --update {name}' and commit the lock"
         for platform, name, version in gone
     ]
+
+
+def _wheels_gone(lock: Lock, lock_path: Path, where: str) -> list[str]:
+    """The locked wheels whose file no longer answers at the URL the lock keeps (a wheelhouse
+    cleaned, a mirror that dropped it). A locked create elsewhere falls back to the same file by
+    hash through that machine's pip index, which has it only if that index still does."""
+    answers: dict[str, bool] = {}
+    problems = []
+    for platform in lock.platforms:
+        for wheel in platform.pip:
+            location = wheel.url.partition("#")[0]
+            if location not in answers:
+                answers[location] = _answers(location)
+            if not answers[location]:
+                problems.append(
+                    f"{lock_path}: {platform.platform}: pip {wheel.name} {wheel.version}: its file no longer answers at {location};"
+                    f" move it with 'envkit lock {where} --update {wheel.name}' and commit the lock"
+                )
+    return problems
+
+
+def _answers(url: str) -> bool:
+    """Whether the file at `url` is there: a local path that exists, or an HTTP(S) server that says
+    200 to HEAD (or to a one-byte GET, for a server that refuses HEAD)."""
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path)).is_file()
+    if parsed.scheme not in ("http", "https"):
+        return True  # nothing here can ask it; pip says so at install time
+    import urllib.error
+    import urllib.request
+
+    for method, headers in (("HEAD", {}), ("GET", {"Range": "bytes=0-0"})):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=30):  # noqa: S310 - http(s) only, above
+                return True
+        except urllib.error.HTTPError as exc:
+            if exc.code not in (403, 405, 501):  # refused the method, not the file: try the other
+                return False
+        except (urllib.error.URLError, OSError):
+            return False
+    return False
 
 
 def check(paths: list[str]) -> Result:
