@@ -17,8 +17,9 @@ import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from envkit.errors import InstallError, SolveError
@@ -123,7 +124,14 @@ def pip_install(
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report = Path(tmp) / "report.json"
         cmd = [str(python), "-m", "pip", "install", "--no-input", "--no-compile", "--report", str(report)]
-        proc = _keeping(cmd, specs, keep, Path(tmp) / "keep.txt") if keep and not locked else None
+        held = Path(tmp) / "keep.txt"
+
+        def attempt(pins: tuple[tuple[str, str], ...]) -> tuple[subprocess.CompletedProcess[str] | None, str]:
+            held.write_text("".join(f"{name}=={version}\n" for name, version in pins))
+            tried = _pip([*cmd, "--constraint", str(held), *specs])  # pip resolves before it installs: a failure changed nothing
+            return (tried if tried.returncode == 0 else None), (tried.stdout or "") + (tried.stderr or "")
+
+        proc = keeping(keep, attempt) if keep and not locked else None
         if proc is None:
             proc = _pip([*cmd, *(["--no-deps"] if locked else []), *specs])
         if proc.returncode != 0:
@@ -143,38 +151,31 @@ CONFLICT_PIN = re.compile(r"The user requested \(constraint\) ([A-Za-z0-9][A-Za-
 RELEASE_ROUNDS = 5  # pip runs spent letting named pins go
 
 
-def blamed_pins(output: str) -> set[str]:
-    """The constraints pip names as causes of the conflict it could not resolve (canonical names)."""
+T = TypeVar("T")
+
+
+def keeping(keep: tuple[tuple[str, str], ...], attempt: Callable[[tuple[tuple[str, str], ...]], tuple[T | None, str]]) -> T | None:
+    """`attempt` with `keep` as pip constraints; where they cannot all hold, the pins pip blames in
+    its conflict are let go and it is tried again, a few rounds (each let-go can bring the next
+    conflict to light: a wheel with no file for a new python, one a new requirement needs newer).
+    `attempt` gives its result, or None and pip's output. None where that does not settle it."""
     from packaging.utils import canonicalize_name
 
-    return {str(canonicalize_name(name)) for name in CONFLICT_PIN.findall(output)}
-
-
-def without_blamed(keep: tuple[tuple[str, str], ...], output: str) -> tuple[tuple[str, str], ...] | None:
-    """`keep` less the pins pip blamed in `output`; None where that lets none go, or all."""
-    from packaging.utils import canonicalize_name
-
-    blamed = blamed_pins(output)
-    narrower = tuple(pin for pin in keep if canonicalize_name(pin[0]) not in blamed)
-    return narrower if narrower and narrower != keep else None
-
-
-def _keeping(
-    cmd: list[str], specs: tuple[str, ...], keep: tuple[tuple[str, str], ...], held: Path
-) -> subprocess.CompletedProcess[str] | None:
-    """pip install with `keep` as constraints, the pins pip blames let go round by round (a wheel
-    with no file for a new python); None where that does not settle it. pip resolves before it
-    installs anything, so a failed round leaves the env as it was."""
     for _ in range(RELEASE_ROUNDS):
-        held.write_text("".join(f"{name}=={version}\n" for name, version in keep))
-        proc = _pip([*cmd, "--constraint", str(held), *specs])
-        if proc.returncode == 0:
-            return proc
-        narrower = without_blamed(keep, (proc.stdout or "") + (proc.stderr or ""))
-        if narrower is None:
+        found, output = attempt(keep)
+        if found is not None:
+            return found
+        blamed = {canonicalize_name(name) for name in CONFLICT_PIN.findall(output)}
+        narrower = tuple(pin for pin in keep if canonicalize_name(pin[0]) not in blamed)
+        if not narrower or narrower == keep:
             return None
         keep = narrower
     return None
+
+
+def _dry_run_cmd(prefix: Path, report: Path) -> list[str]:
+    """pip install in the env's python, as a dry run with its report: nothing is installed."""
+    return [str(prefix / "bin" / "python"), "-m", "pip", "install", "--dry-run", "--no-input", "--quiet", "--report", str(report)]
 
 
 def _reported(report: Path) -> list[dict[str, str]]:
@@ -264,8 +265,8 @@ def pip_upgrades(
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report, held = Path(tmp) / "report.json", Path(tmp) / "hold.txt"
         held.write_text("".join(f"{name}=={version}\n" for name, version in hold if valid(version)))
-        cmd = [str(python), "-m", "pip", "install", "--dry-run", "--no-input", "--quiet", "--upgrade", "--report", str(report)]
-        cmd += [*(["--upgrade-strategy", "eager"] if eager else []), "--constraint", str(held), *specs, *names]
+        cmd = [*_dry_run_cmd(prefix, report), "--upgrade", *(["--upgrade-strategy", "eager"] if eager else [])]
+        cmd += ["--constraint", str(held), *specs, *names]
         proc = _pip(cmd)
         if proc.returncode != 0:
             moving = ", ".join(names) if names else "the env's wheels"
@@ -289,8 +290,7 @@ def pip_file(prefix: Path, name: str, version: str) -> str:
     put-back, an export or a lock has the file and not only its version."""
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report = Path(tmp) / "report.json"
-        cmd = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--dry-run", "--no-input", "--quiet", "--ignore-installed"]
-        proc = _pip([*cmd, "--no-deps", "--report", str(report), f"{name}=={version}"])
+        proc = _pip([*_dry_run_cmd(prefix, report), "--ignore-installed", "--no-deps", f"{name}=={version}"])
         found = _reported(report) if proc.returncode == 0 else []
     return found[0]["url"] if found and "#sha256=" in found[0]["url"] else ""
 
@@ -301,8 +301,7 @@ def pip_newest(prefix: Path, names: tuple[str, ...]) -> dict[str, str]:
     what is installed, as if that were the newest); asked this way, no file is a failure."""
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report = Path(tmp) / "report.json"
-        cmd = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--dry-run", "--no-input", "--quiet", "--ignore-installed"]
-        proc = _pip([*cmd, "--no-deps", "--report", str(report), *names])
+        proc = _pip([*_dry_run_cmd(prefix, report), "--ignore-installed", "--no-deps", *names])
         if proc.returncode != 0:
             raise SolveError(
                 f"pip found no file for {', '.join(names)} to move to: {pip_reason(proc.stderr or proc.stdout)}",

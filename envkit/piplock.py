@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from envkit.errors import SolveError
 from envkit.lock import LockedPip
-from envkit.pipinstall import RELEASE_ROUNDS, without_blamed
+from envkit.pipinstall import keeping
 
 # conda package names whose PyPI distribution has another name
 CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "py-opencv": "opencv-python", "pillow": "pillow"}
@@ -78,7 +78,7 @@ def resolve(
             *(arg for tag in tags for arg in ("--platform", tag)), "--platform", "any",
             *specs,
         ]  # fmt: skip
-        found = _keeping(cmd, Path(tmp), keep) if keep else None
+        found = keeping(keep, lambda pins: _dry_run(cmd, Path(tmp), pins)) if keep else None
         if found is None:
             fresh, output = _dry_run(cmd, Path(tmp), ())
             if fresh is None:
@@ -97,21 +97,6 @@ def resolve(
         url = info["url"] + (f"#sha256={sha}" if sha else "")
         out.append(LockedPip(str(name), str(meta["version"]), url))
     return tuple(sorted(out, key=lambda p: p.name))
-
-
-def _keeping(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> list[dict[str, Any]] | None:
-    """pip's choice with `keep` as constraints; where they cannot all hold, the pins pip blames
-    for the conflict are let go and pip asked again (a few rounds: each let-go can bring the next
-    conflict to light). None where that does not settle it."""
-    for _ in range(RELEASE_ROUNDS):
-        found, output = _dry_run(cmd, tmp, keep)
-        if found is not None:
-            return found
-        narrower = without_blamed(keep, output)
-        if narrower is None:
-            return None
-        keep = narrower
-    return None
 
 
 def _dry_run(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> tuple[list[dict[str, Any]] | None, str]:
