@@ -19,7 +19,15 @@ from envkit.recipe.loader import load_recipe
 from envkit.recipe.sources import git_checkout_dir
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
-from tests.support.pipchannel import homemade_wheel, index_pip_env, offline_pip_env, pip_channel, simple_index, two_pythons_pip_channel
+from tests.support.pipchannel import (
+    HOST_ONLY,
+    homemade_wheel,
+    index_pip_env,
+    offline_pip_env,
+    pip_channel,
+    simple_index,
+    two_pythons_pip_channel,
+)
 from tests.support.replica import build_replica
 from tests.support.tiny import python_builds_channel
 
@@ -602,9 +610,7 @@ def test_a_new_python_lets_go_only_the_pins_with_no_file_for_it(tmp_path: Path) 
     now the pins pip names in its conflict are let go, and the rest are kept."""
     channel, links, other = two_pythons_pip_channel(tmp_path)
     host = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    built = homemade_wheel(links, "alpha", "1.0", {"alpha/__init__.py": "v = 1\n"})
-    built.rename(links / f"alpha-1.0-{tag}-{tag}-manylinux_2_17_x86_64.whl")  # a compiled wheel, for this python only
+    homemade_wheel(links, "alpha", "1.0", {"alpha/__init__.py": "v = 1\n"}, tag=HOST_ONLY)  # a compiled wheel, for this python only
     homemade_wheel(links, "beta", "1.0", {"beta/__init__.py": "v = 1\n"}, requires=("alpha",))
     recipe = write_recipe(
         tmp_path / "r",

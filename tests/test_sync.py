@@ -22,7 +22,7 @@ from envkit.sync import in_sync
 from tests.conftest import payload_recipe, run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda, write_tar_bz2
 from tests.support.fullfs import run_in_small_fs
-from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel, two_pythons_pip_channel
+from tests.support.pipchannel import HOST_ONLY, homemade_wheel, offline_pip_env, pip_channel, two_pythons_pip_channel
 from tests.support.procs import MARK, new_mark, none_left
 from tests.support.terminal import converse
 from tests.support.tiny import python_builds_channel, tiny_channel, tiny_recipe
@@ -842,9 +842,7 @@ def test_a_python_move_installs_the_pip_list_anew_for_the_new_python(tmp_path: P
     alone moves; the others do not move to the newest with it)."""
     channel, links, other = two_pythons_pip_channel(tmp_path)
     host = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    built = homemade_wheel(links, "compiled", "1.0", {"compiled/__init__.py": "v = 1\n"})
-    built.rename(links / f"compiled-1.0-{tag}-{tag}-manylinux_2_17_x86_64.whl")
+    homemade_wheel(links, "compiled", "1.0", {"compiled/__init__.py": "v = 1\n"}, tag=HOST_ONLY)
     recipe, prefix, env = made_pip_env(tmp_path, "moving", channel, links, python=host, pip="mpmath, threadpoolctl, compiled")
     homemade_wheel(links, "compiled", "2.0", {"compiled/__init__.py": "v = 2\n"})
     homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"})

@@ -152,7 +152,7 @@ def look(
     python_move = _python_move(installed, planned) if recorded_wheel_names(record) else None
     if python_move:  # every wheel is installed anew: none is put back first
         repair = replace(repair, missing=())
-    moves = WheelMoves() if lock_path is not None or python_move else _wheel_moves(prefix, plan, record, moving or Moving())
+    moves = WheelMoves() if lock_path is not None or python_move else _wheel_moves(prefix, plan, record, moving or Moving(), dropped)
     if moves.names:
         repair = _repair_leaving(prefix, repair, moves)
     changes = SyncOutcome(
@@ -185,10 +185,10 @@ def _python_move_lines(record: dict[str, Any], move: tuple[str, str] | None) -> 
     return (f"~ installed anew for python {move[1]} (the versions kept where pip has them for it): {wheels}",)
 
 
-def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Moving) -> WheelMoves:
+def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Moving, dropped: set[str]) -> WheelMoves:
     """The wheels `--update` moves, and what they need: pip's own choice in the env, with conda's
-    python packages and every other wheel held where they are (the recipe's pip list still met)."""
-    dropped = _pip_dropped(record, plan)  # what a changed pip list no longer names goes, and is not moved
+    python packages and every other wheel held where they are (the recipe's pip list still met).
+    What a changed pip list no longer names (`dropped`) goes, and is not moved first."""
     wheels = tuple(w for w in moving.wheels(record) if w not in dropped)
     named = () if moving.everything else tuple(w for w in wheels if w not in _names(plan))
     if not wheels or not (plan.pip_specs or named):
@@ -422,13 +422,14 @@ def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepai
         # the URL each came from this time (the recorded one, or this machine's index by hash)
         back = {p["name"]: p for p in pip_put_back(prefix, PipRepair(missing=repair.missing))}
         old = [back.get(str(p["name"]), p) for p in old]
-    if _pip_change(record, plan) == () and not (moves and moves.names):
+    changed = _pip_change(record, plan)
+    if not changed and not (moves and moves.names):
         return old
     dropped = _pip_dropped(record, plan)
     _stash_wheels(prefix, dropped)
     # pip reports only what it installed now: the wheels already there that it kept stay recorded
     kept = {str(p["name"]): p for p in old if str(p["name"]) not in dropped}
-    if _pip_change(record, plan):
+    if changed:
         kept.update({p["name"]: p for p in pip_install(prefix, plan.pip_specs, locked=plan.pip_locked)})
     if moves and moves.names:
         kept.update({p["name"]: p for p in moves.record})

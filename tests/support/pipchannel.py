@@ -139,22 +139,29 @@ def simple_index(root: Path, wheels: list[Path]) -> Iterator[str]:
         server.server_close()
 
 
-def homemade_wheel(folder: Path, name: str, version: str, modules: dict[str, str], requires: tuple[str, ...] = ()) -> Path:
-    """A pure-Python wheel written here (`modules`: path inside the wheel -> source), with the RECORD
-    pip checks: for a wheel no index has, such as another version of one the channel converts."""
+# the tag of a compiled wheel built for the host's python alone (no file for another python)
+HOST_ONLY = f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-manylinux_2_17_x86_64"
+
+
+def homemade_wheel(
+    folder: Path, name: str, version: str, modules: dict[str, str], requires: tuple[str, ...] = (), tag: str = "py3-none-any"
+) -> Path:
+    """A wheel written here (`modules`: path inside the wheel -> source), with the RECORD pip checks:
+    for a wheel no index has, such as another version of one the channel converts. `tag`: its
+    compatibility tag (HOST_ONLY: one pip takes for the host's python alone)."""
     dist_info = f"{name}-{version}.dist-info"
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
         **{path: source.encode() for path, source in modules.items()},
         f"{dist_info}/METADATA": metadata.encode(),
-        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: envkit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: envkit-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
     }
     record = [
         f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
         for path, data in files.items()
     ]
     folder.mkdir(parents=True, exist_ok=True)
-    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    wheel = folder / f"{name}-{version}-{tag}.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         for path, data in files.items():
             zf.writestr(path, data)
