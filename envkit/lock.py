@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import rattler
 from rattler.lock import LockChannel, LockPlatform
@@ -35,12 +36,25 @@ class LockedPip:
 
     name: str
     version: str
-    url: str  # with #sha256=<hex>
+    url: str  # with #sha256=<hex>; a VCS reference at its commit (git+URL@COMMIT)
 
     @property
     def sha256(self) -> str | None:
         _, _, fragment = self.url.partition("#sha256=")
         return fragment or None
+
+    @property
+    def commit(self) -> str | None:
+        """The commit a VCS reference is locked at (`git+URL@COMMIT`); None for a file or a folder."""
+        if "+" not in self.url.partition(":")[0]:
+            return None
+        path = urlsplit(self.url).path
+        return path.rpartition("@")[2] if "@" in path else None
+
+    @property
+    def shown(self) -> str:
+        """Its version, and the commit where it came from one: a branch moves without a new version."""
+        return self.version if self.commit is None else f"{self.version} ({self.commit[:12]})"
 
     @property
     def requirement(self) -> str:

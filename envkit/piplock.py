@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -24,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from envkit.errors import SolveError
 from envkit.lock import LockedPip
-from envkit.pipinstall import keeping
+from envkit.pipinstall import exact_url, keeping
 
 # conda package names whose PyPI distribution has another name
 CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "py-opencv": "opencv-python", "pillow": "pillow"}
@@ -93,9 +94,7 @@ def resolve(
         name = canonicalize_name(meta["name"])
         if name in provided and not item.get("requested"):
             continue
-        sha = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
-        url = info["url"] + (f"#sha256={sha}" if sha else "")
-        out.append(LockedPip(str(name), str(meta["version"]), url))
+        out.append(LockedPip(str(name), str(meta["version"]), exact_url(info)))
     return tuple(sorted(out, key=lambda p: p.name))
 
 
@@ -168,3 +167,36 @@ def still_allowed(specs: tuple[str, ...], keep: tuple[tuple[str, str], ...]) -> 
         if fits:
             out.append((name, version))
     return tuple(out)
+
+
+def at_locked_commits(specs: tuple[str, ...], locked: tuple[LockedPip, ...]) -> tuple[str, ...]:
+    """`specs` with each VCS reference (`name @ git+URL@main`) taken at the commit the lock being
+    replaced holds for it from that same repository: a re-lock does not move a branch's head any
+    more than it moves a wheel to its index's newest version (`--update NAME` does)."""
+    commits = {canonicalize_name(p.name): p.url for p in locked if vcs_source(p.url) is not None}
+    out = []
+    for spec in specs:
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement:
+            out.append(spec)
+            continue
+        held = commits.get(canonicalize_name(req.name))
+        if held and req.url and vcs_source(req.url) is not None and vcs_source(req.url) == vcs_source(held):
+            extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+            marker = f" ; {req.marker}" if req.marker else ""
+            out.append(f"{req.name}{extras} @ {held}{marker}")
+        else:
+            out.append(spec)
+    return tuple(out)
+
+
+def vcs_source(url: str) -> tuple[str, str] | None:
+    """A VCS URL's repository and subdirectory, its revision left out (`git+URL@REV#subdirectory=S`
+    -> ("git+URL", "S")); None for any other URL."""
+    if "+" not in url.partition(":")[0]:
+        return None
+    parts = urlsplit(url)
+    path = parts.path.rpartition("@")[0] if "@" in parts.path else parts.path
+    subdirectory = next((v for k, _, v in (f.partition("=") for f in parts.fragment.split("&")) if k == "subdirectory"), "")
+    return f"{parts.scheme}://{parts.netloc}{path}", subdirectory

@@ -21,6 +21,8 @@ from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 from tests.support.pipchannel import (
     HOST_ONLY,
+    editable_project,
+    git_project,
     homemade_wheel,
     index_pip_env,
     offline_pip_env,
@@ -766,3 +768,80 @@ def test_a_pin_whose_build_must_change_keeps_its_version(tmp_path: Path) -> None
     recipe.write_text(recipe.read_text().replace("helper 1.1", "helper").replace("numpyish,", "numpyish >=1.1,"))
     assert "~ numpyish 1.0 py311_0 -> 1.1 py312_0" in relock()
     assert pins(lock_path)["numpyish"] == "1.0"  # dry runs all
+
+
+def test_a_git_wheel_is_locked_at_its_commit_and_stays_there_until_updated(tmp_path: Path) -> None:
+    """A team's own package from git (`proj @ git+URL@main`). The lock kept the bare URL, without
+    `git+` and without the commit pip resolved: a locked create installed whatever that URL then
+    held, a re-lock followed the branch's head while it said "unchanged", and `recipes check`
+    could not tell a commit a force-push took away."""
+    channel, links = pip_channel(tmp_path)
+    repo = tmp_path / "proj"
+    commit = git_project(repo, "proj")
+    first = commit("REV = 1\n")
+    source = f"git+file://localhost{repo}"
+    recipe = write_recipe(
+        tmp_path / "r",
+        "fromgit",
+        f'envkit: 1\nname: fromgit\nchannels: [{channel.as_uri()}]\npython: "3.11"\nplatforms: [linux-64]\n'
+        f'packages: [pip]\npip: ["proj @ {source}@main"]\n',
+    )
+    lock_path = recipe.parent / "fromgit.lock"
+    env = offline_pip_env(dict(os.environ), links)
+
+    def locked_url() -> str:
+        return next(p.url for p in read_lock(lock_path).platforms[0].pip if p.name == "proj")
+
+    assert run_envkit("lock", str(recipe), env=env).returncode == 0
+    assert locked_url() == f"{source}@{first}"
+    second = commit("REV = 2\n")
+    relocked = run_envkit("lock", str(recipe), "--json", env=env)
+    assert relocked.returncode == 0, relocked.stderr
+    assert json.loads(relocked.stdout)["data"]["platforms"][0]["changes"] == []
+    assert locked_url() == f"{source}@{first}"
+
+    prefix = tmp_path / "envs" / "fromgit"
+    made = run_envkit("create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe", env=env)
+    assert made.returncode == 0, made.stderr
+    rev = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import proj; print(proj.REV)"], check=False, capture_output=True, text=True
+    )
+    assert rev.stdout.strip() == "1", rev.stderr
+
+    updated = run_envkit("lock", str(recipe), "--update", "proj", "--json", env=env)
+    assert json.loads(updated.stdout)["data"]["platforms"][0]["changes"] == [f"pip ~ proj 0.1 ({first[:12]}) -> 0.1 ({second[:12]})"]
+    assert locked_url() == f"{source}@{second}"
+    assert run_envkit("recipes", "check", str(recipe)).returncode == 0
+
+    git = ["git", "-C", str(repo)]
+    subprocess.run([*git, "reset", "--quiet", "--hard", first], check=True)  # the force-push that takes `second` away
+    subprocess.run([*git, "reflog", "expire", "--expire=now", "--all"], check=True)
+    subprocess.run([*git, "gc", "--quiet", "--prune=now"], check=True)
+    checked = run_envkit("recipes", "check", str(recipe), "--json")
+    assert checked.returncode == 1, checked.stdout
+    assert json.loads(checked.stdout)["data"][0]["problems"] == [
+        f"{lock_path}: linux-64: pip proj 0.1: its commit {second[:12]} is no longer in {source};"
+        f" move it with 'envkit lock {recipe} --update proj' and commit the lock"
+    ]
+
+
+def test_a_wheel_from_a_folder_is_locked_by_its_path_and_said_so(tmp_path: Path) -> None:
+    """A project folder (`proj @ file:///path`) is locked by path: the lock says that it cannot pin
+    what the folder holds, and `recipes check` took the folder for a file that was gone."""
+    channel, links = pip_channel(tmp_path)
+    folder = editable_project(tmp_path / "proj", "proj")
+    recipe = write_recipe(
+        tmp_path / "r",
+        "fromfolder",
+        f'envkit: 1\nname: fromfolder\nchannels: [{channel.as_uri()}]\npython: "3.11"\nplatforms: [linux-64]\n'
+        f'packages: [pip]\npip: ["proj @ {folder.as_uri()}"]\n',
+    )
+    locked = run_envkit("lock", str(recipe), "--json", env=offline_pip_env(dict(os.environ), links))
+    assert locked.returncode == 0, locked.stderr
+    assert f"pip proj 0.1 is locked as the folder {folder}: the lock cannot pin what it holds" in json.dumps(
+        json.loads(locked.stdout)["messages"]
+    )
+    assert run_envkit("recipes", "check", str(recipe)).returncode == 0
+    shutil.rmtree(folder)
+    gone = run_envkit("recipes", "check", str(recipe))
+    assert gone.returncode == 1 and f"its file no longer answers at {folder.as_uri()}" in gone.stdout, gone.stdout

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from envkit.piplock import needed_by_new, still_allowed
+from envkit.lock import LockedPip
+from envkit.piplock import at_locked_commits, needed_by_new, still_allowed, vcs_source
 
 
 def test_a_pin_is_let_go_only_where_a_spec_of_its_name_rules_it_out() -> None:
@@ -36,3 +37,29 @@ def test_the_pins_a_new_requirement_needs_are_followed_down_its_requirements() -
     assert needed_by_new(("alpha", "newcomer"), keep, fresh) == {"newcomer", "common", "base"}
     assert needed_by_new(("alpha", "newcomer[Fast]"), keep, fresh) == {"newcomer", "common", "base", "speedup", "cffi"}
     assert needed_by_new(("alpha",), keep, fresh) == set()
+
+
+def test_a_git_reference_is_held_at_the_commit_the_lock_has_from_that_repository() -> None:
+    sha = "4a4a99ba1801e0e40cd85c54c9f58942ddf6508c"
+    locked = (
+        LockedPip("proj", "0.1", f"git+https://git.example/team/proj@{sha}"),
+        LockedPip("tool", "2.0", f"git+ssh://git@git.example/team/mono@{sha}#subdirectory=tool"),
+        LockedPip("other", "1.0", f"git+https://git.example/team/other@{sha}"),
+        LockedPip("mpmath", "1.3.0", "https://files.example/mpmath-1.3.0-py3-none-any.whl#sha256=ab"),
+    )
+    specs = (
+        'Proj[cli] @ git+https://git.example/team/proj@main ; python_version >= "3"',
+        "tool @ git+ssh://git@git.example/team/mono@v2#subdirectory=tool",
+        "other @ git+https://git.example/team/fork-of-other@main",  # another repository: resolved afresh
+        "mpmath",
+        "-e ./local",
+    )
+    assert at_locked_commits(specs, locked) == (
+        f'Proj[cli] @ git+https://git.example/team/proj@{sha} ; python_version >= "3"',
+        f"tool @ git+ssh://git@git.example/team/mono@{sha}#subdirectory=tool",
+        "other @ git+https://git.example/team/fork-of-other@main",
+        "mpmath",
+        "-e ./local",
+    )
+    assert vcs_source("git+ssh://git@host/r@abc#subdirectory=s") == ("git+ssh://git@host/r", "s")
+    assert vcs_source("https://host/r@abc") is None

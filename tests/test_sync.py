@@ -22,7 +22,7 @@ from envkit.sync import in_sync
 from tests.conftest import payload_recipe, run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda, write_tar_bz2
 from tests.support.fullfs import run_in_small_fs
-from tests.support.pipchannel import HOST_ONLY, homemade_wheel, offline_pip_env, pip_channel, two_pythons_pip_channel
+from tests.support.pipchannel import HOST_ONLY, git_project, homemade_wheel, offline_pip_env, pip_channel, two_pythons_pip_channel
 from tests.support.procs import MARK, new_mark, none_left
 from tests.support.terminal import converse
 from tests.support.tiny import python_builds_channel, tiny_channel, tiny_recipe
@@ -877,3 +877,26 @@ def test_a_python_move_installs_the_pip_list_anew_for_the_new_python(tmp_path: P
     }
     again = run_envkit("sync", "-n", "moving", "--json", env=env)
     assert json.loads(again.stdout)["data"]["noop"] is True, again.stdout
+
+
+def test_a_git_wheel_is_put_back_at_the_commit_envkit_installed(tmp_path: Path) -> None:
+    """The record kept a git wheel by its bare URL (no `git+`, no commit): putting it back after a
+    `pip uninstall` installed what that URL held by then (the branch's new head, or for a remote
+    repository a web page), and the env's exports named no commit either."""
+    channel, links = pip_channel(tmp_path)
+    repo = tmp_path / "proj"
+    commit = git_project(repo, "proj")
+    first = commit("REV = 1\n")
+    source = f"git+file://localhost{repo}"
+    _, prefix, env = made_pip_env(tmp_path, "fromgit", channel, links, pip=f'"proj @ {source}@main"')
+    assert {p["name"]: p["url"] for p in read_record(prefix)["pip_installed"]} == {"proj": f"{source}@{first}"}
+    commit("REV = 2\n")
+    subprocess.run([str(prefix / "bin" / "python"), "-m", "pip", "uninstall", "--yes", "--quiet", "proj"], check=True)
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    rev = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import proj; print(proj.REV)"], check=False, capture_output=True, text=True
+    )
+    assert rev.stdout.strip() == "1", rev.stderr
+    exported = run_envkit("export", "-p", str(prefix), "--format", "environment-yml", env=env)
+    assert f'- "proj @ {source}@{first}"' in exported.stdout, exported.stdout

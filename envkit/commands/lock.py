@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from envkit import backend, paths
 from envkit.activation.model import resolve
@@ -161,16 +162,21 @@ def lock(
             if python is None:
                 raise UsageError(f"the recipe has a pip list but no python for {goal.platform}", hint="add python to the recipe")
             virtual = dict(v.partition("=")[::2] for v in goal.described)
-            from envkit.piplock import resolve as resolve_pip  # packaging: loaded for pip lists only
+            from envkit.piplock import at_locked_commits  # packaging: loaded for pip lists only
+            from envkit.piplock import resolve as resolve_pip
 
             old = keep.for_platform(goal.platform) if keep else None
-            pins = tuple((p.name, p.version) for p in old.pip if p.name not in released) if old else ()
-            pip = resolve_pip(compiled.pip_specs, goal.platform, python, {r.name.normalized for r in records}, virtual, keep=pins)
+            held = tuple(p for p in old.pip if p.name not in released) if old else ()
+            specs = at_locked_commits(compiled.pip_specs, held)
+            pip = resolve_pip(
+                specs, goal.platform, python, {r.name.normalized for r in records}, virtual, keep=tuple((p.name, p.version) for p in held)
+            )
         portable = moved(records, to_canonical(channels))  # no mirror of this machine's
         locked.append(LockedPlatform(goal.platform, goal.described, portable, pip, compiled.activation.as_json()))
         before = previous.for_platform(goal.platform) if previous else None
         changes = lock_changes(before, portable, pip) if before else None
         summaries.append(PlatformSummary(goal.platform, len(records), len(pip), goal.described, goal.assumed, findings, changes))
+    _say_unpinned_folders({q for p in locked for q in p.pip})
     digest = resolved_digest(recipe)
     outcome = LockOutcome(
         str(path),
@@ -190,6 +196,18 @@ def lock(
         return Result("lock", outcome, messages=("dry run: the lock was not written",))
     write_lock(path, Lock(recipe.name, digest, tuple(c.canonical for c in channels), tuple(locked)))
     return Result("lock", outcome)
+
+
+def _say_unpinned_folders(pip: set[LockedPip]) -> None:
+    """A wheel pip builds from a local folder (`name @ file:///path/to/project`) is locked by its
+    path and version only: nothing pins what the folder holds when someone installs from it."""
+    for wheel in sorted(pip, key=lambda q: q.name):
+        parts = urlsplit(wheel.url)
+        if parts.scheme == "file" and Path(unquote(parts.path)).is_dir():
+            notify(
+                f"pip {wheel.name} {wheel.version} is locked as the folder {unquote(parts.path)}: the lock cannot pin what it holds"
+                " (a wheel built from it, or a git URL at a commit, can be pinned)"
+            )
 
 
 def previous_lock(path: Path, recipe: str) -> Lock | None:
@@ -238,7 +256,7 @@ def lock_changes(before: LockedPlatform, records: tuple[Any, ...], pip: tuple[Lo
         {r.name.normalized: f"{r.version} {r.build}" for r in before.records},
         {r.name.normalized: f"{r.version} {r.build}" for r in records},
     )
-    wheels = differences({q.name: q.version for q in before.pip}, {q.name: q.version for q in pip})
+    wheels = differences({q.name: q.shown for q in before.pip}, {q.name: q.shown for q in pip})
     return tuple(
         f"{kind}{MARKS[change]} {name} {change_text(change, old, new)}"
         for kind, found in (("", conda), ("pip ", wheels))

@@ -15,7 +15,7 @@ from envkit.lock import Lock, pins, read_lock
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
 from envkit.recipe.digest import resolved_digest
-from envkit.recipe.gitsource import add_source, remove_source, update_sources
+from envkit.recipe.gitsource import add_source, has_commit, remove_source, update_sources
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
 from envkit.recipe.platforms import known_platform
@@ -256,8 +256,9 @@ def _withdrawn(lock: Lock, lock_path: Path, channels: list[ResolvedChannel], whe
 
 def _wheels_gone(lock: Lock, lock_path: Path, where: str) -> list[str]:
     """The locked wheels whose file no longer answers at the URL the lock keeps (a wheelhouse
-    cleaned, a mirror that dropped it). A locked create elsewhere falls back to the same file by
-    hash through that machine's pip index, which has it only if that index still does."""
+    cleaned, a mirror that dropped it), or whose commit its repository no longer has (a
+    force-push). A locked create elsewhere falls back to the same file by hash through that
+    machine's pip index, which has it only if that index still does."""
     answers: dict[str, bool] = {}
     problems = []
     for platform in lock.platforms:
@@ -266,19 +267,28 @@ def _wheels_gone(lock: Lock, lock_path: Path, where: str) -> list[str]:
             if location not in answers:
                 answers[location] = _answers(location)
             if not answers[location]:
+                gone = (
+                    f"its commit {wheel.commit[:12]} is no longer in {location.rpartition('@')[0]}"
+                    if wheel.commit
+                    else f"its file no longer answers at {location}"
+                )
                 problems.append(
-                    f"{lock_path}: {platform.platform}: pip {wheel.name} {wheel.version}: its file no longer answers at {location};"
+                    f"{lock_path}: {platform.platform}: pip {wheel.name} {wheel.version}: {gone};"
                     f" move it with 'envkit lock {where} --update {wheel.name}' and commit the lock"
                 )
     return problems
 
 
 def _answers(url: str) -> bool:
-    """Whether the file at `url` is there: a local path that exists, or an HTTP(S) server that says
-    200 to HEAD (or to a one-byte GET, for a server that refuses HEAD)."""
+    """Whether the file at `url` is there: a local path that exists (a wheel, or a project's
+    folder), a git repository that still has the commit locked (`git+URL@COMMIT`), or an HTTP(S)
+    server that says 200 to HEAD (or to a one-byte GET, for a server that refuses HEAD)."""
     parsed = urlparse(url)
     if parsed.scheme == "file":
-        return Path(unquote(parsed.path)).is_file()
+        return Path(unquote(parsed.path)).exists()
+    if parsed.scheme.startswith("git+"):
+        repository, at, commit = url.removeprefix("git+").rpartition("@")
+        return has_commit(repository, commit) if at and "/" not in commit else True  # no commit: nothing pinned to ask for
     if parsed.scheme not in ("http", "https"):
         return True  # nothing here can ask it; pip says so at install time
     import urllib.error

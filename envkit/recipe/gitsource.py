@@ -93,6 +93,22 @@ def _git(args: list[str], cwd: Path | None = None) -> str:
     return proc.stdout.strip()
 
 
+def has_commit(url: str, commit: str) -> bool:
+    """Whether the repository at `url` still serves `commit` (a pip wheel locked from git: a
+    force-push or a deleted fork takes it away). One commit is fetched, shallow, into a scratch
+    repository; servers speaking git's protocol v2 (git 2.26's default, GitHub's, GitLab's) serve
+    any commit they hold."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="envkit-git-") as scratch:
+        _git(["init", "--quiet", "--bare", scratch])  # no git here: its error, not "gone"
+        try:
+            _git(["fetch", "--quiet", "--depth=1", url, commit], cwd=Path(scratch))
+        except SourceError:
+            return False
+    return True
+
+
 def _git_reason(stderr: str) -> str:
     """git's first `fatal:`/`error:` line says what went wrong; the lines after it are advice
     ("Please make sure you have the correct access rights\nand the repository exists.")."""

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -210,3 +210,21 @@ def editable_project(folder: Path, name: str) -> Path:
         f'[project]\nname = "{name}"\nversion = "0.1"\n\n[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
     )
     return folder
+
+
+def git_project(folder: Path, name: str) -> Callable[[str], str]:
+    """A project in a git repository on branch main (its own build backend, so pip builds it
+    offline); the function returned writes the package's module, commits it, and returns the
+    commit. pip reaches it as `git+file://localhost/...`: pip 23.2 (this checkout's venv) refuses
+    `git+file:///...`, a URL with no host."""
+    editable_project(folder, name)
+    git = ["git", "-C", str(folder), "-c", "user.name=envkit-tests", "-c", "user.email=tests@envkit.invalid"]
+    subprocess.run([*git, "init", "--quiet", "--initial-branch=main"], check=True)
+
+    def commit(source: str) -> str:
+        (folder / "src" / name / "__init__.py").write_text(source)
+        subprocess.run([*git, "add", "--all"], check=True)
+        subprocess.run([*git, "commit", "--quiet", "--message", source], check=True)
+        return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+    return commit
