@@ -30,6 +30,21 @@ ENVKIT_LOCK_VERSION = 2  # 2: activation per platform (MKL's GNU layer is Linux-
 ENVIRONMENT = "default"
 
 
+def url_commit(url: str) -> str | None:
+    """The commit a VCS reference names (`git+URL@COMMIT`); None for a file or a folder."""
+    if "+" not in url.partition(":")[0]:
+        return None
+    path = urlsplit(url).path
+    return path.rpartition("@")[2] if "@" in path else None
+
+
+def pip_shown(version: str, url: str) -> str:
+    """A wheel's version, and its commit where it came from git: a branch moves without a new
+    version, so a change of commit must show."""
+    commit = url_commit(url)
+    return version if commit is None else f"{version} ({commit[:12]})"
+
+
 @dataclass(frozen=True)
 class LockedPip:
     """A pip wheel pinned by version and hash-checked URL."""
@@ -45,16 +60,11 @@ class LockedPip:
 
     @property
     def commit(self) -> str | None:
-        """The commit a VCS reference is locked at (`git+URL@COMMIT`); None for a file or a folder."""
-        if "+" not in self.url.partition(":")[0]:
-            return None
-        path = urlsplit(self.url).path
-        return path.rpartition("@")[2] if "@" in path else None
+        return url_commit(self.url)
 
     @property
     def shown(self) -> str:
-        """Its version, and the commit where it came from one: a branch moves without a new version."""
-        return self.version if self.commit is None else f"{self.version} ({self.commit[:12]})"
+        return pip_shown(self.version, self.url)
 
     @property
     def requirement(self) -> str:

@@ -266,18 +266,10 @@ def pip_upgrades(
         raise InstallError(f"the env has pip wheels to move but {python} does not exist", hint=f"see 'envkit audit -p {prefix}'")
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
-    from packaging.version import InvalidVersion, Version
-
-    def valid(version: str) -> bool:
-        try:
-            Version(version)
-        except InvalidVersion:  # a legacy version pip cannot pin; it stays installed all the same
-            return False
-        return True
 
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report, held = Path(tmp) / "report.json", Path(tmp) / "hold.txt"
-        held.write_text("".join(f"{name}=={version}\n" for name, version in hold if valid(version)))
+        held.write_text(_constraints(hold))
         cmd = [*_dry_run_cmd(prefix, report), "--upgrade", *(["--upgrade-strategy", "eager"] if eager else [])]
         cmd += ["--constraint", str(held), *specs, *names]
         proc = _pip(cmd)
@@ -295,6 +287,66 @@ def pip_upgrades(
                 except InvalidRequirement:
                     continue
         return _reported(report), required
+
+
+def _constraints(hold: tuple[tuple[str, str], ...]) -> str:
+    """A constraints file holding each distribution at its version; a legacy version pip cannot
+    pin is left out (it stays installed all the same)."""
+    from packaging.version import InvalidVersion, Version
+
+    lines = []
+    for name, version in hold:
+        try:
+            Version(version)
+        except InvalidVersion:
+            continue
+        lines.append(f"{name}=={version}\n")
+    return "".join(lines)
+
+
+def pip_refs(prefix: Path, refs: tuple[str, ...], hold: tuple[tuple[str, str], ...]) -> tuple[list[dict[str, str]], set[str]]:
+    """Where VCS references (`name @ git+URL@main`) stand now, and what that needs: pip's
+    `--upgrade` keeps a reference already installed whatever its branch's head has become, so each
+    is resolved on its own, nothing installed counting; then what the version there requires is
+    resolved in the env with `hold` at their versions. Returns the exact files (each reference at
+    its commit, and what the env lacks for them) and the names they require. A dry run."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    asked = {canonicalize_name(req.name): req for req in map(Requirement, refs)}
+    with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
+        report, held = Path(tmp) / "report.json", Path(tmp) / "hold.txt"
+        proc = _pip([*_dry_run_cmd(prefix, report), "--ignore-installed", "--no-deps", *refs])
+        if proc.returncode != 0:
+            raise SolveError(
+                f"pip could not resolve {', '.join(refs)}: {pip_reason(proc.stderr or proc.stdout)}",
+                hint="check that the repository answers and has that branch, tag or commit",
+            )
+        needs: list[Requirement] = []
+        for item in json.loads(report.read_text()).get("install", []):
+            ref = asked.get(canonicalize_name(item["metadata"]["name"]))
+            extras = ref.extras if ref else set()
+            for text in item["metadata"].get("requires_dist") or []:
+                try:
+                    req = Requirement(text)
+                except InvalidRequirement:
+                    continue
+                if req.marker is not None:
+                    if not any(req.marker.evaluate({"extra": extra}) for extra in (extras or {""})):
+                        continue
+                    req.marker = None  # weighed here: pip is not asked for any extra
+                needs.append(req)
+        found = _reported(report)
+        if not needs:
+            return found, set()
+        held.write_text(_constraints(hold))
+        proc = _pip([*_dry_run_cmd(prefix, report), "--constraint", str(held), *map(str, needs)])
+        if proc.returncode != 0:
+            raise SolveError(
+                f"pip could not give {', '.join(asked)} what it needs now with the rest held where they are: {pip_reason(proc.stderr or proc.stdout)}",
+                hint="give what must move with it an --update of its own, or --update-all",
+            )
+        return found + _reported(report), {str(canonicalize_name(req.name)) for req in needs}
 
 
 def pip_file(prefix: Path, name: str, version: str) -> str:

@@ -200,3 +200,14 @@ def vcs_source(url: str) -> tuple[str, str] | None:
     path = parts.path.rpartition("@")[0] if "@" in parts.path else parts.path
     subdirectory = next((v for k, _, v in (f.partition("=") for f in parts.fragment.split("&")) if k == "subdirectory"), "")
     return f"{parts.scheme}://{parts.netloc}{path}", subdirectory
+
+
+def vcs_refs(specs: tuple[str, ...]) -> dict[str, str]:
+    """The specs that name a VCS reference (`name @ git+URL@REF`), by canonical name."""
+    out = {}
+    for spec in specs:
+        with contextlib.suppress(InvalidRequirement):
+            req = Requirement(spec)
+            if req.url and vcs_source(req.url) is not None:
+                out[str(canonicalize_name(req.name))] = spec
+    return out

@@ -900,3 +900,33 @@ def test_a_git_wheel_is_put_back_at_the_commit_envkit_installed(tmp_path: Path) 
     assert rev.stdout.strip() == "1", rev.stderr
     exported = run_envkit("export", "-p", str(prefix), "--format", "environment-yml", env=env)
     assert f'- "proj @ {source}@{first}"' in exported.stdout, exported.stdout
+
+
+def test_update_moves_a_git_wheel_to_its_branch_head_with_what_it_now_needs(tmp_path: Path) -> None:
+    """`sync --update proj` for a wheel the recipe takes from a git branch: it asked the index for
+    proj's newest version, which no index has (exit 3), and pip's own --upgrade keeps a git wheel
+    already installed whatever the branch's head has become. The branch's head is what moves it,
+    with what that commit requires, and the move shows the commits (the version stays)."""
+    channel, links = pip_channel(tmp_path)
+    repo = tmp_path / "proj"
+    commit = git_project(repo, "proj")
+    first = commit("REV = 1\n")
+    source = f"git+file://localhost{repo}"
+    _, prefix, env = made_pip_env(tmp_path, "gitmove", channel, links, pip=f'"proj @ {source}@main"')
+    second = commit("import mpmath\nREV = 2\n", requires=("mpmath",))
+    assert "nothing to do" in run_envkit("sync", "-p", str(prefix), env=env).stdout  # an unchanged recipe moves nothing
+    dry = run_envkit("sync", "-p", str(prefix), "--update", "proj", "--dry-run", "--json", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["data"]["pip"] == ["+ mpmath 1.3.0", f"~ proj 0.1 ({first[:12]}) -> 0.1 ({second[:12]})"]
+    moved = run_envkit("sync", "-p", str(prefix), "--update", "proj", "--yes", "--no-probe", env=env)
+    assert moved.returncode == 0, moved.stderr
+    rev = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import proj; print(proj.REV)"], check=False, capture_output=True, text=True
+    )
+    assert rev.stdout.strip() == "2", rev.stderr
+    assert {p["name"]: p["url"].split("#")[0] for p in read_record(prefix)["pip_installed"]} == {
+        "proj": f"{source}@{second}",
+        "mpmath": (links / "mpmath-1.3.0-py3-none-any.whl").as_uri(),
+    }
+    assert "nothing to do" in run_envkit("sync", "-p", str(prefix), env=env).stdout
+    assert run_envkit("audit", "-p", str(prefix), env=env).returncode == 0

@@ -26,8 +26,9 @@ from envkit.inplace import Installer
 from envkit.installed import dist_files, pip_dists, read_conda_meta
 from envkit.journal import rollback, stash, write_journal
 from envkit.linkscope import change_folders
+from envkit.lock import pip_shown
 from envkit.notices import notify
-from envkit.pipinstall import pip_file, pip_install, pip_newest, pip_put_back, pip_upgrades
+from envkit.pipinstall import pip_file, pip_install, pip_newest, pip_put_back, pip_refs, pip_upgrades
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.loader import load_recorded
@@ -193,11 +194,19 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
     named = () if moving.everything else tuple(w for w in wheels if w not in _names(plan))
     if not wheels or not (plan.pip_specs or named):
         return WheelMoves()
+    from envkit.piplock import vcs_refs  # packaging: loaded where pip runs
+
     dists = pip_dists(prefix)
     hold = tuple((name, dist.version) for name, dist in dists.items() if name not in wheels)
-    install, required = pip_upgrades(prefix, plan.pip_specs, named, hold, eager=moving.everything)
-    chosen = {m["name"]: m for m in install}
     recorded = {str(p.get("name")): p for p in record.get("pip_installed", []) if isinstance(p, dict)}
+    refs = {name: spec for name, spec in vcs_refs(plan.pip_specs).items() if name in wheels}  # a branch's head, not an index's newest
+    plain = tuple(w for w in wheels if w not in refs)
+    install, required = pip_upgrades(prefix, plan.pip_specs, named, hold, eager=moving.everything) if plain else ([], set())
+    if refs:
+        at_refs, needs = pip_refs(prefix, tuple(refs.values()), hold)
+        install += [m for m in at_refs if m["url"] != recorded.get(m["name"], {}).get("url")]  # a commit already there stays
+        required |= needs
+    chosen = {m["name"]: m for m in install}
     ends: dict[str, dict[str, str]] = {}
     for wheel in wheels:
         if wheel in chosen:
@@ -208,8 +217,8 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
             url = str(old.get("url") or "") if same else pip_file(prefix, wheel, dists[wheel].version)
             ends[wheel] = {"name": wheel, "version": dists[wheel].version, "url": url}
     ends.update({name: m for name, m in chosen.items() if name not in ends})  # what the moved ones now need
-    newest = pip_newest(prefix, wheels)  # an index that does not answer is said, not taken for "nothing newer"
-    held = tuple(w for w in wheels if w in newest and newest[w] != ends.get(w, {}).get("version"))
+    newest = pip_newest(prefix, plain) if plain else {}  # an index that does not answer is said, not taken for "nothing newer"
+    held = tuple(w for w in plain if w in newest and newest[w] != ends.get(w, {}).get("version"))
     if held and not moving.everything:
         _say_what_holds_back(prefix, plan, record=record, wheels=held, named=named, ends=ends)
     lines = _move_lines(record, plan, dists, wheels, ends)
@@ -255,16 +264,21 @@ def _move_lines(
     """Against the record: `~ name old -> new` for a wheel moved (the env may have it already, by
     hand), the put-back of one that stays but was changed by hand, `+ name version` for one the
     moved ones now need (not for a new requirement of the recipe's: its own `+ spec` line shows it)."""
-    old = {str(p.get("name")): str(p.get("version")) for p in record.get("pip_installed", []) if isinstance(p, dict)}
+    old = {
+        str(p.get("name")): pip_shown(str(p.get("version")), str(p.get("url") or ""))
+        for p in record.get("pip_installed", [])
+        if isinstance(p, dict)
+    }
     asked = _spec_names(tuple(s for s in plan.pip_specs if s not in set(record.get("pip") or [])))
     lines = []
     for name in sorted(ends):
         new, have = ends[name]["version"], dists[name].version if name in dists else None
+        shown = pip_shown(new, ends[name]["url"])
         if name not in old:
             if name not in asked and have != new:
                 lines.append(f"+ {name} {new}")
-        elif new != old[name]:
-            lines.append(f"~ {name} {old[name]} -> {new}")
+        elif shown != old[name]:
+            lines.append(f"~ {name} {old[name]} -> {shown}")
         elif have != new:
             lines += ([f"- {name} {have} (pip-installed since)"] if have else []) + [f"+ {name} {new} (as envkit installed it)"]
     return tuple(lines)
@@ -433,6 +447,9 @@ def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepai
         kept.update({p["name"]: p for p in pip_install(prefix, plan.pip_specs, locked=plan.pip_locked)})
     if moves and moves.names:
         kept.update({p["name"]: p for p in moves.record})
+        # a git wheel moved to another commit keeps its version: pip would take it for installed
+        there = pip_dists(prefix)
+        _stash_wheels(prefix, {m["name"] for m in moves.install if m["name"] in there and there[m["name"]].version == m["version"]})
         # pip's own report last: where a URL failed, the same file came from this machine's index
         kept.update({p["name"]: p for p in pip_install(prefix, tuple(f"{m['name']} @ {m['url']}" for m in moves.install), locked=True)})
     have = pip_state(prefix)

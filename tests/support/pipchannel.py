@@ -177,7 +177,9 @@ NAME, VERSION = "{name}", "0.1"
 
 def _wheel(directory, files):
     info = f"{{NAME}}-{{VERSION}}.dist-info"
-    files = {{**files, f"{{info}}/METADATA": f"Metadata-Version: 2.1\\nName: {{NAME}}\\nVersion: {{VERSION}}\\n",
+    requires = open("requires.txt").read().split() if os.path.exists("requires.txt") else []
+    metadata = f"Metadata-Version: 2.1\\nName: {{NAME}}\\nVersion: {{VERSION}}\\n" + "".join(f"Requires-Dist: {{r}}\\n" for r in requires)
+    files = {{**files, f"{{info}}/METADATA": metadata,
               f"{{info}}/WHEEL": "Wheel-Version: 1.0\\nGenerator: envkit-tests\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}}
     record = []
     for path, text in files.items():
@@ -214,15 +216,16 @@ def editable_project(folder: Path, name: str) -> Path:
 
 def git_project(folder: Path, name: str) -> Callable[[str], str]:
     """A project in a git repository on branch main (its own build backend, so pip builds it
-    offline); the function returned writes the package's module, commits it, and returns the
-    commit. pip reaches it as `git+file://localhost/...`: pip 23.2 (this checkout's venv) refuses
-    `git+file:///...`, a URL with no host."""
+    offline); the function returned writes the package's module and what it requires (names, no
+    spaces), commits them, and returns the commit. pip reaches it as `git+file://localhost/...`:
+    pip 23.2 (this checkout's venv) refuses `git+file:///...`, a URL with no host."""
     editable_project(folder, name)
     git = ["git", "-C", str(folder), "-c", "user.name=envkit-tests", "-c", "user.email=tests@envkit.invalid"]
     subprocess.run([*git, "init", "--quiet", "--initial-branch=main"], check=True)
 
-    def commit(source: str) -> str:
+    def commit(source: str, requires: tuple[str, ...] = ()) -> str:
         (folder / "src" / name / "__init__.py").write_text(source)
+        (folder / "requires.txt").write_text("".join(f"{r}\n" for r in requires))
         subprocess.run([*git, "add", "--all"], check=True)
         subprocess.run([*git, "commit", "--quiet", "--message", source], check=True)
         return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
