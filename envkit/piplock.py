@@ -31,6 +31,58 @@ from envkit.pipinstall import exact_url, keeping
 CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "py-opencv": "opencv-python", "pillow": "pillow"}
 
 
+# pip evaluates environment markers (`colorama; platform_system == "Windows"`, `tomli;
+# python_version < "3.11"`) for the machine it runs on, whatever --platform and --python-version
+# say: a win-64 lock made on linux would hold linux's wheels and lack windows' own. pip reads the
+# marker environment from its vendored packaging's `default_environment()` at each evaluation
+# (pip 23 to 26 alike), so this runs pip with that function giving the target's; a pip without it
+# fails the lock rather than resolve for the wrong machine.
+PIP_FOR_TARGET = """
+import json, sys
+target = json.loads(sys.argv.pop(1))
+try:
+    from pip._vendor.packaging import markers
+    markers.default_environment
+except (ImportError, AttributeError) as exc:
+    sys.exit(f"this pip cannot resolve for another platform's environment markers ({exc}): upgrade pip, or lock on that platform")
+markers.default_environment = lambda: dict(target)
+from pip._internal.cli.main import main
+sys.exit(main())
+"""
+
+# (os_name, sys_platform, platform_system) by conda platform's OS, and platform_machine by platform
+MARKER_SYSTEMS = {"linux": ("posix", "linux", "Linux"), "osx": ("posix", "darwin", "Darwin"), "win": ("nt", "win32", "Windows")}
+MARKER_MACHINES = {
+    "linux-64": "x86_64",
+    "linux-aarch64": "aarch64",
+    "linux-ppc64le": "ppc64le",
+    "osx-64": "x86_64",
+    "osx-arm64": "arm64",
+    "win-64": "AMD64",
+    "win-arm64": "ARM64",
+}
+
+
+def marker_environment(platform: str, python: str) -> dict[str, str]:
+    """PEP 508's marker environment of CPython `python` (the locked version, X.Y.Z) on `platform`.
+    Kernel release and version are left empty: a lock holds for the team's machines, not one."""
+    os_name, sys_platform, system = MARKER_SYSTEMS[platform.split("-", 1)[0]]
+    full = python if python.count(".") >= 2 else f"{python}.0"
+    return {
+        "implementation_name": "cpython",
+        "implementation_version": full,
+        "os_name": os_name,
+        "platform_machine": MARKER_MACHINES.get(platform, platform.split("-", 1)[1]),
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_system": system,
+        "platform_version": "",
+        "python_full_version": full,
+        "python_version": ".".join(full.split(".")[:2]),
+        "sys_platform": sys_platform,
+    }
+
+
 def platform_tags(platform: str, glibc: str | None = None, osx: str | None = None) -> list[str]:
     """The wheel platform tags a platform accepts, newest last (pip wants them spelled out)."""
     if platform.startswith("linux-"):
@@ -72,7 +124,8 @@ def resolve(
     provided = {canonicalize_name(CONDA_TO_PYPI.get(n, n)) for n in conda_names}
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         cmd = [
-            sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",  # not --quiet: it hides the conflict's causes
+            sys.executable, "-c", PIP_FOR_TARGET, json.dumps(marker_environment(platform, python)),
+            "install", "--dry-run", "--ignore-installed",  # not --quiet: it hides the conflict's causes
             "--target", str(Path(tmp) / "target"),  # pip takes --platform only with --target; a dry run writes nothing
             "--only-binary=:all:", "--implementation", "cp", "--python-version", f"{major}.{minor}",
             "--abi", f"cp{major}{minor}", "--abi", "abi3", "--abi", "none",

@@ -845,3 +845,38 @@ def test_a_wheel_from_a_folder_is_locked_by_its_path_and_said_so(tmp_path: Path)
     shutil.rmtree(folder)
     gone = run_envkit("recipes", "check", str(recipe))
     assert gone.returncode == 1 and f"its file no longer answers at {folder.as_uri()}" in gone.stdout, gone.stdout
+
+
+def test_pip_is_locked_for_each_platforms_own_environment_markers(tmp_path: Path) -> None:
+    """pip evaluates environment markers for the machine it runs on, whatever --platform and
+    --python-version say: a win-64 lock made here held linux's wheels and lacked windows' own
+    (`colorama; platform_system == "Windows"`, which click and tqdm require), a mac's held
+    linux's, and a python 3.12 lock made under 3.11 lacked what only 3.12 needs."""
+    channel = build_replica(tmp_path / "replica")["conda-forge"]
+    write_tar_bz2(channel, PkgMeta("pip", "24.0", "pyhd8ed1ab_0", depends=["python >=3.8"], subdir="noarch", noarch="python"))
+    index_channel(channel)
+    links = tmp_path / "links"
+    requires = (
+        'winonly; sys_platform == "win32"',
+        'linuxonly; platform_system == "Linux"',
+        'armonly; platform_machine == "arm64"',
+        'newpy; python_version >= "3.12"',
+    )
+    homemade_wheel(links, "app", "1.0", {"app/__init__.py": "v = 1\n"}, requires=requires)
+    for name in ("winonly", "linuxonly", "armonly", "newpy"):
+        homemade_wheel(links, name, "1.0", {f"{name}/__init__.py": "v = 1\n"})
+    assert sys.version_info[:2] != (3, 12), "the python_version marker must differ from the host's"
+    recipe = write_recipe(
+        tmp_path / "r",
+        "markers",
+        f"envkit: 1\nname: markers\nchannels: [{channel.as_uri()}]\nplatforms: [linux-64, win-64, osx-arm64]\n"
+        "python: '3.12'\npackages: [pip]\npip: [app]\n",
+    )
+    locked = run_envkit("lock", str(recipe), env=offline_pip_env(dict(os.environ), links))
+    assert locked.returncode == 0, locked.stderr
+    wheels = {p.platform: sorted(q.name for q in p.pip) for p in read_lock(recipe.parent / "markers.lock").platforms}
+    assert wheels == {
+        "linux-64": ["app", "linuxonly", "newpy"],
+        "win-64": ["app", "newpy", "winonly"],
+        "osx-arm64": ["app", "armonly", "newpy"],
+    }

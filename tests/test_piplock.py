@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 from envkit.lock import LockedPip
-from envkit.piplock import at_locked_commits, needed_by_new, still_allowed, vcs_source
+from envkit.piplock import PIP_FOR_TARGET, at_locked_commits, marker_environment, needed_by_new, still_allowed, vcs_source
 
 
 def test_a_pin_is_let_go_only_where_a_spec_of_its_name_rules_it_out() -> None:
@@ -63,3 +66,18 @@ def test_a_git_reference_is_held_at_the_commit_the_lock_has_from_that_repository
     )
     assert vcs_source("git+ssh://git@host/r@abc#subdirectory=s") == ("git+ssh://git@host/r", "s")
     assert vcs_source("https://host/r@abc") is None
+
+
+def test_a_pip_that_cannot_take_a_targets_markers_fails_rather_than_resolve_for_this_machine() -> None:
+    """No pip importable (`-S`: no site-packages): one line saying why, never a resolve that
+    quietly evaluates markers for this machine."""
+    ran = subprocess.run(
+        [sys.executable, "-S", "-c", PIP_FOR_TARGET, json.dumps(marker_environment("win-64", "3.12.4")), "install", "x"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 1
+    assert ran.stderr.startswith("this pip cannot resolve for another platform's environment markers"), ran.stderr
+    assert marker_environment("osx-arm64", "3.12") == marker_environment("osx-arm64", "3.12.0")
+    assert marker_environment("win-64", "3.12.4")["platform_machine"] == "AMD64"
