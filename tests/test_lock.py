@@ -820,8 +820,13 @@ def test_a_git_wheel_is_locked_at_its_commit_and_stays_there_until_updated(tmp_p
     checked = run_envkit("recipes", "check", str(recipe), "--json")
     assert checked.returncode == 1, checked.stdout
     assert json.loads(checked.stdout)["data"][0]["problems"] == [
-        f"{lock_path}: linux-64: pip proj 0.1: its commit {second[:12]} is no longer in {source};"
+        f"{lock_path}: linux-64: pip proj 0.1: its commit {second[:12]} is no longer in file://localhost{repo};"
         f" move it with 'envkit lock {recipe} --update proj' and commit the lock"
+    ]
+    repo.rename(tmp_path / "moved")  # a repository that does not answer is not a commit gone
+    unreachable = json.loads(run_envkit("recipes", "check", str(recipe), "--json").stdout)["data"][0]["problems"]
+    assert [p.split(" (")[0] for p in unreachable] == [
+        f"{lock_path}: linux-64: pip proj 0.1: its repository file://localhost{repo} did not answer"
     ]
 
 

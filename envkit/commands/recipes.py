@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import ParseResult, unquote, urlparse
 
 from envkit.backend import still_offered
 from envkit.channels import ResolvedChannel, from_canonical, resolve_channels
@@ -15,7 +15,7 @@ from envkit.lock import Lock, pins, read_lock
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
 from envkit.recipe.digest import resolved_digest
-from envkit.recipe.gitsource import add_source, has_commit, remove_source, update_sources
+from envkit.recipe.gitsource import add_source, missing_commit, remove_source, update_sources
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
 from envkit.recipe.platforms import known_platform
@@ -259,41 +259,42 @@ def _wheels_gone(lock: Lock, lock_path: Path, where: str) -> list[str]:
     cleaned, a mirror that dropped it), or whose commit its repository no longer has (a
     force-push). A locked create elsewhere falls back to the same file by hash through that
     machine's pip index, which has it only if that index still does."""
-    answers: dict[str, bool] = {}
+    gone: dict[str, str | None] = {}
     problems = []
     for platform in lock.platforms:
         for wheel in platform.pip:
             location = wheel.url.partition("#")[0]
-            if location not in answers:
-                answers[location] = _answers(location)
-            if not answers[location]:
-                gone = (
-                    f"its commit {wheel.commit[:12]} is no longer in {location.rpartition('@')[0]}"
-                    if wheel.commit
-                    else f"its file no longer answers at {location}"
-                )
+            if location not in gone:
+                gone[location] = _gone(location)
+            why = gone[location]
+            if why:
                 problems.append(
-                    f"{lock_path}: {platform.platform}: pip {wheel.name} {wheel.version}: {gone};"
+                    f"{lock_path}: {platform.platform}: pip {wheel.name} {wheel.version}: {why};"
                     f" move it with 'envkit lock {where} --update {wheel.name}' and commit the lock"
                 )
     return problems
 
 
-def _answers(url: str) -> bool:
-    """Whether the file at `url` is there: a local path that exists (a wheel, or a project's
-    folder), a git repository that still has the commit locked (`git+URL@COMMIT`), or an HTTP(S)
-    server that says 200 to HEAD (or to a one-byte GET, for a server that refuses HEAD)."""
+def _gone(url: str) -> str | None:
+    """Why the file at `url` is not there, or None where it is: a local path that exists (a wheel,
+    or a project's folder), a git repository that still has the commit locked (`git+URL@COMMIT`),
+    an HTTP(S) server that says 200 to HEAD (or to a one-byte GET, for a server that refuses HEAD)."""
     parsed = urlparse(url)
-    if parsed.scheme == "file":
-        return Path(unquote(parsed.path)).exists()
     if parsed.scheme.startswith("git+"):
         repository, at, commit = url.removeprefix("git+").rpartition("@")
-        return has_commit(repository, commit) if at and "/" not in commit else True  # no commit: nothing pinned to ask for
+        return missing_commit(repository, commit) if at and "/" not in commit else None  # no commit: nothing pinned to ask for
+    return None if _answers(parsed) else f"its file no longer answers at {url}"
+
+
+def _answers(parsed: ParseResult) -> bool:
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path)).exists()
     if parsed.scheme not in ("http", "https"):
         return True  # nothing here can ask it; pip says so at install time
     import urllib.error
     import urllib.request
 
+    url = parsed.geturl()
     for method, headers in (("HEAD", {}), ("GET", {"Range": "bytes=0-0"})):
         try:
             with urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=30):  # noqa: S310 - http(s) only, above

@@ -93,11 +93,12 @@ def _git(args: list[str], cwd: Path | None = None) -> str:
     return proc.stdout.strip()
 
 
-def has_commit(url: str, commit: str) -> bool:
-    """Whether the repository at `url` still serves `commit` (a pip wheel locked from git: a
-    force-push or a deleted fork takes it away). One commit is fetched, shallow, into a scratch
-    repository; servers speaking git's protocol v2 (git 2.26's default, GitHub's, GitLab's) serve
-    any commit they hold."""
+def missing_commit(url: str, commit: str) -> str | None:
+    """Why the repository at `url` does not serve `commit` (a pip wheel locked from git: a
+    force-push or a deleted fork takes it away), or None where it does. One commit is fetched,
+    shallow, into a scratch repository; servers speaking git's protocol v2 (git 2.26's default,
+    GitHub's, GitLab's) serve any commit they hold. A repository that does not answer at all (no
+    route, no credentials here) is said as such, not as a commit gone."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="envkit-git-") as scratch:
@@ -105,8 +106,12 @@ def has_commit(url: str, commit: str) -> bool:
         try:
             _git(["fetch", "--quiet", "--depth=1", url, commit], cwd=Path(scratch))
         except SourceError:
-            return False
-    return True
+            try:
+                _git(["ls-remote", url, "HEAD"], cwd=Path(scratch))
+            except SourceError as unreachable:
+                return f"its repository {url} did not answer ({unreachable.message})"
+            return f"its commit {commit[:12]} is no longer in {url}"
+    return None
 
 
 def _git_reason(stderr: str) -> str:
