@@ -45,6 +45,11 @@ def pip_shown(version: str, url: str) -> str:
     return version if commit is None else f"{version} ({commit[:12]})"
 
 
+class NewerLock(UsageError):
+    """A lock in a format newer than this envkit's rattler reads: a teammate's newer envkit (or
+    pixi) wrote it, and writing over it would take the team back a format."""
+
+
 @dataclass(frozen=True)
 class LockedPip:
     """A pip wheel pinned by version and hash-checked URL."""
@@ -199,9 +204,14 @@ def read_lock(path: Path) -> Lock:
     except BaseException as exc:  # pyo3 panics derive from BaseException
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise UsageError(
-            f"{path}: not a readable lock file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})", hint="re-lock it"
-        ) from None
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "newer lockfile format" in why:  # rattler: "found newer lockfile format version 8, but only up to ..."
+            raise NewerLock(
+                f"{path}: not a readable lock file ({why})",
+                hint=f"it was written by a newer tool than this envkit's py-rattler {rattler.__version__}: upgrade envkit (and py-rattler);"
+                " a lock made here would write the older format over the team's",
+            ) from None
+        raise UsageError(f"{path}: not a readable lock file ({why})", hint="re-lock it") from None
     if env is None:
         raise UsageError(f"{path} has no '{ENVIRONMENT}' environment", hint="re-lock with 'envkit lock RECIPE'")
     conda = env.conda_repodata_records()

@@ -885,3 +885,19 @@ def test_pip_is_locked_for_each_platforms_own_environment_markers(tmp_path: Path
         "win-64": ["app", "newpy", "winonly"],
         "osx-arm64": ["app", "armonly", "newpy"],
     }
+
+
+def test_a_lock_in_a_newer_format_is_neither_read_nor_written_over(tmp_path: Path) -> None:
+    """A teammate's newer envkit (or pixi) wrote the lock in a format this rattler does not read:
+    the create said "re-lock it", and `envkit lock` solved afresh and wrote the older format over
+    the team's lock."""
+    recipe = team_recipe(tmp_path / "recipes", two_platform_channel(tmp_path))
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    lock_path = recipe.with_suffix(".lock")
+    newer = lock_path.read_text().replace("version: 7\n", "version: 99\n", 1)
+    lock_path.write_text(newer)
+    created = run_envkit("create", str(recipe), "--locked", "--yes", "--no-probe")
+    assert created.returncode == 2 and "upgrade envkit" in created.stderr and "re-lock" not in created.stderr, created.stderr
+    relocked = run_envkit("lock", str(recipe))
+    assert relocked.returncode == 2 and "upgrade envkit" in relocked.stderr, relocked.stderr
+    assert lock_path.read_text() == newer

@@ -26,7 +26,7 @@ from envkit.channels import ResolvedChannel, check_local_channel, from_canonical
 from envkit.commands import Result
 from envkit.errors import EnvkitError, ExitCode, UsageError
 from envkit.fsutil import is_stdout, output_path
-from envkit.lock import Lock, LockedPip, LockedPlatform, moved, pins, read_lock, write_lock
+from envkit.lock import Lock, LockedPip, LockedPlatform, NewerLock, moved, pins, read_lock, write_lock
 from envkit.notices import notify
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import require_consistent
@@ -218,6 +218,8 @@ def previous_lock(path: Path, recipe: str) -> Lock | None:
         return None
     try:
         found = read_lock(path)
+    except NewerLock:
+        raise  # written by a newer tool: never overwritten with an older format
     except EnvkitError as exc:
         notify(
             f"{exc.message}: its pins are not kept, every package was solved afresh (to keep one side's, git checkout --theirs or --ours it first)"
