@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -930,3 +931,21 @@ def test_update_moves_a_git_wheel_to_its_branch_head_with_what_it_now_needs(tmp_
     }
     assert "nothing to do" in run_envkit("sync", "-p", str(prefix), env=env).stdout
     assert run_envkit("audit", "-p", str(prefix), env=env).returncode == 0
+
+
+def test_update_of_a_wheel_the_recipe_takes_from_a_file_says_what_moves_it(tmp_path: Path) -> None:
+    """`mpmath @ file:///.../mpmath-1.3.0-...whl` is its own pin. `sync --update mpmath` asked
+    the index for mpmath's newest and, with an index that has none, failed (exit 3) as if the
+    index were down; with one that had a newer version, it would have said the others held it."""
+    channel, links = pip_channel(tmp_path)
+    own = tmp_path / "own"
+    own.mkdir()
+    wheel = next(links.glob("mpmath-*.whl"))
+    shutil.copy(wheel, own / wheel.name)
+    _, prefix, env = made_pip_env(tmp_path, "fromfile", channel, links, pip=f'"mpmath @ {(own / wheel.name).as_uri()}"')
+    (tmp_path / "empty").mkdir()
+    moved = run_envkit("sync", "-p", str(prefix), "--update", "mpmath", "--json", env={**env, "PIP_FIND_LINKS": str(tmp_path / "empty")})
+    assert moved.returncode == 0, moved.stdout
+    out = json.loads(moved.stdout)
+    assert out["data"]["noop"] is True
+    assert any(m.startswith("mpmath comes from the file the recipe names") for m in out["messages"]), out["messages"]

@@ -194,13 +194,16 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
     named = () if moving.everything else tuple(w for w in wheels if w not in _names(plan))
     if not wheels or not (plan.pip_specs or named):
         return WheelMoves()
-    from envkit.piplock import vcs_refs  # packaging: loaded where pip runs
+    from envkit.piplock import direct_references  # packaging: loaded where pip runs
 
     dists = pip_dists(prefix)
     hold = tuple((name, dist.version) for name, dist in dists.items() if name not in wheels)
     recorded = {str(p.get("name")): p for p in record.get("pip_installed", []) if isinstance(p, dict)}
-    refs = {name: spec for name, spec in vcs_refs(plan.pip_specs).items() if name in wheels}  # a branch's head, not an index's newest
-    plain = tuple(w for w in wheels if w not in refs)
+    direct = {name: ref for name, ref in direct_references(plan.pip_specs).items() if name in wheels}
+    refs = {name: spec for name, (spec, vcs) in direct.items() if vcs}  # a branch's head, not an index's newest
+    plain = tuple(w for w in wheels if w not in direct)  # a file's URL is its own pin: nothing to ask an index
+    for name in sorted(n for n in direct if n not in refs and not moving.everything):
+        notify(f"{name} comes from the file the recipe names ({direct[name][0]}): it moves when the recipe names another")
     install, required = pip_upgrades(prefix, plan.pip_specs, named, hold, eager=moving.everything) if plain else ([], set())
     if refs:
         at_refs, needs = pip_refs(prefix, tuple(refs.values()), hold)
