@@ -32,6 +32,12 @@ if TYPE_CHECKING:
 UNREACHABLE_HINT = "make the files reachable from this machine (PIP_INDEX_URL, PIP_FIND_LINKS or pip.conf), or lock again where they are"
 
 
+# What envkit's pip runs add to the user's settings. PIP_REQUIRE_VIRTUALENV (set by many to keep
+# pip out of a system python) refuses a conda env's python, which is no venv; envkit installs into
+# the env it made, on purpose. pip's own upgrade notice is noise in envkit's errors.
+PIP_ENVIRONMENT = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_REQUIRE_VIRTUALENV": "0"}
+
+
 def by_hash(name: str, url: str, version: str | None = None) -> str | None:
     """`name==version --hash=sha256:X`, a requirement line pip fills from this machine's index with
     the file at `url#sha256=X` only; the version from the file's name where none is given. None
@@ -64,7 +70,7 @@ def _locked_by_hash(specs: tuple[str, ...]) -> list[str] | None:
 
 
 def _pip(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env = {**os.environ, **PIP_ENVIRONMENT}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False, env=env)
 
 

@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from envkit.errors import SolveError
 from envkit.lock import LockedPip
-from envkit.pipinstall import exact_url, keeping
+from envkit.pipinstall import PIP_ENVIRONMENT, exact_url, keeping
 
 # conda package names whose PyPI distribution has another name
 CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "py-opencv": "opencv-python", "pillow": "pillow"}
@@ -160,7 +160,7 @@ def _dry_run(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> tu
     if keep:
         constraints.write_text("".join(f"{name}=={version}\n" for name, version in keep))
         args += ["--constraint", str(constraints)]
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env = {**os.environ, **PIP_ENVIRONMENT}
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=1800, check=False)
     if proc.returncode != 0:
         return None, (proc.stdout or "") + (proc.stderr or "")

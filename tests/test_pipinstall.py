@@ -15,7 +15,9 @@ from pathlib import Path
 from envkit.lock import read_lock
 from envkit.pipinstall import by_hash, exact_url, pip_reason
 from tests.conftest import run_envkit, write_recipe
-from tests.support.pipchannel import homemade_wheel, index_pip_env, offline_pip_env, pip_channel, simple_index
+from tests.support.condapkg import index_channel
+from tests.support.pipchannel import find_links, homemade_wheel, index_pip_env, offline_pip_env, pip_channel, simple_index, wheelhouse
+from tests.support.wheelchannel import convert_wheel, python_install
 
 
 def test_a_pip_failure_is_told_by_pips_most_precise_error_line() -> None:
@@ -139,3 +141,33 @@ def test_the_url_recorded_for_what_pip_installed_gets_that_very_thing_again() ->
     assert exact_url(vcs) == f"git+https://git.example/r@{sha}"
     assert exact_url({**vcs, "subdirectory": "pkg"}) == f"git+https://git.example/r@{sha}#subdirectory=pkg"
     assert exact_url({"url": "file:///home/me/proj", "dir_info": {}}) == "file:///home/me/proj"
+
+
+def test_pip_installs_into_a_conda_python_whatever_pip_require_virtualenv_says(tmp_path: Path) -> None:
+    """Many developers set PIP_REQUIRE_VIRTUALENV=1 so that pip never installs into a system python
+    by accident. A conda env's python is no venv, so pip refused every install envkit asked of it
+    ("Could not find an activated virtualenv"), and the create failed. envkit installs into the env
+    it made, on purpose; the test suite's other envs are venv-style shims, which pip accepts."""
+    channel = tmp_path / "channel"
+    python_install(channel)
+    convert_wheel(next(wheelhouse().glob("pip-*.whl")), channel)
+    index_channel(channel)
+    links = find_links(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "novenv",
+        f'envkit: 1\nname: novenv\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [mpmath]\n',
+    )
+    env = {**offline_pip_env(dict(os.environ), links), "PIP_REQUIRE_VIRTUALENV": "1"}
+    prefix = tmp_path / "envs" / "novenv"
+    made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert made.returncode == 0, made.stderr
+    python = str(prefix / "bin" / "python")
+    where = "import sys, mpmath; print(sys.prefix == sys.base_prefix, mpmath.__file__.startswith(sys.prefix))"
+    assert subprocess.run([python, "-c", where], capture_output=True, text=True, check=True).stdout.split() == ["True", "True"]
+    refused = subprocess.run([python, "-m", "pip", "uninstall", "--yes", "mpmath"], capture_output=True, text=True, env=env, check=False)
+    assert refused.returncode != 0 and "virtualenv" in refused.stderr  # what the user's setting does to pip run by hand
+    subprocess.run([python, "-m", "pip", "uninstall", "--yes", "--quiet", "mpmath"], check=True, env={**env, "PIP_REQUIRE_VIRTUALENV": "0"})
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)  # the put-back
+    assert synced.returncode == 0, synced.stderr
+    assert subprocess.run([python, "-c", where], capture_output=True, text=True, check=True).stdout.split() == ["True", "True"]

@@ -207,3 +207,26 @@ def build_wheel_channel() -> Path:
     shutil.rmtree(channel, ignore_errors=True)
     staging.rename(channel)
     return channel
+
+
+def python_install(channel: Path) -> Path:
+    """A `python` package laid out as conda's is, no venv: the host's interpreter binary copied
+    into bin (it loads the host's libpython through its own rpath) and the standard library
+    linked in entry by entry, so the env is its own prefix and `sys.prefix == sys.base_prefix`.
+    pip run by such a python is what runs in a conda env (PIP_REQUIRE_VIRTUALENV refuses it)."""
+    real = host_interpreter()
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    stdlib = Path(sys.base_prefix) / "lib" / f"python{version}"
+    files = [
+        PkgFile(f"bin/python{version}", real.read_bytes(), mode=0o755),
+        PkgFile("bin/python3", link_target=f"python{version}"),
+        PkgFile("bin/python", link_target=f"python{version}"),
+        PkgFile(f"lib/python{version}/site-packages/README.envkit-python", b"site-packages of a conda-style python over the host's\n"),
+        *(
+            PkgFile(f"lib/python{version}/{entry.name}", link_target=str(entry))
+            for entry in sorted(stdlib.iterdir())
+            if entry.name != "site-packages"
+        ),
+    ]
+    full = ".".join(map(str, sys.version_info[:3]))
+    return write_conda(channel, PkgMeta("python", full, "0_envkit_install", depends=[]), files)
