@@ -32,10 +32,13 @@ if TYPE_CHECKING:
 UNREACHABLE_HINT = "make the files reachable from this machine (PIP_INDEX_URL, PIP_FIND_LINKS or pip.conf), or lock again where they are"
 
 
-# What envkit's pip runs add to the user's settings. PIP_REQUIRE_VIRTUALENV (set by many to keep
-# pip out of a system python) refuses a conda env's python, which is no venv; envkit installs into
-# the env it made, on purpose. pip's own upgrade notice is noise in envkit's errors.
-PIP_ENVIRONMENT = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_REQUIRE_VIRTUALENV": "0"}
+# What envkit's pip runs add to the user's settings. A conda env's python is no venv, so:
+# PIP_REQUIRE_VIRTUALENV (set by many to keep pip out of a system python) would refuse it, where
+# envkit installs into the env it made on purpose; and its sys.path has the user site
+# (~/.local/lib/pythonX.Y/site-packages), where pip would find a wheel `pip install --user` put
+# there, say "already satisfied", and install nothing into the env, which then works only for
+# that user on that machine. pip's own upgrade notice is noise in envkit's errors.
+PIP_ENVIRONMENT = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_REQUIRE_VIRTUALENV": "0", "PYTHONNOUSERSITE": "1"}
 
 
 def by_hash(name: str, url: str, version: str | None = None) -> str | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from envkit.lock import read_lock
 from envkit.pipinstall import by_hash, exact_url, pip_reason
+from envkit.record import read_record
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import index_channel
 from tests.support.pipchannel import find_links, homemade_wheel, index_pip_env, offline_pip_env, pip_channel, simple_index, wheelhouse
@@ -171,3 +172,36 @@ def test_pip_installs_into_a_conda_python_whatever_pip_require_virtualenv_says(t
     synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)  # the put-back
     assert synced.returncode == 0, synced.stderr
     assert subprocess.run([python, "-c", where], capture_output=True, text=True, check=True).stdout.split() == ["True", "True"]
+
+
+def test_a_wheel_in_the_user_site_is_still_installed_into_the_env(tmp_path: Path) -> None:
+    """A conda env's python puts the user site (~/.local/lib/pythonX.Y/site-packages) on sys.path:
+    pip found mpmath there from an earlier `pip install --user`, said "already satisfied" and
+    installed nothing into the env; the record named no wheel and the audit found the env clean,
+    an env that worked only for that user on that machine."""
+    channel = tmp_path / "channel"
+    python_install(channel)
+    convert_wheel(next(wheelhouse().glob("pip-*.whl")), channel)
+    index_channel(channel)
+    links = find_links(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "usersite",
+        f'envkit: 1\nname: usersite\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [mpmath]\n',
+    )
+    env = {**offline_pip_env(dict(os.environ), links), "HOME": str(tmp_path / "home")}
+    env.pop("PYTHONNOUSERSITE", None)
+    first = tmp_path / "envs" / "first"
+    assert run_envkit("create", str(recipe), "-p", str(first), "--yes", "--no-probe", env=env).returncode == 0
+    python = str(first / "bin" / "python")
+    user = ["install", "--user", "--ignore-installed", "--quiet", "--root-user-action=ignore", "--no-warn-script-location", "mpmath"]
+    subprocess.run([python, "-m", "pip", *user], check=True, env=env)
+    user_site = subprocess.run(
+        [python, "-c", "import site; print(site.getusersitepackages())"], env=env, capture_output=True, text=True, check=True
+    )
+    assert (Path(user_site.stdout.strip()) / "mpmath").is_dir()
+    second = tmp_path / "envs" / "second"
+    made = run_envkit("create", str(recipe), "-p", str(second), "--yes", "--no-probe", env=env)
+    assert made.returncode == 0, made.stderr
+    assert (second / "lib" / "python3.11" / "site-packages" / "mpmath").is_dir()
+    assert [p["name"] for p in read_record(second)["pip_installed"]] == ["mpmath"]
