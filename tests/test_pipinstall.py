@@ -203,5 +203,15 @@ def test_a_wheel_in_the_user_site_is_still_installed_into_the_env(tmp_path: Path
     second = tmp_path / "envs" / "second"
     made = run_envkit("create", str(recipe), "-p", str(second), "--yes", "--no-probe", env=env)
     assert made.returncode == 0, made.stderr
-    assert (second / "lib" / "python3.11" / "site-packages" / "mpmath").is_dir()
+    site = second / "lib" / "python3.11" / "site-packages"
+    assert (site / "mpmath").is_dir()
     assert [p["name"] for p in read_record(second)["pip_installed"]] == ["mpmath"]
+    # a wheel pip-installed by hand into the env, which the user site has too: sync takes the env's
+    # copy away and leaves the user's alone
+    by_hand = ["install", "--quiet", "--root-user-action=ignore", "threadpoolctl"]
+    subprocess.run([str(second / "bin" / "python"), "-m", "pip", *by_hand], check=True, env={**env, "PYTHONNOUSERSITE": "1"})
+    subprocess.run([python, "-m", "pip", *user[:-1], "threadpoolctl"], check=True, env=env)
+    assert (site / "threadpoolctl.py").is_file() and (Path(user_site.stdout.strip()) / "threadpoolctl.py").is_file()
+    synced = run_envkit("sync", "-p", str(second), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert not (site / "threadpoolctl.py").exists() and (Path(user_site.stdout.strip()) / "threadpoolctl.py").is_file()
