@@ -37,8 +37,9 @@ UNREACHABLE_HINT = "make the files reachable from this machine (PIP_INDEX_URL, P
 # envkit installs into the env it made on purpose; and its sys.path has the user site
 # (~/.local/lib/pythonX.Y/site-packages), where pip would find a wheel `pip install --user` put
 # there, say "already satisfied", and install nothing into the env, which then works only for
-# that user on that machine. pip's own upgrade notice is noise in envkit's errors.
-PIP_ENVIRONMENT = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_REQUIRE_VIRTUALENV": "0", "PYTHONNOUSERSITE": "1"}
+# that user on that machine; and `user = true` in pip.conf (PIP_USER) would send the wheels to that
+# user site instead of the env. pip's own upgrade notice is noise in envkit's errors.
+PIP_ENVIRONMENT = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_REQUIRE_VIRTUALENV": "0", "PYTHONNOUSERSITE": "1", "PIP_USER": "0"}
 
 
 def by_hash(name: str, url: str, version: str | None = None) -> str | None:

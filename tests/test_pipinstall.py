@@ -215,3 +215,26 @@ def test_a_wheel_in_the_user_site_is_still_installed_into_the_env(tmp_path: Path
     synced = run_envkit("sync", "-p", str(second), "--yes", "--no-probe", env=env)
     assert synced.returncode == 0, synced.stderr
     assert not (site / "threadpoolctl.py").exists() and (Path(user_site.stdout.strip()) / "threadpoolctl.py").is_file()
+
+
+def test_pip_user_in_the_users_settings_does_not_send_the_wheels_out_of_the_env(tmp_path: Path) -> None:
+    """`user = true` in pip.conf (here PIP_USER=1) made pip install the recipe's wheels into
+    ~/.local, not the env: the create succeeded and the env's own audit then found them missing. A
+    lock (pip --target) failed outright: pip cannot combine --user and --target."""
+    channel = tmp_path / "channel"
+    python_install(channel)
+    convert_wheel(next(wheelhouse().glob("pip-*.whl")), channel)
+    index_channel(channel)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "piproot",
+        f'envkit: 1\nname: piproot\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [mpmath]\n',
+    )
+    env = {**offline_pip_env(dict(os.environ), find_links(tmp_path)), "HOME": str(tmp_path / "home"), "PIP_USER": "1"}
+    prefix = tmp_path / "envs" / "piproot"
+    made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert made.returncode == 0, made.stderr
+    assert (prefix / "lib" / "python3.11" / "site-packages" / "mpmath").is_dir()
+    assert not (tmp_path / "home" / ".local").exists()
+    assert run_envkit("audit", "-p", str(prefix), env=env).returncode == 0
+    assert run_envkit("lock", str(recipe), env=env).returncode == 0
