@@ -84,6 +84,7 @@ class Inventory:
     unreadable: tuple[UnreadableRecord, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
     on_this_machine: bool = True  # False for a plan made for another platform: no CPU, no driver to judge
+    planned: bool = False  # a plan not yet installed (create, sync, lock), not an env on disk
     # the advice variables in the environment envkit itself runs in (a ~/.bashrc export, a Dockerfile
     # ENV): they reach every process started from there, the env's included
     shell: dict[str, str] = field(default_factory=dict)
@@ -295,6 +296,7 @@ def plan_inventory(
         cpu_vendor=_cpu_vendor() if machine else None,
         cuda_driver=cuda_driver,
         on_this_machine=machine,
+        planned=True,
     )
 
 

@@ -359,6 +359,23 @@ def env_drift(inv: Inventory) -> list[str]:
     return drift(inv.record, inv.packages, inv.pip)
 
 
+PIP_REPORT = "22.2"  # the first pip with `install --dry-run` and `--report`
+
+
+def pip_too_old(inv: Inventory) -> list[str]:
+    # envkit's own pip steps need it: a plan with a pip list, or an env envkit installed wheels in
+    # (an env conda made is not envkit's to sync, whatever its pip)
+    pip = inv.packages.get("pip")
+    wheels = [d for d in inv.pip.values() if d.managed]
+    if pip is None or not wheels or not (inv.planned or (inv.record is not None and inv.record.get("pip"))):
+        return []
+    have, needed = _ver(pip.version), _ver(PIP_REPORT)
+    if have is None or needed is None or have >= needed:
+        return []
+    names = ", ".join(sorted(d.name for d in wheels))
+    return [f"pip {pip.version}, with the pip wheels {names}: envkit's pip steps need pip {PIP_REPORT} or later"]
+
+
 def user_site_shadow(inv: Inventory) -> list[str]:
     if not inv.user_site or inv.advice_setting("PYTHONNOUSERSITE"):
         return []
@@ -920,6 +937,20 @@ RULES: tuple[Rule, ...] = (
         ("https://github.com/conda/conda/blob/main/conda/activate.py",),
         envkit_setting_overridden,
         toolchain=True,
+    ),
+    Rule(
+        "EK035",
+        "pip-too-old",
+        "error",
+        "a pip too old for envkit's pip steps",
+        "envkit installs, records, checks and moves an env's pip wheels with `pip install --dry-run --report`: pip's own "
+        "choice of exact files, which the record, the lock and a sync's difference are made of. pip has both options from 22.2 "
+        "(July 2022) on. With an older pip in the env, each of those steps fails with pip's 'no such option: --report': a "
+        "create cannot install the recipe's pip list, and a sync cannot put a wheel back or move one.",
+        "Let the recipe allow pip 22.2 or later (pip >=22.2, or no pin on pip), then envkit sync (for a create: run it again); "
+        "an env's pip that conda install downgraded comes back with envkit sync.",
+        ("https://pip.pypa.io/en/stable/news/#v22-2",),
+        pip_too_old,
     ),
 )
 

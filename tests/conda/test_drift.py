@@ -21,7 +21,15 @@ from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgMeta, index_channel
 from tests.support.fullfs import run_in_small_fs
-from tests.support.pipchannel import editable_project, homemade_wheel, offline_pip_env, pip_channel, two_pythons_pip_channel, wheelhouse
+from tests.support.pipchannel import (
+    editable_project,
+    homemade_wheel,
+    offline_pip_env,
+    old_pip_wheel,
+    pip_channel,
+    two_pythons_pip_channel,
+    wheelhouse,
+)
 from tests.support.tiny import tiny_channel
 from tests.support.wheelchannel import convert_wheel
 from tests.test_sync import made_pip_env, snapshot
@@ -356,3 +364,32 @@ def test_conda_moving_python_leaves_the_wheels_behind_and_sync_brings_both_back(
     assert {p["name"]: p["version"] for p in record["pip_installed"]} == {"mpmath": "1.3.0", "threadpoolctl": "3.8.0"}
     assert audit(prefix) == []
     assert json.loads(run_envkit("sync", "-p", str(prefix), "--json", env=env).stdout)["data"]["noop"] is True
+
+
+def test_a_pip_too_old_for_envkits_pip_steps_stops_a_create_and_a_conda_downgrade_is_undone(conda: Conda, tmp_path: Path) -> None:
+    """pip before 22.2 has no `install --dry-run --report`, which every one of envkit's pip steps
+    runs: a recipe whose pip list met such a pip failed midway with pip's "no such option:
+    --report". The plan's audit (EK035) now stops it before anything is written; an envkit env
+    whose pip `conda install` took back that far is named, and sync brings its pip back."""
+    channel, links = pip_channel(tmp_path)
+    convert_wheel(old_pip_wheel(), channel)
+    index_channel(channel)
+    env = offline_pip_env(dict(os.environ), links)
+    pinned = write_recipe(
+        tmp_path / "r",
+        "oldpip",
+        f'envkit: 1\nname: oldpip\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: ["pip <22"]\npip: [mpmath]\n',
+    )
+    refused = run_envkit("create", str(pinned), "--yes", "--no-probe", env=env)
+    assert refused.returncode == 1 and "EK035" in refused.stdout + refused.stderr, refused.stdout + refused.stderr
+    assert not (tmp_path / "envs" / "oldpip").exists()
+
+    _, prefix, env = made_pip_env(tmp_path, "newpip", channel, links, pip="mpmath")
+    conda.ok("install", "-y", "-q", "-p", str(prefix), "--override-channels", "-c", channel.as_uri(), "pip=21.3.1")
+    found = json.loads(run_envkit("audit", "-p", str(prefix), "--json", env=env).stdout)["data"]["audits"][0]["findings"]
+    assert [f["evidence"] for f in found if f["rule_id"] == "EK035"] == [
+        "pip 21.3.1, with the pip wheels mpmath: envkit's pip steps need pip 22.2 or later"
+    ]
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert "EK035" not in run_envkit("audit", "-p", str(prefix), env=env).stdout

@@ -231,3 +231,21 @@ def git_project(folder: Path, name: str) -> Callable[[str], str]:
         return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
 
     return commit
+
+
+OLD_PIP = "pip==21.3.1"  # before pip 22.2's `install --dry-run --report`
+
+
+def old_pip_wheel() -> Path:
+    """pip 21.3.1's wheel from PyPI, downloaded once per machine: the pip a recipe pinned long ago."""
+    dest = cache_root() / "old-pip"
+    marker = dest / ".complete"
+    if not marker.exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest", str(dest), OLD_PIP],
+            check=True,
+            timeout=600,
+        )
+        marker.write_text("ok")
+    return next(dest.glob("pip-*.whl"))
