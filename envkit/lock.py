@@ -52,7 +52,7 @@ class NewerLock(UsageError):
 
 @dataclass(frozen=True)
 class LockedPip:
-    """A pip wheel pinned by version and hash-checked URL."""
+    """A pip wheel pinned by version and a hash-checked URL, or by a VCS reference at its commit."""
 
     name: str
     version: str
