@@ -255,14 +255,14 @@ def vcs_source(url: str) -> tuple[str, str] | None:
     return f"{parts.scheme}://{parts.netloc}{path}", subdirectory
 
 
-def direct_references(specs: tuple[str, ...]) -> dict[str, tuple[str, bool]]:
-    """The specs that name a URL (`name @ URL`), by canonical name: each spec, and whether its URL
-    is a VCS reference (`git+URL@REF`, which moves with its branch) rather than a file or folder
-    (which is its own pin)."""
+def direct_references(specs: tuple[str, ...]) -> dict[str, tuple[str, str, bool]]:
+    """The specs that name a URL (`name @ URL`), by canonical name: each spec, its URL, and whether
+    that is a VCS reference (`git+URL@REF`, which moves with its branch) rather than a file or a
+    folder (which is its own pin)."""
     out = {}
     for spec in specs:
         with contextlib.suppress(InvalidRequirement):
             req = Requirement(spec)
             if req.url:
-                out[str(canonicalize_name(req.name))] = (spec, vcs_source(req.url) is not None)
+                out[str(canonicalize_name(req.name))] = (spec, req.url, vcs_source(req.url) is not None)
     return out

@@ -811,6 +811,13 @@ def test_a_git_wheel_is_locked_at_its_commit_and_stays_there_until_updated(tmp_p
     updated = run_envkit("lock", str(recipe), "--update", "proj", "--json", env=env)
     assert json.loads(updated.stdout)["data"]["platforms"][0]["changes"] == [f"pip ~ proj 0.1 ({first[:12]}) -> 0.1 ({second[:12]})"]
     assert locked_url() == f"{source}@{second}"
+    # the env made from the lock follows it: pip took the commit installed for the new one (same version)
+    synced = run_envkit("sync", "-p", str(prefix), "--locked", "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    rev = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import proj; print(proj.REV)"], check=False, capture_output=True, text=True
+    )
+    assert rev.stdout.strip() == "2", rev.stderr
     assert run_envkit("recipes", "check", str(recipe)).returncode == 0
 
     git = ["git", "-C", str(repo)]

@@ -949,3 +949,33 @@ def test_update_of_a_wheel_the_recipe_takes_from_a_file_says_what_moves_it(tmp_p
     out = json.loads(moved.stdout)
     assert out["data"]["noop"] is True
     assert any(m.startswith("mpmath comes from the file the recipe names") for m in out["messages"]), out["messages"]
+
+
+def test_a_pip_list_that_takes_a_wheel_from_git_instead_installs_it_from_there(tmp_path: Path) -> None:
+    """`proj==0.1` became `proj @ git+URL@main` (a fix not released yet, the version not bumped):
+    pip took the installed index wheel for the git one, installed nothing, and the sync said
+    "synced" with the record still naming the index's file; the way back did the same."""
+    channel, links = pip_channel(tmp_path)
+    homemade_wheel(links, "proj", "0.1", {"proj/__init__.py": 'REV = "index"\n'})
+    repo = tmp_path / "proj"
+    git_project(repo, "proj")('REV = "git"\n')
+    source = f"git+file://localhost{repo}@main"
+    recipe, prefix, env = made_pip_env(tmp_path, "switch", channel, links, pip='"proj==0.1"')
+
+    def rev() -> str:
+        ran = subprocess.run(
+            [str(prefix / "bin" / "python"), "-c", "import proj; print(proj.REV)"], check=False, capture_output=True, text=True
+        )
+        return ran.stdout.strip()
+
+    assert rev() == "index"
+    listed = '"proj==0.1"'
+    for spec, expected in ((f"proj @ {source}", "git"), ("proj==0.1", "index")):
+        recipe.write_text(recipe.read_text().replace(f"pip: [{listed}]", f'pip: ["{spec}"]'))
+        listed = f'"{spec}"'
+        synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+        assert synced.returncode == 0, synced.stderr
+        assert rev() == expected
+        recorded = next(p["url"] for p in read_record(prefix)["pip_installed"] if p["name"] == "proj")
+        assert recorded.startswith(f"git+file://localhost{repo}@" if expected == "git" else (links / "proj-0.1-py3-none-any.whl").as_uri())
+        assert run_envkit("audit", "-p", str(prefix), env=env).returncode == 0

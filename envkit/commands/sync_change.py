@@ -200,7 +200,7 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
     hold = tuple((name, dist.version) for name, dist in dists.items() if name not in wheels)
     recorded = {str(p.get("name")): p for p in record.get("pip_installed", []) if isinstance(p, dict)}
     direct = {name: ref for name, ref in direct_references(plan.pip_specs).items() if name in wheels}
-    refs = {name: spec for name, (spec, vcs) in direct.items() if vcs}  # a branch's head, not an index's newest
+    refs = {name: spec for name, (spec, _, vcs) in direct.items() if vcs}  # a branch's head, not an index's newest
     plain = tuple(w for w in wheels if w not in direct)  # a file's URL is its own pin: nothing to ask an index
     for name in sorted(n for n in direct if n not in refs and not moving.everything):
         notify(f"{name} comes from the file the recipe names ({direct[name][0]}): it moves when the recipe names another")
@@ -443,7 +443,7 @@ def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepai
     if not changed and not (moves and moves.names):
         return old
     dropped = _pip_dropped(record, plan)
-    _stash_wheels(prefix, dropped)
+    _stash_wheels(prefix, dropped | _pip_resourced(record, plan))
     # pip reports only what it installed now: the wheels already there that it kept stay recorded
     kept = {str(p["name"]): p for p in old if str(p["name"]) not in dropped}
     if changed:
@@ -478,6 +478,23 @@ def _pip_dropped(record: dict[str, Any], plan: Plan) -> set[str]:
     if _pip_change(record, plan) == ():
         return set()
     return {str(p["name"]) for p in record.get("pip_installed", []) if isinstance(p, dict)} - _names(plan)
+
+
+def _pip_resourced(record: dict[str, Any], plan: Plan) -> set[str]:
+    """The wheels the pip list still names but takes from elsewhere now: to or from a URL
+    (`proj==0.1` -> `proj @ git+URL@main`), or another commit or file (a lock that moved a git
+    wheel's commit). pip takes an installed wheel of a fitting version for the new one, whatever it
+    came from, so these go into the journal first and pip installs them from their new source."""
+    from envkit.piplock import direct_references  # packaging: loaded where pip runs
+
+    old_specs = tuple(str(s) for s in record.get("pip") or [])
+
+    def sources(specs: tuple[str, ...]) -> dict[str, str]:
+        # a file pinned by hash is the same file wherever its URL says it is (another mirror)
+        return {name: url.partition("#sha256=")[2] or url for name, (_, url, _) in direct_references(specs).items()}
+
+    before, after = sources(old_specs), sources(plan.pip_specs)
+    return {name for name in _spec_names(old_specs) & _names(plan) if before.get(name) != after.get(name)}
 
 
 def _stash_wheels(prefix: Path, names: set[str]) -> None:
