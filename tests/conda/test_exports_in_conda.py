@@ -14,7 +14,9 @@ import dockerfile
 
 from tests.conftest import run_envkit
 from tests.support.conda import Conda
+from tests.support.pipchannel import git_project, pip_channel
 from tests.test_export import exported_env
+from tests.test_sync import made_pip_env
 
 
 def names(prefix: Path) -> list[str]:
@@ -142,3 +144,25 @@ def test_an_env_whose_folder_conda_cannot_name_exports_a_name_it_can(conda: Cond
     assert '\nname: "my-env-2"\n' in yml.read_text()
     conda.ok("env", "create", "-q", "-f", str(yml), env=conda.environ(CONDA_ENVS_DIRS=str(tmp_path / "envs")))
     assert (tmp_path / "envs" / "my-env-2" / "conda-meta" / "history").is_file()
+
+
+def test_a_git_wheel_travels_in_environment_yml_at_its_commit(conda: Conda, tmp_path: Path) -> None:
+    """The export named a git wheel by its bare URL, so `conda env create -f` (which runs pip on
+    the pip section) got whatever the repository held by then; now the commit travels, and conda's
+    pip installs that commit after the branch has moved on."""
+    channel, links = pip_channel(tmp_path)
+    repo = tmp_path / "proj"
+    commit = git_project(repo, "proj")
+    first = commit("REV = 1\n")
+    _, prefix, env = made_pip_env(tmp_path, "gitexp", channel, links, pip=f'"proj @ git+file://localhost{repo}@main"')
+    commit("REV = 2\n")
+    yml = tmp_path / "environment.yml"
+    assert run_envkit("export", "-p", str(prefix), "--format", "environment-yml", "-o", str(yml), env=env).returncode == 0
+    made = tmp_path / "by-conda"
+    conda.ok(
+        "env", "create", "-q", "-p", str(made), "-f", str(yml), env=conda.environ(**{k: v for k, v in env.items() if k.startswith("PIP_")})
+    )
+    installed = json.loads((made / "lib" / "python3.11" / "site-packages" / "proj-0.1.dist-info" / "direct_url.json").read_text())
+    assert installed["vcs_info"]["commit_id"] == first
+    ran = conda.ok("run", "-p", str(made), "python", "-c", "import proj; print(proj.REV)")
+    assert ran.strip() == "1"
