@@ -32,13 +32,14 @@ if TYPE_CHECKING:
 UNREACHABLE_HINT = "make the files reachable from this machine (PIP_INDEX_URL, PIP_FIND_LINKS or pip.conf), or lock again where they are"
 
 
-# What envkit's pip runs add to the user's settings. A conda env's python is no venv, so:
-# PIP_REQUIRE_VIRTUALENV (set by many to keep pip out of a system python) would refuse it, where
-# envkit installs into the env it made on purpose; and its sys.path has the user site
-# (~/.local/lib/pythonX.Y/site-packages), where pip would find a wheel `pip install --user` put
-# there, say "already satisfied", and install nothing into the env, which then works only for
-# that user on that machine; and `user = true` in pip.conf (PIP_USER) would send the wheels to that
-# user site instead of the env. pip's own upgrade notice is noise in envkit's errors.
+# What envkit's pip runs put over the user's settings. A conda env's python is no venv, so:
+# - PIP_REQUIRE_VIRTUALENV, which many set to keep pip out of a system python, would refuse it,
+#   where envkit installs into the env it made on purpose;
+# - the user site (~/.local/lib/pythonX.Y/site-packages) is on its sys.path: pip would take a
+#   wheel `pip install --user` left there as installed and put nothing into the env, which would
+#   then work for that user on that machine only;
+# - `user = true` in pip.conf (PIP_USER) would send the wheels to that user site, not the env.
+# pip's own upgrade notice is noise in envkit's errors.
 PIP_ENVIRONMENT = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_REQUIRE_VIRTUALENV": "0", "PYTHONNOUSERSITE": "1", "PIP_USER": "0"}
 
 

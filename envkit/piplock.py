@@ -235,7 +235,8 @@ def at_locked_commits(specs: tuple[str, ...], locked: tuple[LockedPip, ...]) -> 
             out.append(spec)
             continue
         held = commits.get(canonicalize_name(req.name))
-        if held and req.url and vcs_source(req.url) is not None and vcs_source(req.url) == vcs_source(held):
+        source = vcs_source(req.url) if req.url else None
+        if held and source is not None and source == vcs_source(held):
             extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
             marker = f" ; {req.marker}" if req.marker else ""
             out.append(f"{req.name}{extras} @ {held}{marker}")
