@@ -25,6 +25,7 @@ from tests.support.pipchannel import (
     git_project,
     homemade_wheel,
     index_pip_env,
+    module_rev,
     offline_pip_env,
     pip_channel,
     simple_index,
@@ -803,10 +804,7 @@ def test_a_git_wheel_is_locked_at_its_commit_and_stays_there_until_updated(tmp_p
     prefix = tmp_path / "envs" / "fromgit"
     made = run_envkit("create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe", env=env)
     assert made.returncode == 0, made.stderr
-    rev = subprocess.run(
-        [str(prefix / "bin" / "python"), "-c", "import proj; print(proj.REV)"], check=False, capture_output=True, text=True
-    )
-    assert rev.stdout.strip() == "1", rev.stderr
+    assert module_rev(prefix) == "1"
 
     updated = run_envkit("lock", str(recipe), "--update", "proj", "--json", env=env)
     assert json.loads(updated.stdout)["data"]["platforms"][0]["changes"] == [f"pip ~ proj 0.1 ({first[:12]}) -> 0.1 ({second[:12]})"]
@@ -814,10 +812,7 @@ def test_a_git_wheel_is_locked_at_its_commit_and_stays_there_until_updated(tmp_p
     # the env made from the lock follows it: pip took the commit installed for the new one (same version)
     synced = run_envkit("sync", "-p", str(prefix), "--locked", "--yes", "--no-probe", env=env)
     assert synced.returncode == 0, synced.stderr
-    rev = subprocess.run(
-        [str(prefix / "bin" / "python"), "-c", "import proj; print(proj.REV)"], check=False, capture_output=True, text=True
-    )
-    assert rev.stdout.strip() == "2", rev.stderr
+    assert module_rev(prefix) == "2"
     assert run_envkit("recipes", "check", str(recipe)).returncode == 0
 
     git = ["git", "-C", str(repo)]

@@ -14,11 +14,9 @@ from pathlib import Path
 
 from envkit.lock import read_lock
 from envkit.pipinstall import by_hash, exact_url, pip_reason
-from envkit.record import read_record
 from tests.conftest import run_envkit, write_recipe
-from tests.support.condapkg import index_channel
-from tests.support.pipchannel import find_links, homemade_wheel, index_pip_env, offline_pip_env, pip_channel, simple_index, wheelhouse
-from tests.support.wheelchannel import convert_wheel, python_install
+from tests.support.pipchannel import conda_style_pip_channel, homemade_wheel, index_pip_env, offline_pip_env, pip_channel, simple_index
+from tests.test_sync import recorded_pip
 
 
 def test_a_pip_failure_is_told_by_pips_most_precise_error_line() -> None:
@@ -149,11 +147,7 @@ def test_pip_installs_into_a_conda_python_whatever_pip_require_virtualenv_says(t
     by accident. A conda env's python is no venv, so pip refused every install envkit asked of it
     ("Could not find an activated virtualenv"), and the create failed. envkit installs into the env
     it made, on purpose; the test suite's other envs are venv-style shims, which pip accepts."""
-    channel = tmp_path / "channel"
-    python_install(channel)
-    convert_wheel(next(wheelhouse().glob("pip-*.whl")), channel)
-    index_channel(channel)
-    links = find_links(tmp_path)
+    channel, links = conda_style_pip_channel(tmp_path)
     recipe = write_recipe(
         tmp_path / "r",
         "novenv",
@@ -179,11 +173,7 @@ def test_a_wheel_in_the_user_site_is_still_installed_into_the_env(tmp_path: Path
     pip found mpmath there from an earlier `pip install --user`, said "already satisfied" and
     installed nothing into the env; the record named no wheel and the audit found the env clean,
     an env that worked only for that user on that machine."""
-    channel = tmp_path / "channel"
-    python_install(channel)
-    convert_wheel(next(wheelhouse().glob("pip-*.whl")), channel)
-    index_channel(channel)
-    links = find_links(tmp_path)
+    channel, links = conda_style_pip_channel(tmp_path)
     recipe = write_recipe(
         tmp_path / "r",
         "usersite",
@@ -205,7 +195,7 @@ def test_a_wheel_in_the_user_site_is_still_installed_into_the_env(tmp_path: Path
     assert made.returncode == 0, made.stderr
     site = second / "lib" / "python3.11" / "site-packages"
     assert (site / "mpmath").is_dir()
-    assert [p["name"] for p in read_record(second)["pip_installed"]] == ["mpmath"]
+    assert list(recorded_pip(second)) == ["mpmath"]
     # a wheel pip-installed by hand into the env, which the user site has too: sync takes the env's
     # copy away and leaves the user's alone
     by_hand = ["install", "--quiet", "--root-user-action=ignore", "threadpoolctl"]
@@ -221,16 +211,13 @@ def test_pip_user_in_the_users_settings_does_not_send_the_wheels_out_of_the_env(
     """`user = true` in pip.conf (here PIP_USER=1) made pip install the recipe's wheels into
     ~/.local, not the env: the create succeeded and the env's own audit then found them missing. A
     lock (pip --target) failed outright: pip cannot combine --user and --target."""
-    channel = tmp_path / "channel"
-    python_install(channel)
-    convert_wheel(next(wheelhouse().glob("pip-*.whl")), channel)
-    index_channel(channel)
+    channel, links = conda_style_pip_channel(tmp_path)
     recipe = write_recipe(
         tmp_path / "r",
         "piproot",
         f'envkit: 1\nname: piproot\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [mpmath]\n',
     )
-    env = {**offline_pip_env(dict(os.environ), find_links(tmp_path)), "HOME": str(tmp_path / "home"), "PIP_USER": "1"}
+    env = {**offline_pip_env(dict(os.environ), links), "HOME": str(tmp_path / "home"), "PIP_USER": "1"}
     prefix = tmp_path / "envs" / "piproot"
     made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env=env)
     assert made.returncode == 0, made.stderr

@@ -23,7 +23,16 @@ from envkit.sync import in_sync
 from tests.conftest import payload_recipe, run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda, write_tar_bz2
 from tests.support.fullfs import run_in_small_fs
-from tests.support.pipchannel import HOST_ONLY, git_project, homemade_wheel, offline_pip_env, pip_channel, two_pythons_pip_channel
+from tests.support.pipchannel import (
+    HOST_ONLY,
+    Commit,
+    git_project,
+    homemade_wheel,
+    module_rev,
+    offline_pip_env,
+    pip_channel,
+    two_pythons_pip_channel,
+)
 from tests.support.procs import MARK, new_mark, none_left
 from tests.support.terminal import converse
 from tests.support.tiny import python_builds_channel, tiny_channel, tiny_recipe
@@ -676,6 +685,24 @@ def made_pip_env(
     return recipe, tmp_path / "envs" / name, env
 
 
+def made_git_env(tmp_path: Path, name: str) -> tuple[Commit, str, str, Path, dict[str, str]]:
+    """(commit, its first commit, the repository as pip reaches it, prefix, pip's offline env) of
+    an env whose recipe takes `proj` from a git branch (`proj @ git+URL@main`), its REV 1."""
+    channel, links = pip_channel(tmp_path)
+    commit = git_project(tmp_path / "proj", "proj")
+    first = commit("REV = 1\n")
+    source = f"git+file://localhost{tmp_path / 'proj'}"
+    _, prefix, env = made_pip_env(tmp_path, name, channel, links, pip=f'"proj @ {source}@main"')
+    return commit, first, source, prefix, env
+
+
+def recorded_pip(prefix: Path) -> dict[str, str]:
+    """The wheels the env's record names, with the URL each came from."""
+    record = read_record(prefix)
+    assert record is not None
+    return {str(p["name"]): str(p["url"]) for p in record["pip_installed"]}
+
+
 def _site(prefix: Path) -> Path:
     return prefix / "lib" / "python3.11" / "site-packages"
 
@@ -884,21 +911,13 @@ def test_a_git_wheel_is_put_back_at_the_commit_envkit_installed(tmp_path: Path) 
     """The record kept a git wheel by its bare URL (no `git+`, no commit): putting it back after a
     `pip uninstall` installed what that URL held by then (the branch's new head, or for a remote
     repository a web page), and the env's exports named no commit either."""
-    channel, links = pip_channel(tmp_path)
-    repo = tmp_path / "proj"
-    commit = git_project(repo, "proj")
-    first = commit("REV = 1\n")
-    source = f"git+file://localhost{repo}"
-    _, prefix, env = made_pip_env(tmp_path, "fromgit", channel, links, pip=f'"proj @ {source}@main"')
-    assert {p["name"]: p["url"] for p in read_record(prefix)["pip_installed"]} == {"proj": f"{source}@{first}"}
+    commit, first, source, prefix, env = made_git_env(tmp_path, "fromgit")
+    assert recorded_pip(prefix) == {"proj": f"{source}@{first}"}
     commit("REV = 2\n")
     subprocess.run([str(prefix / "bin" / "python"), "-m", "pip", "uninstall", "--yes", "--quiet", "proj"], check=True)
     synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
     assert synced.returncode == 0, synced.stderr
-    rev = subprocess.run(
-        [str(prefix / "bin" / "python"), "-c", "import proj; print(proj.REV)"], check=False, capture_output=True, text=True
-    )
-    assert rev.stdout.strip() == "1", rev.stderr
+    assert module_rev(prefix) == "1"
     exported = run_envkit("export", "-p", str(prefix), "--format", "environment-yml", env=env)
     assert f'- "proj @ {source}@{first}"' in exported.stdout, exported.stdout
 
@@ -908,12 +927,8 @@ def test_update_moves_a_git_wheel_to_its_branch_head_with_what_it_now_needs(tmp_
     proj's newest version, which no index has (exit 3), and pip's own --upgrade keeps a git wheel
     already installed whatever the branch's head has become. The branch's head is what moves it,
     with what that commit requires, and the move shows the commits (the version stays)."""
-    channel, links = pip_channel(tmp_path)
-    repo = tmp_path / "proj"
-    commit = git_project(repo, "proj")
-    first = commit("REV = 1\n")
-    source = f"git+file://localhost{repo}"
-    _, prefix, env = made_pip_env(tmp_path, "gitmove", channel, links, pip=f'"proj @ {source}@main"')
+    commit, first, source, prefix, env = made_git_env(tmp_path, "gitmove")
+    links = tmp_path / "links"
     second = commit("import mpmath\nREV = 2\n", requires=("mpmath",))
     assert "nothing to do" in run_envkit("sync", "-p", str(prefix), env=env).stdout  # an unchanged recipe moves nothing
     dry = run_envkit("sync", "-p", str(prefix), "--update", "proj", "--dry-run", "--json", env=env)
@@ -921,11 +936,8 @@ def test_update_moves_a_git_wheel_to_its_branch_head_with_what_it_now_needs(tmp_
     assert json.loads(dry.stdout)["data"]["pip"] == ["+ mpmath 1.3.0", f"~ proj 0.1 ({first[:12]}) -> 0.1 ({second[:12]})"]
     moved = run_envkit("sync", "-p", str(prefix), "--update", "proj", "--yes", "--no-probe", env=env)
     assert moved.returncode == 0, moved.stderr
-    rev = subprocess.run(
-        [str(prefix / "bin" / "python"), "-c", "import proj; print(proj.REV)"], check=False, capture_output=True, text=True
-    )
-    assert rev.stdout.strip() == "2", rev.stderr
-    assert {p["name"]: p["url"].split("#")[0] for p in read_record(prefix)["pip_installed"]} == {
+    assert module_rev(prefix) == "2"
+    assert {name: url.split("#")[0] for name, url in recorded_pip(prefix).items()} == {
         "proj": f"{source}@{second}",
         "mpmath": (links / "mpmath-1.3.0-py3-none-any.whl").as_uri(),
     }
@@ -961,21 +973,14 @@ def test_a_pip_list_that_takes_a_wheel_from_git_instead_installs_it_from_there(t
     git_project(repo, "proj")('REV = "git"\n')
     source = f"git+file://localhost{repo}@main"
     recipe, prefix, env = made_pip_env(tmp_path, "switch", channel, links, pip='"proj==0.1"')
-
-    def rev() -> str:
-        ran = subprocess.run(
-            [str(prefix / "bin" / "python"), "-c", "import proj; print(proj.REV)"], check=False, capture_output=True, text=True
-        )
-        return ran.stdout.strip()
-
-    assert rev() == "index"
+    assert module_rev(prefix) == "index"
     listed = '"proj==0.1"'
     for spec, expected in ((f"proj @ {source}", "git"), ("proj==0.1", "index")):
         recipe.write_text(recipe.read_text().replace(f"pip: [{listed}]", f'pip: ["{spec}"]'))
         listed = f'"{spec}"'
         synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
         assert synced.returncode == 0, synced.stderr
-        assert rev() == expected
-        recorded = next(p["url"] for p in read_record(prefix)["pip_installed"] if p["name"] == "proj")
+        assert module_rev(prefix) == expected
+        recorded = recorded_pip(prefix)["proj"]
         assert recorded.startswith(f"git+file://localhost{repo}@" if expected == "git" else (links / "proj-0.1-py3-none-any.whl").as_uri())
         assert run_envkit("audit", "-p", str(prefix), env=env).returncode == 0

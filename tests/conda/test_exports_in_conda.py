@@ -14,9 +14,8 @@ import dockerfile
 
 from tests.conftest import run_envkit
 from tests.support.conda import Conda
-from tests.support.pipchannel import git_project, pip_channel
 from tests.test_export import exported_env
-from tests.test_sync import made_pip_env
+from tests.test_sync import made_git_env
 
 
 def names(prefix: Path) -> list[str]:
@@ -150,11 +149,7 @@ def test_a_git_wheel_travels_in_environment_yml_at_its_commit(conda: Conda, tmp_
     """The export named a git wheel by its bare URL, so `conda env create -f` (which runs pip on
     the pip section) got whatever the repository held by then; now the commit travels, and conda's
     pip installs that commit after the branch has moved on."""
-    channel, links = pip_channel(tmp_path)
-    repo = tmp_path / "proj"
-    commit = git_project(repo, "proj")
-    first = commit("REV = 1\n")
-    _, prefix, env = made_pip_env(tmp_path, "gitexp", channel, links, pip=f'"proj @ git+file://localhost{repo}@main"')
+    commit, first, _, prefix, env = made_git_env(tmp_path, "gitexp")
     commit("REV = 2\n")
     yml = tmp_path / "environment.yml"
     assert run_envkit("export", "-p", str(prefix), "--format", "environment-yml", "-o", str(yml), env=env).returncode == 0

@@ -14,10 +14,11 @@ import subprocess
 import sys
 import threading
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Protocol
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -29,12 +30,16 @@ PIP_WHEELS = ("pip", "threadpoolctl==3.8.0", "mpmath==1.3.0")
 
 def wheelhouse() -> Path:
     """pip's own wheel and two small pure-Python ones, downloaded once per machine."""
-    dest = cache_root() / "wheelhouse"
+    return _downloaded(cache_root() / "wheelhouse", *PIP_WHEELS)
+
+
+def _downloaded(dest: Path, *requirements: str) -> Path:
+    """`dest`, holding the wheels of `requirements` from PyPI (no dependencies), downloaded once."""
     marker = dest / ".complete"
     if not marker.exists():
         dest.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest", str(dest), *PIP_WHEELS],
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest", str(dest), *requirements],
             check=True,
             timeout=600,
         )
@@ -214,7 +219,13 @@ def editable_project(folder: Path, name: str) -> Path:
     return folder
 
 
-def git_project(folder: Path, name: str) -> Callable[[str], str]:
+class Commit(Protocol):
+    """Writes the project's module and what it requires, commits them, returns the commit."""
+
+    def __call__(self, source: str, requires: tuple[str, ...] = ()) -> str: ...
+
+
+def git_project(folder: Path, name: str) -> Commit:
     """A project in a git repository on branch main (its own build backend, so pip builds it
     offline); the function returned writes the package's module and what it requires (names, no
     spaces), commits them, and returns the commit. pip reaches it as `git+file://localhost/...`:
@@ -238,14 +249,24 @@ OLD_PIP = "pip==21.3.1"  # before pip 22.2's `install --dry-run --report`
 
 def old_pip_wheel() -> Path:
     """pip 21.3.1's wheel from PyPI, downloaded once per machine: the pip a recipe pinned long ago."""
-    dest = cache_root() / "old-pip"
-    marker = dest / ".complete"
-    if not marker.exists():
-        dest.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest", str(dest), OLD_PIP],
-            check=True,
-            timeout=600,
-        )
-        marker.write_text("ok")
-    return next(dest.glob("pip-*.whl"))
+    return next(_downloaded(cache_root() / "old-pip", OLD_PIP).glob("pip-*.whl"))
+
+
+def conda_style_pip_channel(root: Path) -> tuple[Path, Path]:
+    """(channel, find-links folder), as pip_channel's, but its python is laid out as conda's is, no
+    venv (wheelchannel.python_install): what pip meets in a real conda env."""
+    from tests.support.wheelchannel import python_install
+
+    channel = root / "channel"
+    python_install(channel)
+    convert_wheel(next(wheelhouse().glob("pip-*.whl")), channel)
+    index_channel(channel)
+    return channel, find_links(root)
+
+
+def module_rev(prefix: Path, name: str = "proj") -> str:
+    """What the env's copy of a git_project's package says its REV is ("" where it cannot import it)."""
+    ran = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", f"import {name}; print({name}.REV)"], check=False, capture_output=True, text=True
+    )
+    return ran.stdout.strip()
