@@ -38,9 +38,19 @@ UNREACHABLE_HINT = "make the files reachable from this machine (PIP_INDEX_URL, P
 # - the user site (~/.local/lib/pythonX.Y/site-packages) is on its sys.path: pip would take a
 #   wheel `pip install --user` left there as installed and put nothing into the env, which would
 #   then work for that user on that machine only;
-# - `user = true` in pip.conf (PIP_USER) would send the wheels to that user site, not the env.
+# - `user = true` in pip.conf (PIP_USER) would send the wheels to that user site, not the env,
+#   and so would a target, prefix or root set for pip (PIP_TARGET, PIP_PREFIX, PIP_ROOT, or in
+#   pip.conf) send them elsewhere; pip reads an empty value as none set.
 # pip's own upgrade notice is noise in envkit's errors.
-PIP_ENVIRONMENT = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_REQUIRE_VIRTUALENV": "0", "PYTHONNOUSERSITE": "1", "PIP_USER": "0"}
+PIP_ENVIRONMENT = {
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "PIP_REQUIRE_VIRTUALENV": "0",
+    "PYTHONNOUSERSITE": "1",
+    "PIP_USER": "0",
+    "PIP_TARGET": "",
+    "PIP_PREFIX": "",
+    "PIP_ROOT": "",
+}
 
 
 def by_hash(name: str, url: str, version: str | None = None) -> str | None:

@@ -207,21 +207,23 @@ def test_a_wheel_in_the_user_site_is_still_installed_into_the_env(tmp_path: Path
     assert not (site / "threadpoolctl.py").exists() and (Path(user_site.stdout.strip()) / "threadpoolctl.py").is_file()
 
 
-def test_pip_user_in_the_users_settings_does_not_send_the_wheels_out_of_the_env(tmp_path: Path) -> None:
+def test_pip_settings_that_install_elsewhere_do_not_send_the_wheels_out_of_the_env(tmp_path: Path) -> None:
     """`user = true` in pip.conf (here PIP_USER=1) made pip install the recipe's wheels into
-    ~/.local, not the env: the create succeeded and the env's own audit then found them missing. A
-    lock (pip --target) failed outright: pip cannot combine --user and --target."""
+    ~/.local, not the env, and a target set for pip (PIP_TARGET) into that folder: the create
+    succeeded and the env's own audit then found them missing. A lock (pip --target) failed
+    outright with PIP_USER: pip cannot combine --user and --target."""
     channel, links = conda_style_pip_channel(tmp_path)
     recipe = write_recipe(
         tmp_path / "r",
         "piproot",
         f'envkit: 1\nname: piproot\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [mpmath]\n',
     )
-    env = {**offline_pip_env(dict(os.environ), links), "HOME": str(tmp_path / "home"), "PIP_USER": "1"}
+    elsewhere = tmp_path / "elsewhere"
+    env = {**offline_pip_env(dict(os.environ), links), "HOME": str(tmp_path / "home"), "PIP_USER": "1", "PIP_TARGET": str(elsewhere)}
     prefix = tmp_path / "envs" / "piproot"
     made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env=env)
     assert made.returncode == 0, made.stderr
     assert (prefix / "lib" / "python3.11" / "site-packages" / "mpmath").is_dir()
-    assert not (tmp_path / "home" / ".local").exists()
+    assert not (tmp_path / "home" / ".local").exists() and not elsewhere.exists()
     assert run_envkit("audit", "-p", str(prefix), env=env).returncode == 0
     assert run_envkit("lock", str(recipe), env=env).returncode == 0
