@@ -41,6 +41,8 @@ UNREACHABLE_HINT = "make the files reachable from this machine (PIP_INDEX_URL, P
 # - `user = true` in pip.conf (PIP_USER) would send the wheels to that user site, not the env,
 #   and so would a target, prefix or root set for pip (PIP_TARGET, PIP_PREFIX, PIP_ROOT, or in
 #   pip.conf) send them elsewhere; pip reads an empty value as none set.
+# And `upgrade = true` in pip.conf would move every wheel of the list to its newest whenever the
+# list changes, where envkit moves only what `--update` names (and passes --upgrade itself then).
 # pip's own upgrade notice is noise in envkit's errors.
 PIP_ENVIRONMENT = {
     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
@@ -50,6 +52,8 @@ PIP_ENVIRONMENT = {
     "PIP_TARGET": "",
     "PIP_PREFIX": "",
     "PIP_ROOT": "",
+    "PIP_UPGRADE": "0",
+    "PIP_UPGRADE_STRATEGY": "only-if-needed",
 }
 
 

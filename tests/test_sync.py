@@ -984,3 +984,18 @@ def test_a_pip_list_that_takes_a_wheel_from_git_instead_installs_it_from_there(t
         recorded = recorded_pip(prefix)["proj"]
         assert recorded.startswith(f"git+file://localhost{repo}@" if expected == "git" else (links / "proj-0.1-py3-none-any.whl").as_uri())
         assert run_envkit("audit", "-p", str(prefix), env=env).returncode == 0
+
+
+def test_upgrade_in_the_users_pip_settings_moves_no_wheel_a_sync_did_not_ask_to_move(tmp_path: Path) -> None:
+    """`upgrade = true` in pip.conf (here PIP_UPGRADE=1, and an eager strategy): a teammate adds
+    one wheel to the recipe, and the sync's pip install took every wheel of the list to its
+    newest with it, which no `--update` had asked for."""
+    channel, links = pip_channel(tmp_path)
+    recipe, prefix, env = made_pip_env(tmp_path, "settled", channel, links, pip="mpmath")
+    homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"})
+    homemade_wheel(links, "alpha", "1.0", {"alpha/__init__.py": "v = 1\n"})
+    recipe.write_text(recipe.read_text().replace("pip: [mpmath]", "pip: [mpmath, alpha]"))
+    eager = {**env, "PIP_UPGRADE": "1", "PIP_UPGRADE_STRATEGY": "eager"}
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=eager)
+    assert synced.returncode == 0, synced.stderr
+    assert _wheels(prefix) == {"mpmath-1.3.0.dist-info", "alpha-1.0.dist-info"}
