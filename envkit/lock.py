@@ -30,12 +30,24 @@ ENVKIT_LOCK_VERSION = 2  # 2: activation per platform (MKL's GNU layer is Linux-
 ENVIRONMENT = "default"
 
 
-def url_commit(url: str) -> str | None:
-    """The commit a VCS reference names (`git+URL@COMMIT`); None for a file or a folder."""
+def vcs_parts(url: str) -> tuple[str, str | None, str] | None:
+    """A VCS reference's repository (its `git+` kept), revision and subdirectory
+    (`git+URL@REV#subdirectory=S`); None for a file or a folder. The revision is what follows the
+    path's last `@` (a user in the host, `git+ssh://git@host/...`, is not one)."""
     if "+" not in url.partition(":")[0]:
         return None
-    path = urlsplit(url).path
-    return path.rpartition("@")[2] if "@" in path else None
+    parts = urlsplit(url)
+    path, at, revision = parts.path.rpartition("@")
+    if not at or "/" in revision:
+        path, revision = parts.path, ""
+    subdirectory = next((v for k, _, v in (f.partition("=") for f in parts.fragment.split("&")) if k == "subdirectory"), "")
+    return f"{parts.scheme}://{parts.netloc}{path}", revision or None, subdirectory
+
+
+def url_commit(url: str) -> str | None:
+    """The commit a VCS reference names (`git+URL@COMMIT`); None for a file or a folder."""
+    parts = vcs_parts(url)
+    return parts[1] if parts else None
 
 
 def pip_shown(version: str, url: str) -> str:

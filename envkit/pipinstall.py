@@ -152,7 +152,7 @@ def pip_install(
         held = Path(tmp) / "keep.txt"
 
         def attempt(pins: tuple[tuple[str, str], ...]) -> tuple[subprocess.CompletedProcess[str] | None, str]:
-            held.write_text("".join(f"{name}=={version}\n" for name, version in pins))
+            held.write_text(constraints_text(pins))
             tried = _pip([*cmd, "--constraint", str(held), *specs])  # pip resolves before it installs: a failure changed nothing
             return (tried if tried.returncode == 0 else None), (tried.stdout or "") + (tried.stderr or "")
 
@@ -294,7 +294,7 @@ def pip_upgrades(
 
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report, held = Path(tmp) / "report.json", Path(tmp) / "hold.txt"
-        held.write_text(_constraints(hold))
+        held.write_text(constraints_text(hold))
         cmd = [*_dry_run_cmd(prefix, report), "--upgrade", *(["--upgrade-strategy", "eager"] if eager else [])]
         cmd += ["--constraint", str(held), *specs, *names]
         proc = _pip(cmd)
@@ -314,8 +314,8 @@ def pip_upgrades(
         return _reported(report), required
 
 
-def _constraints(hold: tuple[tuple[str, str], ...]) -> str:
-    """A constraints file holding each distribution at its version; a legacy version pip cannot
+def constraints_text(hold: tuple[tuple[str, str], ...]) -> str:
+    """A pip constraints file holding each distribution at its version; a legacy version pip cannot
     pin is left out (it stays installed all the same)."""
     from packaging.version import InvalidVersion, Version
 
@@ -364,7 +364,7 @@ def pip_refs(prefix: Path, refs: tuple[str, ...], hold: tuple[tuple[str, str], .
         found = _reported(report)
         if not needs:
             return found, set()
-        held.write_text(_constraints(hold))
+        held.write_text(constraints_text(hold))
         proc = _pip([*_dry_run_cmd(prefix, report), "--constraint", str(held), *map(str, needs)])
         if proc.returncode != 0:
             raise SolveError(

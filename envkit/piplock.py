@@ -17,15 +17,14 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envkit.errors import SolveError
-from envkit.lock import LockedPip
-from envkit.pipinstall import PIP_ENVIRONMENT, exact_url, keeping
+from envkit.lock import LockedPip, vcs_parts
+from envkit.pipinstall import PIP_ENVIRONMENT, constraints_text, exact_url, keeping
 
 # conda package names whose PyPI distribution has another name
 CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "py-opencv": "opencv-python", "pillow": "pillow"}
@@ -158,7 +157,7 @@ def _dry_run(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> tu
     report.unlink(missing_ok=True)
     args = [*cmd, "--report", str(report)]
     if keep:
-        constraints.write_text("".join(f"{name}=={version}\n" for name, version in keep))
+        constraints.write_text(constraints_text(keep))
         args += ["--constraint", str(constraints)]
     env = {**os.environ, **PIP_ENVIRONMENT}
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=1800, check=False)
@@ -248,12 +247,8 @@ def at_locked_commits(specs: tuple[str, ...], locked: tuple[LockedPip, ...]) -> 
 def vcs_source(url: str) -> tuple[str, str] | None:
     """A VCS URL's repository and subdirectory, its revision left out (`git+URL@REV#subdirectory=S`
     -> ("git+URL", "S")); None for any other URL."""
-    if "+" not in url.partition(":")[0]:
-        return None
-    parts = urlsplit(url)
-    path = parts.path.rpartition("@")[0] if "@" in parts.path else parts.path
-    subdirectory = next((v for k, _, v in (f.partition("=") for f in parts.fragment.split("&")) if k == "subdirectory"), "")
-    return f"{parts.scheme}://{parts.netloc}{path}", subdirectory
+    parts = vcs_parts(url)
+    return (parts[0], parts[2]) if parts else None
 
 
 def direct_references(specs: tuple[str, ...]) -> dict[str, tuple[str, str, bool]]:

@@ -11,7 +11,7 @@ from envkit.channels import ResolvedChannel, from_canonical, resolve_channels
 from envkit.commands import Result
 from envkit.commands.lock import lock_platforms, solve_for_lock
 from envkit.errors import EnvkitError, ExitCode, SourceError, UsageError
-from envkit.lock import Lock, pins, read_lock
+from envkit.lock import Lock, pins, read_lock, vcs_parts
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
 from envkit.recipe.digest import resolved_digest
@@ -280,9 +280,10 @@ def _gone(url: str) -> str | None:
     or a project's folder), a git repository that still has the commit locked (`git+URL@COMMIT`),
     an HTTP(S) server that says 200 to HEAD (or to a one-byte GET, for a server that refuses HEAD)."""
     parsed = urlparse(url)
-    if parsed.scheme.startswith("git+"):
-        repository, at, commit = url.removeprefix("git+").rpartition("@")
-        return missing_commit(repository, commit) if at and "/" not in commit else None  # no commit: nothing pinned to ask for
+    vcs = vcs_parts(url) if parsed.scheme.startswith("git+") else None
+    if vcs is not None:
+        repository, commit, _ = vcs
+        return missing_commit(repository.removeprefix("git+"), commit) if commit else None  # no commit: nothing pinned to ask for
     return None if _answers(parsed) else f"its file no longer answers at {url}"
 
 
