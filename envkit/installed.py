@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from envkit.pipurls import exact_url, url_commit
+
 TorchBuild = Literal["cpu", "cuda"]
 
 
@@ -88,12 +90,18 @@ class PipDist:
     top_level: tuple[str, ...]
     outside_files: tuple[str, ...]  # RECORD entries outside site-packages (pip wheels' data files)
     editable_from: str | None = None  # `pip install -e`: the project's URL (PEP 610 direct_url.json)
+    source: str | None = None  # installed by URL: the URL that gets it again (a VCS one at its commit), from direct_url.json
 
     @property
     def managed(self) -> bool:
         """A wheel pip installed, which envkit records and sync puts back: not conda's, and not an
         editable install (a working copy of the user's own project)."""
         return self.installer == "pip" and self.editable_from is None
+
+    @property
+    def commit(self) -> str | None:
+        """The commit a wheel from git was installed at (None for one from an index or a file)."""
+        return url_commit(self.source) if self.source else None
 
 
 def site_packages(prefix: Path) -> list[Path]:
@@ -256,7 +264,8 @@ def pip_dists(prefix: Path) -> dict[str, PipDist]:
                         outside.append(os.path.normpath(str(site.relative_to(prefix) / rel)))
             if name in out and out[name].installer == "pip":
                 continue  # two of one name (pip install --ignore-installed over conda's): pip's is the one that changed
-            out[name] = PipDist(name, version, installer, str(dist.relative_to(prefix)), top_level, tuple(outside), _editable_from(dist))
+            editable, source = _direct_url(dist)
+            out[name] = PipDist(name, version, installer, str(dist.relative_to(prefix)), top_level, tuple(outside), editable, source)
     return out
 
 
@@ -272,13 +281,22 @@ def requires(prefix: Path, dist: PipDist) -> set[str]:
     return {re.sub(r"[-_.]+", "-", name).lower() for name in REQUIRES_RE.findall(text)}
 
 
-def _editable_from(dist: Path) -> str | None:
+def _direct_url(dist: Path) -> tuple[str | None, str | None]:
+    """(the project's URL where it is an editable install, else the URL that installs it again),
+    from PEP 610's direct_url.json; a wheel from an index has none."""
     try:
         data = json.loads((dist / "direct_url.json").read_bytes())
-    except (OSError, ValueError):
-        return None
-    editable = isinstance(data, dict) and isinstance(data.get("dir_info"), dict) and data["dir_info"].get("editable") is True
-    return str(data.get("url") or "") if editable else None
+    except (OSError, ValueError, RecursionError):
+        return None, None
+    if not isinstance(data, dict) or not isinstance(data.get("url"), str) or not data["url"]:
+        return None, None
+    dir_info = data.get("dir_info")
+    if isinstance(dir_info, dict) and dir_info.get("editable") is True:
+        return data["url"], None
+    try:
+        return None, exact_url(data)
+    except (AttributeError, TypeError):  # a direct_url.json of another shape than PEP 610's
+        return None, None
 
 
 def dist_files(prefix: Path, dist: PipDist) -> tuple[str, ...]:

@@ -102,11 +102,22 @@ def write_journal(prefix: Path, *, folders: tuple[str, ...] | None = None) -> No
 
 
 def _pip_before(prefix: Path) -> list[dict[str, str]]:
+    """The env's wheels as they are, with the URL each came from: a git wheel moved to another
+    commit by hand since is rolled back to that commit, not to the recorded one."""
+    from envkit.installed import pip_dists
+    from envkit.pipurls import at_commit, url_commit
     from envkit.record import read_record
-    from envkit.sync import pip_state, recorded_wheels
+    from envkit.sync import pip_wheels, recorded_wheels
 
     urls = recorded_wheels(read_record(prefix) or {})
-    return [{"name": name, "version": version, "url": urls.get((name, version), "")} for name, version in sorted(pip_state(prefix))]
+    dists = pip_dists(prefix)
+    out = []
+    for name, version in sorted(pip_wheels(dists)):
+        url = urls.get((name, version), "")
+        if url_commit(url) not in (None, dists[name].commit):
+            url = at_commit(url, dists[name].commit)
+        out.append({"name": name, "version": version, "url": url})
+    return out
 
 
 def stash(prefix: Path, paths: tuple[str, ...]) -> None:

@@ -17,7 +17,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import rattler
 from rattler.lock import LockChannel, LockPlatform
@@ -25,36 +24,10 @@ from rattler.lock import LockChannel, LockPlatform
 from envkit.channels import rebase
 from envkit.errors import UsageError
 from envkit.fsutil import write_output
+from envkit.pipurls import pip_shown, url_commit
 
 ENVKIT_LOCK_VERSION = 2  # 2: activation per platform (MKL's GNU layer is Linux-only)
 ENVIRONMENT = "default"
-
-
-def vcs_parts(url: str) -> tuple[str, str | None, str] | None:
-    """A VCS reference's repository (its `git+` kept), revision and subdirectory
-    (`git+URL@REV#subdirectory=S`); None for a file or a folder. The revision is what follows the
-    path's last `@` (a user in the host, `git+ssh://git@host/...`, is not one)."""
-    if "+" not in url.partition(":")[0]:
-        return None
-    parts = urlsplit(url)
-    path, at, revision = parts.path.rpartition("@")
-    if not at or "/" in revision:
-        path, revision = parts.path, ""
-    subdirectory = next((v for k, _, v in (f.partition("=") for f in parts.fragment.split("&")) if k == "subdirectory"), "")
-    return f"{parts.scheme}://{parts.netloc}{path}", revision or None, subdirectory
-
-
-def url_commit(url: str) -> str | None:
-    """The commit a VCS reference names (`git+URL@COMMIT`); None for a file or a folder."""
-    parts = vcs_parts(url)
-    return parts[1] if parts else None
-
-
-def pip_shown(version: str, url: str) -> str:
-    """A wheel's version, and its commit where it came from git: a branch moves without a new
-    version, so a change of commit must show."""
-    commit = url_commit(url)
-    return version if commit is None else f"{version} ({commit[:12]})"
 
 
 class NewerLock(UsageError):

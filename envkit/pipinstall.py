@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 from envkit.errors import InstallError, SolveError
 from envkit.installed import pip_dists
 from envkit.notices import notify
+from envkit.pipurls import exact_url
 
 if TYPE_CHECKING:
     from envkit.sync import PipRepair
@@ -212,21 +213,6 @@ def _reported(report: Path) -> list[dict[str, str]]:
         url = exact_url(item.get("download_info", {}))
         installed.append({"name": canonicalize_name(item["metadata"]["name"]), "version": str(item["metadata"]["version"]), "url": url})
     return sorted(installed, key=lambda p: p["name"])
-
-
-def exact_url(info: dict[str, Any]) -> str:
-    """The URL that gets pip exactly what a report's `download_info` (PEP 610) describes: an archive
-    with its sha256, a VCS checkout at the commit pip resolved (`git+URL@COMMIT`: the bare URL
-    would fetch a branch's head, or a web page), a local folder as it is (nothing pins what it
-    holds). A subdirectory is kept as pip writes it."""
-    url = str(info.get("url", ""))
-    vcs = info.get("vcs_info")
-    if isinstance(vcs, dict) and vcs.get("vcs") and vcs.get("commit_id"):
-        return f"{vcs['vcs']}+{url}@{vcs['commit_id']}" + (f"#subdirectory={info['subdirectory']}" if info.get("subdirectory") else "")
-    sha = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
-    if sha:
-        return f"{url}#sha256={sha}"
-    return url + (f"#subdirectory={info['subdirectory']}" if info.get("subdirectory") else "")
 
 
 def pip_put_back(prefix: Path, repair: PipRepair) -> list[dict[str, str]]:

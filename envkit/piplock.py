@@ -23,8 +23,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envkit.errors import SolveError
-from envkit.lock import LockedPip, vcs_parts
-from envkit.pipinstall import PIP_ENVIRONMENT, constraints_text, exact_url, keeping
+from envkit.lock import LockedPip
+from envkit.pipinstall import PIP_ENVIRONMENT, constraints_text, keeping
+from envkit.pipurls import exact_url, vcs_parts
 
 # conda package names whose PyPI distribution has another name
 CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "py-opencv": "opencv-python", "pillow": "pillow"}

@@ -24,6 +24,7 @@ from envkit.condameta import stamp
 from envkit.cpus import PHYSICAL_CORES, physical_cores
 from envkit.fsutil import read_exact
 from envkit.installed import dist_files, pip_dists, requires
+from envkit.pipurls import commit_shown, url_commit
 from envkit.recipe.digest import sources_digest
 from envkit.record import read_record, sync_journal_path
 
@@ -111,6 +112,18 @@ def recorded_pip(record: dict[str, Any]) -> set[tuple[str, str]]:
     return set(recorded_wheels(record))
 
 
+def moved_commits(record: dict[str, Any], dists: dict[str, PipDist]) -> tuple[tuple[str, str, str, str | None], ...]:
+    """(name, version, recorded URL, the commit there now; None for a wheel not from git): the
+    recorded git wheels pip put at another commit since, the version the same (`pip install
+    git+URL@OTHER`). A branch moves without a new version, so name and version cannot show it."""
+    out = []
+    for (name, version), url in sorted(recorded_wheels(record).items()):
+        dist, commit = dists.get(name), url_commit(url)
+        if commit and dist is not None and dist.managed and dist.version == version and dist.commit != commit:
+            out.append((name, version, url, dist.commit))
+    return tuple(out)
+
+
 def scripts_match(prefix: Path, record: dict[str, Any]) -> bool:
     """The activation files hold what this envkit would write: by the digests in the record when
     they are of this envkit's scripts format (no rendering), else by rendering them again."""
@@ -172,9 +185,12 @@ def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
     # with a lock too: an edited recipe may have made the lock stale, which only the full look can tell
     if recipe_files(recipe) != "unchanged":
         return False
+    if not packages_as_recorded(prefix, record):
+        return False
+    dists = pip_dists(prefix)
     return (
-        packages_as_recorded(prefix, record)
-        and pip_state(prefix) == recorded_pip(record)
+        pip_wheels(dists) == recorded_pip(record)
+        and not moved_commits(record, dists)
         and scripts_match(prefix, record)
         and computed_values_hold(record)
     )
@@ -224,6 +240,9 @@ class PipRepair:
     # (name, version): unrecorded wheels the recipe's pip list needs, kept and recorded now (an older
     # envkit's sync recorded only what pip newly installed when the list grew)
     adopt: tuple[tuple[str, str], ...] = ()
+    # (name, version, recorded URL, commit there now): git wheels moved to another commit since,
+    # each in `extra` (out) and in `missing` (back at the recorded commit) too
+    moved: tuple[tuple[str, str, str, str | None], ...] = ()
 
     @property
     def needed(self) -> bool:
@@ -236,13 +255,21 @@ class PipRepair:
 
     def lines(self) -> tuple[str, ...]:
         over = dict(self.over)
+        back = {name for name, _, _ in self.missing}
+        moved = {name: (version, url, now) for name, version, url, now in self.moved if name in back}
         return tuple(
             [
                 f"- {name} {version} (pip-installed since"
                 + (f"; over conda's {', '.join(over[name])}, linked again)" if over.get(name) else ")")
                 for name, version in self.extra
+                if name not in moved
             ]
-            + [f"+ {name} {version} (as envkit installed it)" for name, version, _ in self.missing]
+            + [
+                f"~ {name} {commit_shown(version, moved[name][2])} -> {commit_shown(version, url_commit(url))} (as envkit installed it)"
+                if name in moved
+                else f"+ {name} {version} (as envkit installed it)"
+                for name, version, url in self.missing
+            ]
             + [f"= {name} {version} (the recipe's pip list needs it; recorded now)" for name, version in self.adopt]
         )
 
@@ -260,11 +287,14 @@ def pip_repair(prefix: Path, record: dict[str, Any], named: Callable[[], set[str
     adopt = [(name, version) for name, version in unrecorded if name not in recorded and name in needed]
     extra = [entry for entry in unrecorded if entry not in adopt]
     have = pip_wheels(dists)
+    moved = moved_commits(record, dists)
+    missing = [(name, version, url) for (name, version), url in sorted(wanted.items()) if (name, version) not in have]
     return PipRepair(
-        extra=tuple(extra),
-        missing=tuple((name, version, url) for (name, version), url in sorted(wanted.items()) if (name, version) not in have),
+        extra=tuple(extra + [(name, version) for name, version, _, _ in moved]),
+        missing=tuple(sorted(missing + [(name, version, url) for name, version, url, _ in moved])),
         over=_over_conda(prefix, [dists[name] for name, _ in extra]) if extra else (),
         adopt=tuple(adopt),
+        moved=moved,
     )
 
 
@@ -324,4 +354,6 @@ def drift(record: dict[str, Any], packages: dict[str, CondaPackage], pip: dict[s
         lines.append(f"+ pip {name} {version} (pip-installed since)")
     for name, version in sorted(recorded_pip(record) - pip_installed):
         lines.append(f"- pip {name} {version} (removed or changed since)")
+    for name, version, url, now in moved_commits(record, pip):
+        lines.append(f"~ pip {name} {commit_shown(version, url_commit(url))} -> {commit_shown(version, now)} (changed since)")
     return lines

@@ -19,8 +19,9 @@ import yaml
 from envkit.commands.export import FORMATS, conda_env_name
 from envkit.lock import read_lock
 from tests.conftest import run_envkit, write_recipe
-from tests.support.pipchannel import offline_pip_env, pip_channel
+from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel
 from tests.support.tiny import tiny_channel
+from tests.test_sync import _hand_moved, made_git_env
 
 VARIABLES = """threading:
   mkl_threading_layer: GNU
@@ -247,3 +248,24 @@ def test_a_value_worked_out_for_this_machine_is_said_to_be_its(tmp_path: Path) -
     assert run_envkit("lock", str(recipe), "-o", str(locked)).returncode == 0
     locked_linux = read_lock(locked).for_platform("linux-64")
     assert locked_linux is not None and locked_linux.activation == linux.activation  # as envkit lock keeps it
+
+
+def test_an_export_names_the_wheels_the_env_has_not_the_ones_envkit_installed(tmp_path: Path) -> None:
+    """An export is of the env as it is. A wheel pip moved since (`pip install -U`, or a git wheel
+    force-reinstalled at another commit) was exported by the file or commit envkit had recorded
+    for its name: `conda env create -f` of it made the old env under the new version's name."""
+    prefix, env = exported_env(tmp_path)
+    homemade_wheel(tmp_path / "links", "threadpoolctl", "9.9", {"threadpoolctl.py": "__version__ = '9.9'\n"})
+    pip = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--quiet", "--upgrade", "threadpoolctl"]
+    subprocess.run(pip, check=True, env=env)
+    wheels = next(d["pip"] for d in yaml.safe_load(export(prefix, "environment-yml"))["dependencies"] if isinstance(d, dict))
+    assert wheels == ["threadpoolctl==9.9"]
+
+
+def test_an_export_names_the_commit_a_git_wheel_is_at_now(tmp_path: Path) -> None:
+    commit, _, source, moved, git_env = made_git_env(tmp_path, "gitexp")
+    second = commit("REV = 2\n")
+    _hand_moved(moved, git_env, f"{source}@{second}")
+    wheels = next(d["pip"] for d in yaml.safe_load(export(moved, "environment-yml"))["dependencies"] if isinstance(d, dict))
+    assert wheels == [f"proj @ {source}@{second}"]
+    assert [p.url for p in read_lock_text(export(moved, "lock"), tmp_path).platforms[0].pip] == [f"{source}@{second}"]

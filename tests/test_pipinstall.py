@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from envkit.lock import read_lock
-from envkit.pipinstall import by_hash, exact_url, pip_reason
+from envkit.pipinstall import by_hash, pip_reason
 from tests.conftest import run_envkit, write_recipe
 from tests.support.pipchannel import conda_style_pip_channel, homemade_wheel, index_pip_env, offline_pip_env, pip_channel, simple_index
 from tests.test_sync import recorded_pip
@@ -128,18 +128,6 @@ def test_sync_puts_back_a_recorded_wheel_whose_file_moved(tmp_path: Path) -> Non
     record = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())
     # the record names where this machine found it, so the next put-back or export goes there first
     assert [p["url"] for p in record["pip_installed"]] == [f"{(moved / wheel.name).as_uri()}#sha256={digest}"]
-
-
-def test_the_url_recorded_for_what_pip_installed_gets_that_very_thing_again() -> None:
-    """pip's report (PEP 610's download_info): an archive by its hash, a VCS checkout at the commit
-    pip resolved, a folder as it is."""
-    sha = "4a4a99ba1801e0e40cd85c54c9f58942ddf6508c"
-    archive = {"url": "https://files.example/a-1-py3-none-any.whl", "archive_info": {"hashes": {"sha256": "ab12"}}}
-    vcs = {"url": "https://git.example/r", "vcs_info": {"vcs": "git", "requested_revision": "main", "commit_id": sha}}
-    assert exact_url(archive) == "https://files.example/a-1-py3-none-any.whl#sha256=ab12"
-    assert exact_url(vcs) == f"git+https://git.example/r@{sha}"
-    assert exact_url({**vcs, "subdirectory": "pkg"}) == f"git+https://git.example/r@{sha}#subdirectory=pkg"
-    assert exact_url({"url": "file:///home/me/proj", "dir_info": {}}) == "file:///home/me/proj"
 
 
 def test_pip_installs_into_a_conda_python_whatever_pip_require_virtualenv_says(tmp_path: Path) -> None:

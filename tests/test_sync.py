@@ -922,6 +922,84 @@ def test_a_git_wheel_is_put_back_at_the_commit_envkit_installed(tmp_path: Path) 
     assert f'- "proj @ {source}@{first}"' in exported.stdout, exported.stdout
 
 
+def test_a_git_wheel_moved_to_another_commit_by_hand_is_drift_and_sync_puts_it_back(tmp_path: Path) -> None:
+    """`pip install --force-reinstall git+URL@<other commit>` of the same version (a branch's head, a colleague's
+    fix): the env's wheels were compared by name and version only, so the audit found no drift,
+    `sync` said "nothing to do", and the env ran code its record and lock did not name."""
+    commit, first, source, prefix, env = made_git_env(tmp_path, "handmoved")
+    second = commit("REV = 2\n")
+    _hand_moved(prefix, env, f"{source}@{second}")
+    assert module_rev(prefix) == "2"
+    audited = run_envkit("audit", "-p", str(prefix), "--json", env=env)
+    drift = [f["evidence"] for f in json.loads(audited.stdout)["data"]["audits"][0]["findings"] if f["rule_id"] == "EK024"]
+    assert drift == [f"~ pip proj 0.1 ({first[:12]}) -> 0.1 ({second[:12]}) (changed since)"], audited.stdout
+    dry = run_envkit("sync", "-p", str(prefix), "--dry-run", "--json", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["data"]["pip"] == [f"~ proj 0.1 ({second[:12]}) -> 0.1 ({first[:12]}) (as envkit installed it)"]
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert module_rev(prefix) == "1"
+    assert recorded_pip(prefix) == {"proj": f"{source}@{first}"}
+    assert "nothing to do" in run_envkit("sync", "-p", str(prefix), env=env).stdout
+    assert run_envkit("audit", "-p", str(prefix), "--fail-on", "warning", env=env).returncode == 0
+
+
+def _hand_moved(prefix: Path, env: dict[str, str], reference: str) -> None:
+    """`pip install --force-reinstall` of the git wheel at another commit, as a user fetches a fix."""
+    pip = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", f"proj @ {reference}"]
+    subprocess.run(pip, check=True, env={**os.environ, **env})
+
+
+def test_update_of_a_git_wheel_already_at_its_branch_head_by_hand_records_that_commit(tmp_path: Path) -> None:
+    """The user had pip-installed the branch's head; `sync --update proj` found that commit there,
+    installed nothing, and recorded the commit envkit had installed first: the record, the lock's
+    next export and the audit named a commit the env did not have."""
+    commit, first, source, prefix, env = made_git_env(tmp_path, "headbyhand")
+    second = commit("REV = 2\n")
+    _hand_moved(prefix, env, f"{source}@{second}")
+    dry = run_envkit("sync", "-p", str(prefix), "--update", "proj", "--dry-run", "--json", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["data"]["pip"] == [f"~ proj 0.1 ({first[:12]}) -> 0.1 ({second[:12]})"]
+    moved = run_envkit("sync", "-p", str(prefix), "--update", "proj", "--yes", "--no-probe", env=env)
+    assert moved.returncode == 0, moved.stderr
+    assert module_rev(prefix) == "2"
+    assert recorded_pip(prefix) == {"proj": f"{source}@{second}"}
+    assert run_envkit("audit", "-p", str(prefix), "--fail-on", "warning", env=env).returncode == 0
+
+
+def test_update_of_a_git_wheel_moved_by_hand_off_its_branch_head_puts_the_head_back(tmp_path: Path) -> None:
+    """The branch's head is still the commit envkit installed, the env has another by hand: the
+    update found the head recorded and left the env at the other commit."""
+    commit, first, source, prefix, env = made_git_env(tmp_path, "offhead")
+    second = commit("REV = 2\n")
+    subprocess.run(["git", "-C", str(tmp_path / "proj"), "reset", "--quiet", "--hard", first], check=True)
+    _hand_moved(prefix, env, f"{source}@{second}")
+    dry = run_envkit("sync", "-p", str(prefix), "--update", "proj", "--dry-run", "--json", env=env)
+    assert json.loads(dry.stdout)["data"]["pip"] == [f"~ proj 0.1 ({second[:12]}) -> 0.1 ({first[:12]}) (as envkit installed it)"]
+    moved = run_envkit("sync", "-p", str(prefix), "--update", "proj", "--yes", "--no-probe", env=env)
+    assert moved.returncode == 0, moved.stderr
+    assert module_rev(prefix) == "1"
+    assert recorded_pip(prefix) == {"proj": f"{source}@{first}"}
+
+
+def test_a_failed_sync_leaves_a_git_wheel_moved_by_hand_at_its_commit(tmp_path: Path) -> None:
+    """A sync puts the recorded commit back, then fails on the recipe's new wheel: the rollback
+    is to the env as it was, the hand-moved commit included; it put back the recorded one."""
+    commit, _, source, prefix, env = made_git_env(tmp_path, "backtohand")
+    second = commit("REV = 2\n")
+    _hand_moved(prefix, env, f"{source}@{second}")
+    links = tmp_path / "links"
+    broken = homemade_wheel(links, "alpha", "1.0", {"alpha.py": "v = 1  # " + "x" * 64 + "\n"})
+    broken.write_bytes(broken.read_bytes().replace(b"x" * 64, b"y" * 64, 1))  # stored: the CRC no longer matches
+    recipe = next((tmp_path / "r").glob("backtohand.y*ml"))
+    recipe.write_text(recipe.read_text().replace('@main"]', '@main", alpha]'))
+    before = snapshot(prefix)
+    failed = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert failed.returncode != 0 and "rolled back" in failed.stderr, failed.stderr
+    assert module_rev(prefix) == "2"
+    assert snapshot(prefix) == before
+
+
 def test_update_moves_a_git_wheel_to_its_branch_head_with_what_it_now_needs(tmp_path: Path) -> None:
     """`sync --update proj` for a wheel the recipe takes from a git branch: it asked the index for
     proj's newest version, which no index has (exit 3), and pip's own --upgrade keeps a git wheel

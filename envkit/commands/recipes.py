@@ -11,7 +11,8 @@ from envkit.channels import ResolvedChannel, from_canonical, resolve_channels
 from envkit.commands import Result
 from envkit.commands.lock import lock_platforms, solve_for_lock
 from envkit.errors import EnvkitError, ExitCode, SourceError, UsageError
-from envkit.lock import Lock, pins, read_lock, vcs_parts
+from envkit.lock import Lock, pins, read_lock
+from envkit.pipurls import vcs_parts
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
 from envkit.recipe.digest import resolved_digest

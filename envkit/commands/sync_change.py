@@ -23,12 +23,12 @@ from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupte
 from envkit.fsutil import read_exact
 from envkit.history import Linked, append_block, block
 from envkit.inplace import Installer
-from envkit.installed import dist_files, pip_dists, read_conda_meta
+from envkit.installed import PipDist, dist_files, pip_dists, read_conda_meta
 from envkit.journal import rollback, stash, write_journal
 from envkit.linkscope import change_folders
-from envkit.lock import pip_shown
 from envkit.notices import notify
 from envkit.pipinstall import pip_file, pip_install, pip_newest, pip_put_back, pip_refs, pip_upgrades
+from envkit.pipurls import at_commit, commit_shown, pip_shown, url_commit
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.loader import load_recorded
@@ -152,7 +152,8 @@ def look(
         repair = replace(repair, missing=tuple(m for m in repair.missing if m[0] not in dropped))
     python_move = _python_move(installed, planned) if recorded_wheel_names(record) else None
     if python_move:  # every wheel is installed anew: none is put back first
-        repair = replace(repair, missing=())
+        hand_moved = {name for name, *_ in repair.moved}
+        repair = replace(repair, missing=(), extra=tuple(e for e in repair.extra if e[0] not in hand_moved), moved=())
     moves = WheelMoves() if lock_path is not None or python_move else _wheel_moves(prefix, plan, record, moving or Moving(), dropped)
     if moves.names:
         repair = _repair_leaving(prefix, repair, moves)
@@ -207,7 +208,7 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
     install, required = pip_upgrades(prefix, plan.pip_specs, named, hold, eager=moving.everything) if plain else ([], set())
     if refs:
         at_refs, needs = pip_refs(prefix, tuple(refs.values()), hold)
-        install += [m for m in at_refs if m["url"] != recorded.get(m["name"], {}).get("url")]  # a commit already there stays
+        install += [m for m in at_refs if not _already_there(m, dists, recorded)]
         required |= needs
     chosen = {m["name"]: m for m in install}
     ends: dict[str, dict[str, str]] = {}
@@ -218,6 +219,8 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
             old = recorded.get(wheel, {})
             same = str(old.get("version")) == dists[wheel].version
             url = str(old.get("url") or "") if same else pip_file(prefix, wheel, dists[wheel].version)
+            if same and url_commit(url) not in (None, dists[wheel].commit):  # a commit pip-installed since
+                url = at_commit(url, dists[wheel].commit)
             ends[wheel] = {"name": wheel, "version": dists[wheel].version, "url": url}
     ends.update({name: m for name, m in chosen.items() if name not in ends})  # what the moved ones now need
     newest = pip_newest(prefix, plain) if plain else {}  # an index that does not answer is said, not taken for "nothing newer"
@@ -226,6 +229,15 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
         _say_what_holds_back(prefix, plan, record=record, wheels=held, named=named, ends=ends)
     lines = _move_lines(record, plan, dists, wheels, ends)
     return WheelMoves(wheels, tuple(install), tuple(ends[n] for n in sorted(ends)), lines, frozenset(required))
+
+
+def _already_there(move: dict[str, str], dists: dict[str, PipDist], recorded: dict[str, Any]) -> bool:
+    """A git wheel at the commit pip has in the env now (moved by hand since, perhaps: the record's
+    is not the one there), another wheel as the record has it."""
+    commit = url_commit(move["url"])
+    if commit is None:
+        return bool(move["url"] == recorded.get(move["name"], {}).get("url"))
+    return move["name"] in dists and dists[move["name"]].commit == commit
 
 
 def _repair_leaving(prefix: Path, repair: PipRepair, moves: WheelMoves) -> PipRepair:
@@ -284,6 +296,8 @@ def _move_lines(
             lines.append(f"~ {name} {old[name]} -> {shown}")
         elif have != new:
             lines += ([f"- {name} {have} (pip-installed since)"] if have else []) + [f"+ {name} {new} (as envkit installed it)"]
+        elif (commit := url_commit(ends[name]["url"])) and dists[name].commit != commit:  # a commit moved by hand, put back
+            lines.append(f"~ {name} {commit_shown(new, dists[name].commit)} -> {shown} (as envkit installed it)")
     return tuple(lines)
 
 

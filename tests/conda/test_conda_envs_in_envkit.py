@@ -10,6 +10,7 @@ from pathlib import Path
 from tests.conftest import run_envkit
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
+from tests.support.pipchannel import git_project, offline_pip_env, pip_channel
 
 
 def probe(prefix: Path) -> tuple[int, dict[str, str]]:
@@ -98,3 +99,23 @@ def test_envkit_run_sets_condas_env_vars_as_conda_run_does(conda: Conda, tmp_pat
     assert hidden and "etc/conda/env_vars.d/shipsvars.json" in hidden[0]["evidence"], audit
     exported = run_envkit("export", "-p", str(prefix), "--format", "environment-yml")
     assert exported.returncode == 0 and "***unset***" not in exported.stdout and "STATE_ONLY" in exported.stdout
+
+
+def test_a_conda_made_env_exports_its_git_wheel_at_its_commit(conda: Conda, tmp_path: Path) -> None:
+    """A conda env a user pip-installed their project into from git: envkit has no record of it, so
+    the export named it `proj==0.1`, which `conda env create -f` then looked for on an index. pip's
+    own direct_url.json says where it came from, at which commit."""
+    channel, links = pip_channel(tmp_path)
+    prefix = conda.create(tmp_path / "mine", [channel], ["python=3.11", "pip"])
+    commit = git_project(tmp_path / "proj", "proj")
+    first = commit("REV = 1\n")
+    commit("REV = 2\n")
+    source = f"git+file://localhost{tmp_path / 'proj'}"
+    pip_env = offline_pip_env(conda.environ(), links)
+    conda.ok("run", "-p", str(prefix), "python", "-m", "pip", "install", "--quiet", f"proj @ {source}@{first}", env=pip_env)
+    yml = tmp_path / "environment.yml"
+    assert run_envkit("export", "-p", str(prefix), "--format", "environment-yml", "-o", str(yml)).returncode == 0
+    assert f'- "proj @ {source}@{first}"' in yml.read_text(), yml.read_text()
+    made = tmp_path / "again"
+    conda.ok("env", "create", "-q", "-p", str(made), "-f", str(yml), env=pip_env)
+    assert conda.ok("run", "-p", str(made), "python", "-c", "import proj; print(proj.REV)").strip() == "1"
