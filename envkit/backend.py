@@ -107,11 +107,26 @@ def _install_error(doing: str) -> Callable[[BaseException], EnvkitError]:
     return wrap
 
 
+def client() -> Any:
+    """rattler's HTTP client with its authentication layer: a private channel's credentials come from
+    where rattler and pixi keep them (`pixi auth login`: the keyring or ~/.rattler/credentials.json;
+    RATTLER_AUTH_FILE; ~/.netrc), so the channel is named without them and no lock, record or export
+    of it carries a token. A new one per call: a forked installer child must not share a parent's."""
+    from rattler.networking import AuthenticationMiddleware, Client
+
+    return Client([AuthenticationMiddleware()])
+
+
+def gateway() -> Any:
+    return rattler.Gateway(client=client())
+
+
 def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: list[Any]) -> list[Any]:
     return _run(
         rattler.solve(
             channel_urls,
             specs,
+            gateway=gateway(),
             platforms=cast(Any, [platform, "noarch"]),
             virtual_packages=virtual,
             channel_priority=rattler.ChannelPriority.Strict,
@@ -132,16 +147,16 @@ def solve_many(
     a lock or an env) is kept where the specs allow, as far as the channels still offer it."""
 
     async def everything() -> list[list[Any]]:
-        gateway = rattler.Gateway()
+        shared = gateway()
         wanted = preferred or [[] for _ in jobs]
         offered = await asyncio.gather(
-            *(_still_offered(gateway, channel_urls, job[0], keep) for job, keep in zip(jobs, wanted, strict=True))
+            *(_still_offered(shared, channel_urls, job[0], keep) for job, keep in zip(jobs, wanted, strict=True))
         )
         solves = [
             rattler.solve(
                 channel_urls,
                 specs,
-                gateway=gateway,
+                gateway=shared,
                 platforms=cast(Any, [platform, "noarch"]),
                 virtual_packages=virtual,
                 locked_packages=prefer or None,
@@ -167,13 +182,13 @@ def still_offered(channel_urls: list[str], wanted: list[tuple[str, list[Preferre
     missing was removed, or moved off the channel's label (conda-forge's broken builds)."""
 
     async def everything() -> list[list[Any]]:
-        gateway = rattler.Gateway()
-        return await asyncio.gather(*(_still_offered(gateway, channel_urls, platform, packages) for platform, packages in wanted))
+        shared = gateway()
+        return await asyncio.gather(*(_still_offered(shared, channel_urls, platform, packages) for platform, packages in wanted))
 
     return [{str(r.url) for r in found} for found in _run(everything(), _solve_error)]
 
 
-async def _still_offered(gateway: Any, channel_urls: list[str], platform: str, wanted: list[Preferred]) -> list[Any]:
+async def _still_offered(shared: Any, channel_urls: list[str], platform: str, wanted: list[Preferred]) -> list[Any]:
     """The channels' own records, today, of the `wanted` packages (by URL): what a solve may prefer.
     rattler takes a preferred record as a candidate even where no channel has it any more, and
     with the depends it was locked with, so a package since removed (conda-forge's broken label)
@@ -183,7 +198,7 @@ async def _still_offered(gateway: Any, channel_urls: list[str], platform: str, w
         return []
     urls = {url for *_, url in wanted}
     specs = [rattler.MatchSpec(f"{name} =={version} {build}") for name, version, build, _ in wanted]
-    found = await gateway.query(channel_urls, [platform, "noarch"], specs, recursive=False)
+    found = await shared.query(channel_urls, [platform, "noarch"], specs, recursive=False)
     return [r for group in found for r in group if str(r.url) in urls]
 
 
@@ -207,6 +222,7 @@ def reinstall(
             installed_packages=installed,
             reinstall_packages=set(relink) or None,
             show_progress=False,
+            client=client(),
             requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs or []],
         ),
         _install_error(f"changing {prefix}"),
@@ -230,6 +246,7 @@ def install(
             prefix,
             cache_dir=cache_dir,
             show_progress=False,
+            client=client(),
             reporter=reporter,
             requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs],
             alternative_target_prefix=final_prefix,

@@ -108,6 +108,16 @@ def choose_channels(compiled: CompiledRecipe, extra: list[str], override: bool) 
 
 
 CHANNEL_HINT = "map each channel to a reachable mirror with --mirror NAME=URL (or custom_channels in .condarc)"
+# where a channel answers 401 or 403: envkit (rattler) reads credentials where pixi writes them
+CREDENTIALS_HINT = (
+    "the channel asks for credentials: store them for its host with 'pixi auth login HOST --token ...' (or --username/--password), "
+    "in ~/.rattler/credentials.json, in a file named by RATTLER_AUTH_FILE, or in ~/.netrc; name the channel without them, "
+    "so that no lock or export carries them"
+)
+
+
+def channel_hint(text: str) -> str:
+    return CREDENTIALS_HINT if re.search(r"\b(401|403)\b", text) else CHANNEL_HINT
 
 
 def channel_failure(text: str, channels: list[ResolvedChannel]) -> str:
@@ -206,7 +216,7 @@ def solve_or_explain(
             urls, [(goal.platform, list(goal.virtual), [s.spec for s in c.conda_specs]) for c, goal in jobs], preferred
         )
     except ChannelError as exc:
-        raise SolveError(channel_failure(exc.message, channels), hint=CHANNEL_HINT) from None
+        raise SolveError(channel_failure(exc.message, channels), hint=channel_hint(exc.message)) from None
     except SolveError as exc:
         first = jobs[0][0]
         failed = [(c, goal) for c, goal in jobs if goal.platform == exc.platform] or jobs

@@ -244,3 +244,21 @@ def test_an_extends_diamond_reads_each_file_once(tmp_path: Path, monkeypatch: py
     recipe = load_recipe(f"r{levels - 1}a")
     assert len(reads) == 2 * levels - 1 and len(set(reads)) == len(reads)
     assert {s.name for s in recipe.packages} == {f"p{level}{side}" for level in range(levels) for side in "ab"} - {f"p{levels - 1}b"}
+
+
+@pytest.mark.parametrize(
+    ("channel", "what"),
+    [
+        ("https://conda.example.com/t/tk-4a4a99ba/team", "a conda token (/t/...)"),
+        ("https://team:pw-4a4a99ba@artifactory.example.com/conda/team", "a user name and password"),
+        ("https://tk-4a4a99ba@artifactory.example.com/conda/team", "a user name (or a token in its place)"),
+    ],
+)
+def test_a_channel_url_with_credentials_is_refused_without_repeating_them(tmp_path: Path, channel: str, what: str) -> None:
+    """A recipe is shared through git, and what it names goes into the lock the team commits, the
+    env's record and every export: a token or password in a channel URL is published by all of
+    them. The error points at the line and says where credentials go, and does not echo them."""
+    lines = problems(tmp_path, f"envkit: 1\nname: r\nchannels:\n  - conda-forge\n  - {channel}\n")
+    assert len(lines) == 1 and lines[0].startswith(f"{tmp_path / 'r.yaml'}:5:") and f"holds {what}" in lines[0], lines
+    assert "pixi auth login" in lines[0] and "4a4a99ba" not in lines[0]
+    assert read_layer(write_recipe(tmp_path, "ok", "envkit: 1\nname: ok\nchannels: [https://conda.example.com/team/t/x]\n"))

@@ -1,0 +1,68 @@
+"""A conda channel served over HTTP on localhost the way private channels are: behind a conda
+token in the path (anaconda.org, quetz: `/t/<token>/...`) or behind HTTP basic auth (Artifactory,
+Nexus). Requests without the credentials get what such servers answer: 404 for a path without the
+token, 401 without the user and password."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import io
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import BinaryIO
+
+HOST = "127.0.0.1"
+
+
+class _Private(SimpleHTTPRequestHandler):
+    token: str | None = None
+    basic: tuple[str, str] | None = None
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def send_head(self) -> io.BytesIO | BinaryIO | None:
+        if self.basic is not None:
+            wanted = "Basic " + base64.b64encode(":".join(self.basic).encode()).decode()
+            if self.headers.get("Authorization") != wanted:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="channel"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
+        if self.token is not None:
+            prefix = f"/t/{self.token}/"
+            if not self.path.startswith(prefix):
+                self.send_error(404)
+                return None
+            self.path = "/" + self.path[len(prefix) :]
+        return super().send_head()
+
+
+@contextmanager
+def private_channel(channel: Path, *, token: str | None = None, basic: tuple[str, str] | None = None) -> Iterator[str]:
+    """Serve the channel folder `channel`; yields its URL as a recipe names it (no credentials)."""
+    handler = type("Handler", (_Private,), {"token": token, "basic": basic})
+    server = ThreadingHTTPServer((HOST, 0), functools.partial(handler, directory=str(channel)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{HOST}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def auth_file(path: Path, *, token: str | None = None, basic: tuple[str, str] | None = None) -> Path:
+    """rattler's credentials file (RATTLER_AUTH_FILE, the format of ~/.rattler/credentials.json),
+    keyed by host, as `pixi auth login` writes it."""
+    entry: dict[str, object] = (
+        {"CondaToken": token} if token else {"BasicHTTP": {"username": basic[0], "password": basic[1]}} if basic else {}
+    )
+    path.write_text(json.dumps({HOST: entry}))
+    return path
