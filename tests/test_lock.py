@@ -665,6 +665,44 @@ def test_recipes_check_names_locked_wheels_whose_files_are_gone(tmp_path: Path) 
     assert all(f"'envkit lock {recipe} --update " in p for p in problems)
 
 
+def test_recipes_check_reaches_a_private_indexs_wheels_with_the_credentials_pip_has(tmp_path: Path) -> None:
+    """A team's wheels on a private index (a password in PIP_INDEX_URL, pip.conf or ~/.netrc): the
+    lock holds none (pip's report leaves them out of its URLs), and the locked create gets the files
+    through the credentials pip is given; but `recipes check` asked for each file without them,
+    took the 401 for a file gone, and told the team to move every wheel and commit a new lock."""
+    channel, links = pip_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "privpip",
+        f'envkit: 1\nname: privpip\nchannels: [{channel.as_uri()}]\npython: "3.11"\nplatforms: [linux-64]\n'
+        "packages: [pip]\npip: [mpmath]\n",
+    )
+    secret = "pw-4a4a99ba1801"
+    with simple_index(tmp_path / "index", sorted(links.glob("mpmath-*.whl")), basic=("team", secret)) as url:
+        with_password = index_pip_env(dict(os.environ), url.replace("http://", f"http://team:{secret}@"))
+        assert run_envkit("lock", str(recipe), env=with_password).returncode == 0
+        assert secret not in (recipe.parent / "privpip.lock").read_text()
+        made = run_envkit("create", str(recipe), "--locked", "--yes", "--no-probe", env=with_password)
+        assert made.returncode == 0, made.stderr
+        assert run_envkit("recipes", "check", str(recipe), env=with_password).returncode == 0
+        conf = tmp_path / "pip.conf"
+        conf.write_text(f"[global]\nindex-url = {url.replace('http://', f'http://team:{secret}@')}\n")
+        in_conf = {**index_pip_env(dict(os.environ), url), "PIP_CONFIG_FILE": str(conf)}
+        in_conf.pop("PIP_INDEX_URL")
+        assert run_envkit("recipes", "check", str(recipe), env=in_conf).returncode == 0
+        without = index_pip_env(dict(os.environ), url)
+        refused = run_envkit("recipes", "check", str(recipe), "--json", env=without)
+        [problem] = json.loads(refused.stdout)["data"][0]["problems"]
+        assert refused.returncode == 1 and "asks for credentials" in problem and "no longer answers" not in problem, problem
+        netrc = Path(os.environ["HOME"]) / ".netrc"
+        netrc.write_text(f"machine 127.0.0.1 login team password {secret}\n")
+        netrc.chmod(0o600)  # as pip's reader (and Python's) require of a file with a password
+        assert run_envkit("recipes", "check", str(recipe), env=without).returncode == 0
+        netrc.write_text("machine 127.0.0.1 login team password wrong\n")
+        wrong = json.loads(run_envkit("recipes", "check", str(recipe), "--json", env=without).stdout)["data"][0]["problems"]
+        assert len(wrong) == 1 and "refuses the credentials" in wrong[0] and secret not in wrong[0], wrong
+
+
 def test_a_conflicted_lock_is_locked_afresh_and_said(tmp_path: Path) -> None:
     ch = two_platform_channel(tmp_path)
     recipe = team_recipe(tmp_path / "recipes", ch, platforms="[linux-64]")

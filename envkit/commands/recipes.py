@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import ParseResult, unquote, urlparse
+from urllib.parse import unquote, urlparse
 
 from envkit.backend import still_offered
 from envkit.channels import ResolvedChannel, from_canonical, resolve_channels
@@ -285,28 +285,46 @@ def _gone(url: str) -> str | None:
     if vcs is not None:
         repository, commit, _ = vcs
         return missing_commit(repository.removeprefix("git+"), commit) if commit else None  # no commit: nothing pinned to ask for
-    return None if _answers(parsed) else f"its file no longer answers at {url}"
-
-
-def _answers(parsed: ParseResult) -> bool:
     if parsed.scheme == "file":
-        return Path(unquote(parsed.path)).exists()
+        return None if Path(unquote(parsed.path)).exists() else f"its file no longer answers at {url}"
     if parsed.scheme not in ("http", "https"):
-        return True  # nothing here can ask it; pip says so at install time
+        return None  # nothing here can ask it; pip says so at install time
+    status = _status(url)
+    if status == 401:  # a private index: with the credentials pip would send there
+        from envkit.pipauth import credentials
+
+        given = credentials(url)
+        if given is None:
+            return (
+                f"its file at {url} asks for credentials, and none were found for its host where pip takes them "
+                "(an index URL with user:token@ in PIP_INDEX_URL, PIP_EXTRA_INDEX_URL or pip.conf; ~/.netrc)"
+            )
+        status = _status(url, given)
+        if status == 401:
+            return f"its file at {url} refuses the credentials pip would send there (user '{given[0]}')"
+    return None if status == 200 else f"its file no longer answers at {url}"
+
+
+def _status(url: str, auth: tuple[str, str] | None = None) -> int:
+    """200 where the server has the file; else its HTTP status (0: no answer at all)."""
+    import base64
     import urllib.error
     import urllib.request
 
-    url = parsed.geturl()
+    basic = {"Authorization": "Basic " + base64.b64encode(":".join(auth).encode()).decode()} if auth else {}
+    status = 0
     for method, headers in (("HEAD", {}), ("GET", {"Range": "bytes=0-0"})):
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=30):  # noqa: S310 - http(s) only, above
-                return True
+            request = urllib.request.Request(url, method=method, headers={**headers, **basic})  # noqa: S310 - http(s) only (the caller)
+            with urllib.request.urlopen(request, timeout=30):  # noqa: S310
+                return 200
         except urllib.error.HTTPError as exc:
+            status = exc.code
             if exc.code not in (403, 405, 501):  # refused the method, not the file: try the other
-                return False
+                return status
         except (urllib.error.URLError, OSError):
-            return False
-    return False
+            return 0
+    return status
 
 
 def check(paths: list[str]) -> Result:

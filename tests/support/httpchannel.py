@@ -19,7 +19,9 @@ from typing import BinaryIO
 HOST = "127.0.0.1"
 
 
-class _Private(SimpleHTTPRequestHandler):
+class PrivateHandler(SimpleHTTPRequestHandler):
+    """Quiet, and for what `token` and `basic` ask: every request without them is refused."""
+
     token: str | None = None
     basic: tuple[str, str] | None = None
 
@@ -47,7 +49,7 @@ class _Private(SimpleHTTPRequestHandler):
 @contextmanager
 def private_channel(channel: Path, *, token: str | None = None, basic: tuple[str, str] | None = None) -> Iterator[str]:
     """Serve the channel folder `channel`; yields its URL as a recipe names it (no credentials)."""
-    handler = type("Handler", (_Private,), {"token": token, "basic": basic})
+    handler = type("Handler", (PrivateHandler,), {"token": token, "basic": basic})
     server = ThreadingHTTPServer((HOST, 0), functools.partial(handler, directory=str(channel)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

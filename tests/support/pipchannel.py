@@ -16,7 +16,7 @@ import threading
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Protocol
 
@@ -112,9 +112,10 @@ def index_pip_env(base: dict[str, str], index_url: str) -> dict[str, str]:
 
 
 @contextmanager
-def simple_index(root: Path, wheels: list[Path]) -> Iterator[str]:
+def simple_index(root: Path, wheels: list[Path], basic: tuple[str, str] | None = None) -> Iterator[str]:
     """A PEP 503 index of `wheels` served over HTTP on localhost, as a PyPI mirror serves its files
-    (links with #sha256=); yields its `.../simple` URL and stops serving on exit."""
+    (links with #sha256=); yields its `.../simple` URL and stops serving on exit. With `basic`, a
+    private index: every request without that user and password gets 401."""
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
     by_name: dict[str, list[Path]] = {}
@@ -130,11 +131,10 @@ def simple_index(root: Path, wheels: list[Path]) -> Iterator[str]:
         )
         page.write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
 
-    class Quiet(SimpleHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            pass
+    from tests.support.httpchannel import PrivateHandler
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    handler = type("Handler", (PrivateHandler,), {"basic": basic})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
