@@ -5,13 +5,47 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 from envkit import condaconfig, paths
 from envkit.errors import UsageError
 from envkit.names import is_relative_path
 
 DEFAULT_ALIAS = condaconfig.DEFAULT_ALIAS
+
+
+CONDA_TOKEN = re.compile(r"^/t/[^/]+/")  # anaconda.org's and quetz's token in a channel's path
+
+
+def credentials_in(channel: str) -> str | None:
+    """What a channel URL gives away: credentials before its host, or a conda token in its path."""
+    parts = urlsplit(channel)
+    if parts.scheme not in ("http", "https"):
+        return None
+    if parts.password is not None:
+        return "a user name and password"
+    if parts.username:
+        return "a user name (or a token in its place)"
+    if CONDA_TOKEN.match(parts.path):
+        return "a conda token (/t/...)"
+    return None
+
+
+def where_credentials_go(channel: str) -> str:
+    host = urlsplit(channel).hostname or "HOST"
+    return (
+        f"name the channel without them and store the credentials with 'pixi auth login {host} ...' (or in "
+        "~/.rattler/credentials.json, a file named by RATTLER_AUTH_FILE, or ~/.netrc), where envkit reads them"
+    )
+
+
+def refuse_credentials(channel: str, given_as: str) -> None:
+    """A channel given on the command line is written into the env's record, a lock and every export."""
+    if held := credentials_in(channel):
+        raise UsageError(
+            f"{given_as}: the channel URL holds {held}, which the env's record, a lock and every export would publish",
+            hint=where_credentials_go(channel),
+        )
 
 
 @dataclass(frozen=True)
@@ -89,6 +123,7 @@ def parse_mirror_flags(values: list[str]) -> dict[str, str]:
         name, sep, url = value.partition("=")
         if not sep or not name or not url:
             raise UsageError(f"--mirror {value!r}: expected NAME=URL", hint=MIRROR_EXAMPLE)
+        refuse_credentials(url, f"--mirror {name}=...")
         out[name] = mirror_url(url, f"--mirror {name}")
     return out
 

@@ -12,7 +12,7 @@ import rattler
 
 from envkit import backend
 from envkit.activation.model import resolve
-from envkit.channels import ResolvedChannel, check_local_channel, resolve_channels
+from envkit.channels import ResolvedChannel, check_local_channel, refuse_credentials, resolve_channels
 from envkit.errors import ChannelError, SolveError, UsageError
 from envkit.recipe.compile import CompiledRecipe, CompiledSpec
 from envkit.recipe.model import EnvOp
@@ -100,6 +100,8 @@ class SolveOutcome:
 
 
 def choose_channels(compiled: CompiledRecipe, extra: list[str], override: bool) -> list[str]:
+    for channel in extra:
+        refuse_credentials(channel, "-c")
     if override:
         if not extra:
             raise UsageError("--override-channels needs at least one -c CHANNEL")

@@ -13,7 +13,7 @@ from envkit.recipe.loader import load_recipe
 from envkit.solve import solve_recipe
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgMeta, index_channel, write_tar_bz2
-from tests.support.tiny import tiny_channel
+from tests.support.tiny import tiny_channel, tiny_recipe
 
 
 def solved(name: str, mirrors: dict[str, str], tmp_path: Path) -> dict[str, tuple[str, str, str]]:
@@ -158,3 +158,15 @@ def test_a_channel_given_as_a_relative_path(tmp_path: Path) -> None:
         assert (
             refused.returncode == 2 and f"{relative}:3:12: channels[0]: '{written}' is a path relative" in refused.stdout + refused.stderr
         )
+
+
+def test_a_channel_with_credentials_on_the_command_line_is_refused_without_repeating_them(tmp_path: Path) -> None:
+    """`-c` and `--mirror` URLs go into the env's record, a lock (-c) and every export: one with a
+    token or a password would publish it. One line, exit 2, the secret not echoed."""
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    for flag in (["-c", "https://conda.example.com/t/tk-4a4a99ba/team"], ["--mirror", "conda-forge=https://u:pw-4a4a99ba@m.example/cf"]):
+        for command in ("create", "lock"):
+            refused = run_envkit(command, str(recipe), *flag, "--dry-run")
+            assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+            assert "the channel URL holds" in refused.stderr and "pixi auth login" in refused.stderr
+            assert "4a4a99ba" not in refused.stderr

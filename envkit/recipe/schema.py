@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import rattler
 
 from envkit.activation.reserved import why_reserved
+from envkit.channels import credentials_in, where_credentials_go
 from envkit.errors import Location, Problem
 from envkit.names import NAME_RE, is_relative_path
 from envkit.recipe.model import (
@@ -203,23 +203,6 @@ TOP_KEYS = (
 PLATFORM_KEYS = ("python", "packages", "pip", "toolchain", "threading")
 
 
-CONDA_TOKEN = re.compile(r"^/t/[^/]+/")  # anaconda.org's and quetz's token in a channel's path
-
-
-def _credentials(channel: str) -> str | None:
-    """What a channel URL gives away: credentials before its host, or a conda token in its path."""
-    parts = urlsplit(channel)
-    if parts.scheme not in ("http", "https"):
-        return None
-    if parts.password is not None:
-        return "a user name and password"
-    if parts.username:
-        return "a user name (or a token in its place)"
-    if CONDA_TOKEN.match(parts.path):
-        return "a conda token (/t/...)"
-    return None
-
-
 def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
     """Check every field of one file; return what is valid plus every problem found."""
     c = _Checker(doc)
@@ -262,13 +245,10 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
             if not isinstance(value, str) or not value.strip() or any(ch.isspace() for ch in value):
                 c.expect(path, "a channel name or URL", value)
                 return None
-            if held := _credentials(value):
-                host = urlsplit(value).hostname or "HOST"
+            if held := credentials_in(value):
                 c.fail(
                     path,
-                    f"the channel URL holds {held}, which every lock, record and export of this recipe would publish; "
-                    f"name the channel without it and store the credentials with 'pixi auth login {host} ...' (or in "
-                    "~/.rattler/credentials.json, a file named by RATTLER_AUTH_FILE, or ~/.netrc), where envkit reads them",
+                    f"the channel URL holds {held}, which every lock, record and export of this recipe would publish; {where_credentials_go(value)}",
                 )
                 return None
             if is_relative_path(value):  # rattler took './ch' for the channel named 'ch' on anaconda.org
