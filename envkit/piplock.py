@@ -12,9 +12,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -101,27 +105,108 @@ def platform_tags(platform: str, glibc: str | None = None, osx: str | None = Non
     return []
 
 
-def resolve(
-    specs: tuple[str, ...],
-    platform: str,
-    python: str,
-    conda_names: set[str],
-    virtual: dict[str, str],
-    *,
-    keep: tuple[tuple[str, str], ...] = (),
-) -> tuple[LockedPip, ...]:
-    """Exact pip packages for `specs` on `platform` with CPython `python` (X.Y), at the versions
-    `keep` names (the lock being replaced) where the specs allow them: a pin a spec itself rules
-    out is let go; pip's constraints are hard, so where the rest cannot all hold, the pins pip
-    names in its conflict are let go (one with no file for a new python, one a new requirement
-    needs newer), then those of all that the new requirements need, and only where even that
-    fails does pip resolve afresh."""
+@dataclass(frozen=True)
+class PipJob:
+    """One platform's pip list to resolve: `python` is the conda solution's (X.Y...), `conda_names`
+    what that solution installs, `keep` the versions of the lock being replaced."""
+
+    specs: tuple[str, ...]
+    platform: str
+    python: str
+    conda_names: frozenset[str]
+    virtual: dict[str, str]
+    keep: tuple[tuple[str, str], ...] = ()
+
+
+class PipStopped(Exception):
+    """A pip run not started, or killed, because the lock is being stopped."""
+
+
+@dataclass
+class PipRuns:
+    """The pip processes a lock has running, each in a session of its own, so that stopping the
+    lock stops them all and what they started (git, a build backend): they run in threads, where
+    neither Ctrl-C nor a SIGTERM sent to envkit alone arrives (envkit.interrupts)."""
+
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+    _running: set[subprocess.Popen[str]] = field(default_factory=set)
+    _stopped: bool = False
+
+    def run(self, args: list[str], env: dict[str, str]) -> tuple[int, str]:
+        """(pip's exit status, its output)."""
+        with self._guard:
+            if self._stopped:
+                raise PipStopped
+            proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+            self._running.add(proc)
+        try:
+            out, _ = proc.communicate(timeout=PIP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self._kill(proc)
+            return -1, f"pip did not finish in {PIP_TIMEOUT // 60} minutes"
+        except BaseException:
+            self._kill(proc)
+            raise
+        finally:
+            with self._guard:
+                self._running.discard(proc)
+        if self._stopped:
+            raise PipStopped
+        return proc.returncode, out or ""
+
+    def stop(self) -> None:
+        with self._guard:
+            self._stopped = True
+            running = list(self._running)
+        for proc in running:
+            self._kill(proc)
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[str]) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+PIP_TIMEOUT = 1800
+
+
+def resolve_each(jobs: list[PipJob]) -> list[tuple[LockedPip, ...]]:
+    """Each platform's pip list at once: every one is a pip of its own, which spends its time on
+    indexes and unpacking metadata, so three platforms take about as long as the slowest. The
+    first to fail stops the rest, and its error is the one raised; an interrupt stops them all."""
+    runs = PipRuns()
+    if len(jobs) <= 1:
+        return [resolve(job, runs) for job in jobs]
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="envkit-pip") as pool:
+        futures = [pool.submit(resolve, job, runs) for job in jobs]
+        try:
+            wait(futures, return_when=FIRST_EXCEPTION)
+        except BaseException:
+            runs.stop()
+            raise
+        failed = [e for f in futures if f.done() and (e := f.exception()) is not None]
+        if failed:
+            runs.stop()
+            wait(futures)
+            raise next((e for e in failed if not isinstance(e, PipStopped)), failed[0])
+        return [f.result() for f in futures]
+
+
+def resolve(job: PipJob, runs: PipRuns) -> tuple[LockedPip, ...]:
+    """Exact pip packages for the job's specs on its platform with CPython `python` (X.Y), at the
+    versions `keep` names (the lock being replaced) where the specs allow them: a pin a spec itself
+    rules out is let go; pip's constraints are hard, so where the rest cannot all hold, the pins
+    pip names in its conflict are let go (one with no file for a new python, one a new
+    requirement needs newer), then those of all that the new requirements need, and only where
+    even that fails does pip resolve afresh."""
+    specs, platform, python, virtual = job.specs, job.platform, job.python, job.virtual
     if not specs:
         return ()
-    keep = still_allowed(specs, keep)
+    keep = still_allowed(specs, job.keep)
     major, minor = python.split(".")[:2]
     tags = platform_tags(platform, virtual.get("__glibc"), virtual.get("__osx"))
-    provided = {canonicalize_name(CONDA_TO_PYPI.get(n, n)) for n in conda_names}
+    provided = {canonicalize_name(CONDA_TO_PYPI.get(n, n)) for n in job.conda_names}
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         cmd = [
             sys.executable, "-c", PIP_FOR_TARGET, json.dumps(marker_environment(platform, python)),
@@ -132,15 +217,15 @@ def resolve(
             *(arg for tag in tags for arg in ("--platform", tag)), "--platform", "any",
             *specs,
         ]  # fmt: skip
-        found = keeping(keep, lambda pins: _dry_run(cmd, Path(tmp), pins)) if keep else None
+        found = keeping(keep, lambda pins: _dry_run(runs, cmd, Path(tmp), pins)) if keep else None
         if found is None:
-            fresh, output = _dry_run(cmd, Path(tmp), ())
+            fresh, output = _dry_run(runs, cmd, Path(tmp), ())
             if fresh is None:
                 why = ([line.strip() for line in output.splitlines() if line.strip()][-1:] or ["no output"])[0]
                 raise SolveError(f"pip could not resolve {', '.join(specs)} for {platform}, Python {major}.{minor}: {why}")
             released = needed_by_new(specs, keep, fresh)
             narrower = tuple(pin for pin in keep if canonicalize_name(pin[0]) not in released)
-            found = (_dry_run(cmd, Path(tmp), narrower)[0] if released and narrower else None) or fresh
+            found = (_dry_run(runs, cmd, Path(tmp), narrower)[0] if released and narrower else None) or fresh
     out = []
     for item in found:
         meta, info = item["metadata"], item["download_info"]
@@ -151,7 +236,7 @@ def resolve(
     return tuple(sorted(out, key=lambda p: p.name))
 
 
-def _dry_run(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> tuple[list[dict[str, Any]] | None, str]:
+def _dry_run(runs: PipRuns, cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> tuple[list[dict[str, Any]] | None, str]:
     """pip's report of what `cmd` would install with `keep` as constraints, or None and pip's
     output where it fails."""
     report, constraints = tmp / "report.json", tmp / "keep.txt"
@@ -160,10 +245,9 @@ def _dry_run(cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> tu
     if keep:
         constraints.write_text(constraints_text(keep))
         args += ["--constraint", str(constraints)]
-    env = {**os.environ, **PIP_ENVIRONMENT}
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=1800, check=False)
-    if proc.returncode != 0:
-        return None, (proc.stdout or "") + (proc.stderr or "")
+    status, output = runs.run(args, {**os.environ, **PIP_ENVIRONMENT})
+    if status != 0:
+        return None, output
     return list(json.loads(report.read_text()).get("install", [])), ""
 
 

@@ -7,8 +7,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import rattler
@@ -31,6 +33,7 @@ from tests.support.pipchannel import (
     simple_index,
     two_pythons_pip_channel,
 )
+from tests.support.procs import MARK, marked, new_mark, none_left
 from tests.support.replica import build_replica
 from tests.support.tiny import python_builds_channel
 
@@ -892,11 +895,9 @@ def test_a_wheel_from_a_folder_is_locked_by_its_path_and_said_so(tmp_path: Path)
     assert gone.returncode == 1 and f"its file no longer answers at {folder.as_uri()}" in gone.stdout, gone.stdout
 
 
-def test_pip_is_locked_for_each_platforms_own_environment_markers(tmp_path: Path) -> None:
-    """pip evaluates environment markers for the machine it runs on, whatever --platform and
-    --python-version say: a win-64 lock made here held linux's wheels and lacked windows' own
-    (`colorama; platform_system == "Windows"`, which click and tqdm require), a mac's held
-    linux's, and a python 3.12 lock made under 3.11 lacked what only 3.12 needs."""
+def markers_recipe(tmp_path: Path) -> tuple[Path, Path]:
+    """(recipe, find-links folder): python 3.12 and pip for linux-64, win-64 and osx-arm64, and a
+    wheel `app` that requires another wheel per platform and per python by environment markers."""
     channel = build_replica(tmp_path / "replica")["conda-forge"]
     write_tar_bz2(channel, PkgMeta("pip", "24.0", "pyhd8ed1ab_0", depends=["python >=3.8"], subdir="noarch", noarch="python"))
     index_channel(channel)
@@ -917,6 +918,15 @@ def test_pip_is_locked_for_each_platforms_own_environment_markers(tmp_path: Path
         f"envkit: 1\nname: markers\nchannels: [{channel.as_uri()}]\nplatforms: [linux-64, win-64, osx-arm64]\n"
         "python: '3.12'\npackages: [pip]\npip: [app]\n",
     )
+    return recipe, links
+
+
+def test_pip_is_locked_for_each_platforms_own_environment_markers(tmp_path: Path) -> None:
+    """pip evaluates environment markers for the machine it runs on, whatever --platform and
+    --python-version say: a win-64 lock made here held linux's wheels and lacked windows' own
+    (`colorama; platform_system == "Windows"`, which click and tqdm require), a mac's held
+    linux's, and a python 3.12 lock made under 3.11 lacked what only 3.12 needs."""
+    recipe, links = markers_recipe(tmp_path)
     locked = run_envkit("lock", str(recipe), env=offline_pip_env(dict(os.environ), links))
     assert locked.returncode == 0, locked.stderr
     wheels = {p.platform: sorted(q.name for q in p.pip) for p in read_lock(recipe.parent / "markers.lock").platforms}
@@ -925,6 +935,44 @@ def test_pip_is_locked_for_each_platforms_own_environment_markers(tmp_path: Path
         "win-64": ["app", "newpy", "winonly"],
         "osx-arm64": ["app", "armonly", "newpy"],
     }
+
+
+def test_each_platforms_pip_resolves_at_once_and_stopping_the_lock_stops_every_pip(tmp_path: Path) -> None:
+    """pip resolved one platform after another: three times the wait on an index far away. Now
+    the three run at once, in threads, where neither Ctrl-C nor a SIGTERM sent to envkit alone
+    arrives: stopping the lock must stop every pip it started, and leave no lock behind."""
+    recipe, links = markers_recipe(tmp_path)
+    mark = new_mark()
+    with simple_index(tmp_path / "index", sorted(links.glob("*.whl")), stall=120) as url:
+        env = {**index_pip_env(dict(os.environ), url), MARK: mark}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "envkit", "lock", str(recipe)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while len(marked(mark)) < 4 and proc.poll() is None and time.monotonic() < deadline:  # envkit and three pips
+                time.sleep(0.1)
+            waiting = len(marked(mark))
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert waiting == 4, f"{waiting} processes: envkit and a pip per platform, all waiting on the index"
+    assert proc.returncode == 130 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert none_left(mark)
+    assert not (recipe.parent / "markers.lock").exists()
+
+
+def test_a_platform_whose_pip_list_cannot_resolve_is_named_and_no_lock_is_written(tmp_path: Path) -> None:
+    """With the platforms' pips running at once, the one that fails is still the one named (the
+    others, linux's and the mac's, succeed), in one line, and nothing is written."""
+    recipe, links = markers_recipe(tmp_path)
+    next(links.glob("winonly-*.whl")).unlink()
+    mark = new_mark()
+    failed = run_envkit("lock", str(recipe), env={**offline_pip_env(dict(os.environ), links), MARK: mark})
+    assert failed.returncode == 3 and len(failed.stderr.strip().splitlines()) == 1, failed.stderr
+    assert "pip could not resolve app for win-64, Python 3.12" in failed.stderr and "winonly" in failed.stderr
+    assert none_left(mark) and not (recipe.parent / "markers.lock").exists()
 
 
 def test_a_lock_in_a_newer_format_is_neither_read_nor_written_over(tmp_path: Path) -> None:

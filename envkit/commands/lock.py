@@ -152,25 +152,12 @@ def lock(
     locked: list[LockedPlatform] = []
     summaries: list[PlatformSummary] = []
     blocking: list[str] = []
-    for compiled, goal, records in solve_for_lock(recipe, wanted, channels, keep, released):
+    solved = list(solve_for_lock(recipe, wanted, channels, keep, released))
+    pips = _pip_for_each(solved, keep, released)
+    for (compiled, goal, records), pip in zip(solved, pips, strict=True):
         plan = plan_from_records(compiled, path.parent / recipe.name, goal, channels, records, activation=resolve(compiled.activation))
         findings = tuple(audit_plan(plan, recipe.force, machine=False))  # a lock holds on any machine: none is judged
         blocking += [f"{goal.platform}: {f.rule_id} {f.title}: {f.evidence}" for f in findings if f.severity == "error"]
-        python = next((str(r.version) for r in records if r.name.normalized == "python"), None)
-        pip: tuple[LockedPip, ...] = ()
-        if compiled.pip_specs:
-            if python is None:
-                raise UsageError(f"the recipe has a pip list but no python for {goal.platform}", hint="add python to the recipe")
-            virtual = dict(v.partition("=")[::2] for v in goal.described)
-            from envkit.piplock import at_locked_commits  # packaging: loaded for pip lists only
-            from envkit.piplock import resolve as resolve_pip
-
-            old = keep.for_platform(goal.platform) if keep else None
-            held = tuple(p for p in old.pip if p.name not in released) if old else ()
-            specs = at_locked_commits(compiled.pip_specs, held)
-            pip = resolve_pip(
-                specs, goal.platform, python, {r.name.normalized for r in records}, virtual, keep=tuple((p.name, p.version) for p in held)
-            )
         portable = moved(records, to_canonical(channels))  # no mirror of this machine's
         locked.append(LockedPlatform(goal.platform, goal.described, portable, pip, compiled.activation.as_json()))
         before = previous.for_platform(goal.platform) if previous else None
@@ -264,3 +251,32 @@ def lock_changes(before: LockedPlatform, records: tuple[Any, ...], pip: tuple[Lo
         for kind, found in (("", conda), ("pip ", wheels))
         for name, change, old, new in found
     )
+
+
+def _pip_for_each(
+    solved: list[tuple[CompiledRecipe, Any, list[Any]]], keep: Lock | None, released: frozenset[str]
+) -> list[tuple[LockedPip, ...]]:
+    """Each platform's pip list, resolved at once (envkit.piplock.resolve_each) against its conda
+    solution's python, holding the lock's versions but for `released`."""
+    if not any(compiled.pip_specs for compiled, _, _ in solved):
+        return [() for _ in solved]
+    from envkit.piplock import PipJob, at_locked_commits, resolve_each  # packaging: loaded for pip lists only
+
+    jobs = []
+    for compiled, goal, records in solved:
+        python = next((str(r.version) for r in records if r.name.normalized == "python"), None)
+        if compiled.pip_specs and python is None:
+            raise UsageError(f"the recipe has a pip list but no python for {goal.platform}", hint="add python to the recipe")
+        old = keep.for_platform(goal.platform) if keep else None
+        held = tuple(p for p in old.pip if p.name not in released) if old else ()
+        jobs.append(
+            PipJob(
+                at_locked_commits(compiled.pip_specs, held),
+                goal.platform,
+                python or "",
+                frozenset(r.name.normalized for r in records),
+                dict(v.partition("=")[::2] for v in goal.described),
+                tuple((p.name, p.version) for p in held),
+            )
+        )
+    return resolve_each(jobs)

@@ -10,6 +10,7 @@ import functools
 import io
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -24,11 +25,13 @@ class PrivateHandler(SimpleHTTPRequestHandler):
 
     token: str | None = None
     basic: tuple[str, str] | None = None
+    stall: float = 0  # seconds before each answer
 
     def log_message(self, format: str, *args: object) -> None:
         pass
 
     def send_head(self) -> io.BytesIO | BinaryIO | None:
+        time.sleep(self.stall)
         if self.basic is not None:
             wanted = "Basic " + base64.b64encode(":".join(self.basic).encode()).decode()
             if self.headers.get("Authorization") != wanted:

@@ -112,10 +112,11 @@ def index_pip_env(base: dict[str, str], index_url: str) -> dict[str, str]:
 
 
 @contextmanager
-def simple_index(root: Path, wheels: list[Path], basic: tuple[str, str] | None = None) -> Iterator[str]:
+def simple_index(root: Path, wheels: list[Path], basic: tuple[str, str] | None = None, stall: float = 0) -> Iterator[str]:
     """A PEP 503 index of `wheels` served over HTTP on localhost, as a PyPI mirror serves its files
     (links with #sha256=); yields its `.../simple` URL and stops serving on exit. With `basic`, a
-    private index: every request without that user and password gets 401."""
+    private index: every request without that user and password gets 401. With `stall`, each
+    answer waits that many seconds: an index far away, or stuck."""
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
     by_name: dict[str, list[Path]] = {}
@@ -133,7 +134,7 @@ def simple_index(root: Path, wheels: list[Path], basic: tuple[str, str] | None =
 
     from tests.support.httpchannel import PrivateHandler
 
-    handler = type("Handler", (PrivateHandler,), {"basic": basic})
+    handler = type("Handler", (PrivateHandler,), {"basic": basic, "stall": stall})
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
