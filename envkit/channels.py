@@ -31,6 +31,18 @@ def credentials_in(channel: str) -> str | None:
     return None
 
 
+def without_credentials(url: str) -> str:
+    """`url` as it may be published (an export, a lock): without a user or password before its
+    host, and without a conda token in its path, which conda writes into conda-meta as
+    `/t/<TOKEN>/` and rattler as the token itself. The machine that installs it brings its own."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    path = CONDA_TOKEN.sub("/", parts.path, count=1)
+    return parts._replace(netloc=host, path=path).geturl()
+
+
 def where_credentials_go(channel: str) -> str:
     host = urlsplit(channel).hostname or "HOST"
     return (

@@ -15,7 +15,7 @@ import rattler
 
 from envkit import backend, export
 from envkit.activation.writer import recorded_activation
-from envkit.channels import rebase, recorded_channels, to_canonical
+from envkit.channels import rebase, recorded_channels, to_canonical, without_credentials
 from envkit.commands import Result
 from envkit.errors import UsageError
 from envkit.fsutil import output_path, write_output
@@ -64,10 +64,10 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
     packages = []
     channels: list[str] = []
     for data in _conda_meta(prefix):
-        url = str(data.get("url") or "")
+        url = without_credentials(str(data.get("url") or ""))
         if not url:
             raise UsageError(f"{prefix}: {data['name']} has no URL in conda-meta, so it cannot be re-installed from a list")
-        channel = str(data.get("channel") or "").rstrip("/")
+        channel = without_credentials(str(data.get("channel") or "").rstrip("/"))
         base = channel.rsplit("/", 1)[0] if channel.endswith("/" + str(data.get("subdir", ""))) else channel
         if base and base not in channels:
             channels.append(base)
@@ -132,6 +132,10 @@ def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
     # a channel the env reached through a mirror is locked by the URL its name has everywhere, as envkit lock does
     moves = to_canonical(recorded_channels((record or {}).get("channels")))
     records = moved([_prefix_record(p) for p in sorted((prefix / "conda-meta").glob("*.json")) if p.name != LEGACY_RECORD], moves)
+    for package in records:  # the installing machine brings its own credentials
+        package.url = without_credentials(str(package.url))
+        if package.channel:
+            package.channel = without_credentials(str(package.channel))
     pip = tuple(LockedPip(p.name, p.version, p.url) for p in env.pip if p.url)
     activation = tuple(
         {

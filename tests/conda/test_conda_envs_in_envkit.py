@@ -4,13 +4,18 @@ pytorch from a channel), through envkit: audited, probed, fixed, and still fully
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
-from tests.conftest import run_envkit
+from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
+from tests.support.httpchannel import auth_file, private_channel
 from tests.support.pipchannel import git_project, offline_pip_env, pip_channel
+from tests.support.tiny import tiny_channel
+
+SECRET = "tk-4a4a99ba1801"
 
 
 def probe(prefix: Path) -> tuple[int, dict[str, str]]:
@@ -119,3 +124,25 @@ def test_a_conda_made_env_exports_its_git_wheel_at_its_commit(conda: Conda, tmp_
     made = tmp_path / "again"
     conda.ok("env", "create", "-q", "-p", str(made), "-f", str(yml), env=pip_env)
     assert conda.ok("run", "-p", str(made), "python", "-c", "import proj; print(proj.REV)").strip() == "1"
+
+
+def test_a_conda_env_from_a_token_channel_exports_urls_another_machine_can_use(conda: Conda, tmp_path: Path) -> None:
+    """conda keeps a token channel's package URLs in conda-meta with `/t/<TOKEN>/` in the token's
+    place; envkit's exports copied that placeholder (conda's own `list --explicit` strips it), so
+    the lists named URLs no server has. They name the channel's URLs without a token, and a
+    machine with the token in its credentials store installs the exported lock."""
+    channel = tiny_channel(tmp_path)
+    with private_channel(channel, token=SECRET) as url:
+        prefix = conda.create(tmp_path / "made", [], ["tool"], "-c", f"{url}/t/{SECRET}")
+        assert "<TOKEN>" in next((prefix / "conda-meta").glob("tool-*.json")).read_text()
+        exported = {fmt: run_envkit("export", "-p", str(prefix), "--format", fmt) for fmt in ("explicit", "lock", "environment-yml")}
+        assert all(e.returncode == 0 and "TOKEN" not in e.stdout and SECRET not in e.stdout for e in exported.values()), exported
+        assert f"{url}/linux-64/tool-1.0-0.tar.bz2#sha256:" in exported["explicit"].stdout
+        lock = tmp_path / "made.lock"
+        lock.write_text(exported["lock"].stdout)
+        env = {**os.environ, "RATTLER_AUTH_FILE": str(auth_file(tmp_path / "auth.json", token=SECRET))}
+        recipe = write_recipe(tmp_path / "r", "made", f"envkit: 1\nname: made\nchannels: [{url}]\npackages: [tool]\n")
+        args = ("create", str(recipe), "--lock", str(lock), "--frozen", "-p", str(tmp_path / "again"), "--yes", "--no-probe")
+        again = run_envkit(*args, env=env)
+        assert again.returncode == 0, again.stderr
+        assert (tmp_path / "again" / "share" / "tool" / "version.txt").is_file()
