@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -122,15 +122,15 @@ class PipStopped(Exception):
     """A pip run not started, or killed, because the lock is being stopped."""
 
 
-@dataclass
 class PipRuns:
     """The pip processes a lock has running, each in a session of its own, so that stopping the
     lock stops them all and what they started (git, a build backend): they run in threads, where
     neither Ctrl-C nor a SIGTERM sent to envkit alone arrives (envkit.interrupts)."""
 
-    _guard: threading.Lock = field(default_factory=threading.Lock)
-    _running: set[subprocess.Popen[str]] = field(default_factory=set)
-    _stopped: bool = False
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._running: set[subprocess.Popen[str]] = set()
+        self._stopped = False
 
     def run(self, args: list[str], env: dict[str, str]) -> tuple[int, str]:
         """(pip's exit status, its output)."""
