@@ -118,6 +118,9 @@ class PipJob:
     keep: tuple[tuple[str, str], ...] = ()
 
 
+PIP_TIMEOUT = 1800  # seconds: a pip that takes longer is stuck (an index that stopped answering mid-transfer)
+
+
 class PipStopped(Exception):
     """A pip run not started, or killed, because the lock is being stopped."""
 
@@ -166,9 +169,6 @@ class PipRuns:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-
-PIP_TIMEOUT = 1800
 
 
 def resolve_each(jobs: list[PipJob]) -> list[tuple[LockedPip, ...]]:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import run_envkit
 from tests.support.condapkg import PkgMeta
-from tests.support.httpchannel import auth_file, private_channel
+from tests.support.httpchannel import auth_file, served
 from tests.support.tiny import tiny_channel, tiny_recipe
 
 SECRET = "s3cr3t-t0ken-4a4a99ba"
@@ -39,7 +39,7 @@ def test_a_private_channel_takes_its_credentials_from_rattlers_store_and_no_file
     else:  # the file `pixi auth login` writes where no keyring answers
         (Path(env["HOME"]) / ".rattler").mkdir()
         auth_file(Path(env["HOME"]) / ".rattler" / "credentials.json", basic=basic)
-    with private_channel(channel, token=token, basic=basic) as url:
+    with served(channel, token=token, basic=basic) as url:
         recipe = tiny_recipe(tmp_path, Path("/unused"))
         recipe.write_text(recipe.read_text().replace(Path("/unused").as_uri(), url))
         for args in (("lock", str(recipe)), ("create", str(recipe), "--yes", "--no-probe")):

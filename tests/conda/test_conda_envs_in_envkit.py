@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
-from tests.support.httpchannel import auth_file, private_channel
+from tests.support.httpchannel import auth_file, served
 from tests.support.pipchannel import git_project, offline_pip_env, pip_channel
 from tests.support.tiny import tiny_channel
 
@@ -132,7 +132,7 @@ def test_a_conda_env_from_a_token_channel_exports_urls_another_machine_can_use(c
     the lists named URLs no server has. They name the channel's URLs without a token, and a
     machine with the token in its credentials store installs the exported lock."""
     channel = tiny_channel(tmp_path)
-    with private_channel(channel, token=SECRET) as url:
+    with served(channel, token=SECRET) as url:
         prefix = conda.create(tmp_path / "made", [], ["tool"], "-c", f"{url}/t/{SECRET}")
         assert "<TOKEN>" in next((prefix / "conda-meta").glob("tool-*.json")).read_text()
         exported = {fmt: run_envkit("export", "-p", str(prefix), "--format", fmt) for fmt in ("explicit", "lock", "environment-yml")}

@@ -1,7 +1,7 @@
-"""A conda channel served over HTTP on localhost the way private channels are: behind a conda
-token in the path (anaconda.org, quetz: `/t/<token>/...`) or behind HTTP basic auth (Artifactory,
-Nexus). Requests without the credentials get what such servers answer: 404 for a path without the
-token, 401 without the user and password."""
+"""A folder (a conda channel, a pip index) served over HTTP on localhost, as private servers serve
+them where asked: behind a conda token in the path (anaconda.org, quetz: `/t/<token>/...`) or
+behind HTTP basic auth (Artifactory, Nexus). Requests without the credentials get what such
+servers answer: 404 for a path without the token, 401 without the user and password."""
 
 from __future__ import annotations
 
@@ -50,10 +50,11 @@ class PrivateHandler(SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def private_channel(channel: Path, *, token: str | None = None, basic: tuple[str, str] | None = None) -> Iterator[str]:
-    """Serve the channel folder `channel`; yields its URL as a recipe names it (no credentials)."""
-    handler = type("Handler", (PrivateHandler,), {"token": token, "basic": basic})
-    server = ThreadingHTTPServer((HOST, 0), functools.partial(handler, directory=str(channel)))
+def served(folder: Path, *, token: str | None = None, basic: tuple[str, str] | None = None, stall: float = 0) -> Iterator[str]:
+    """Serve `folder` (a channel, an index) until the block ends; yields its URL as a recipe or pip
+    names it (no credentials)."""
+    handler = type("Handler", (PrivateHandler,), {"token": token, "basic": basic, "stall": stall})
+    server = ThreadingHTTPServer((HOST, 0), functools.partial(handler, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -5,18 +5,15 @@ PIP_NO_INDEX=1 and PIP_FIND_LINKS point pip at the folder, as a team's wheelhous
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import html
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Protocol
 
@@ -132,17 +129,10 @@ def simple_index(root: Path, wheels: list[Path], basic: tuple[str, str] | None =
         )
         page.write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
 
-    from tests.support.httpchannel import PrivateHandler
+    from tests.support.httpchannel import served
 
-    handler = type("Handler", (PrivateHandler,), {"basic": basic, "stall": stall})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with served(root, basic=basic, stall=stall) as url:
+        yield f"{url}/simple"
 
 
 # the tag of a compiled wheel built for the host's python alone (no file for another python)
