@@ -103,6 +103,15 @@ class PipDist:
         """The commit a wheel from git was installed at (None for one from an index or a file)."""
         return url_commit(self.source) if self.source else None
 
+    def reinstall_url(self, recorded_url: str, recorded_version: str) -> str:
+        """The URL that gets this very wheel again: the one pip installed it by, else the file
+        envkit recorded where it is of this version; "" where neither can (a wheel pip moved since
+        from an index, or a recorded git commit the env no longer has)."""
+        if self.source:
+            return self.source
+        same = recorded_version == self.version and url_commit(recorded_url) is None
+        return recorded_url if same else ""
+
 
 def site_packages(prefix: Path) -> list[Path]:
     """The site-packages the env's python reads: where an earlier python's is left beside it (a

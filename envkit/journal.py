@@ -105,19 +105,15 @@ def _pip_before(prefix: Path) -> list[dict[str, str]]:
     """The env's wheels as they are, with the URL each came from: a git wheel moved to another
     commit by hand since is rolled back to that commit, not to the recorded one."""
     from envkit.installed import pip_dists
-    from envkit.pipurls import at_commit, url_commit
     from envkit.record import read_record
     from envkit.sync import pip_wheels, recorded_wheels
 
     urls = recorded_wheels(read_record(prefix) or {})
     dists = pip_dists(prefix)
-    out = []
-    for name, version in sorted(pip_wheels(dists)):
-        url = urls.get((name, version), "")
-        if url_commit(url) not in (None, dists[name].commit):
-            url = at_commit(url, dists[name].commit)
-        out.append({"name": name, "version": version, "url": url})
-    return out
+    return [
+        {"name": name, "version": version, "url": dists[name].reinstall_url(urls.get((name, version), ""), version)}
+        for name, version in sorted(pip_wheels(dists))
+    ]
 
 
 def stash(prefix: Path, paths: tuple[str, ...]) -> None:

@@ -43,18 +43,6 @@ def commit_shown(version: str, commit: str | None) -> str:
     return f"{version} ({commit[:12]})" if commit else f"{version} (not from git)"
 
 
-def at_commit(url: str, commit: str | None) -> str:
-    """The same VCS reference at another commit ("" where there is none to name: a wheel that did
-    not come from git); a file's URL as it is."""
-    parts = vcs_parts(url)
-    if parts is None:
-        return url
-    if not commit:
-        return ""
-    repository, _, subdirectory = parts
-    return f"{repository}@{commit}" + (f"#subdirectory={subdirectory}" if subdirectory else "")
-
-
 def exact_url(info: dict[str, Any]) -> str:
     """The URL that gets pip exactly what a report's `download_info` (PEP 610) describes: an archive
     with its sha256, a VCS checkout at the commit pip resolved (`git+URL@COMMIT`: the bare URL

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envkit.installed import installed_torch_build, pip_dists, site_packages, wheel_torch_build
+from envkit.installed import PipDist, installed_torch_build, pip_dists, site_packages, wheel_torch_build
 
 
 def dist_info(folder: Path) -> None:
@@ -58,3 +58,23 @@ def test_the_site_packages_are_the_env_pythons_own(tmp_path: Path) -> None:
     (tmp_path / "bin" / "python3.12").symlink_to("/usr/bin/python3")
     assert [s.parent.name for s in site_packages(tmp_path)] == ["python3.12"]
     assert pip_dists(tmp_path)["mpmath"].version == "3.12.0"
+
+
+def test_the_url_that_gets_a_wheel_again_is_of_the_wheel_there_not_the_one_recorded() -> None:
+    """What an export, a rollback's journal and `sync --update` name for a wheel: the URL pip
+    installed it by (a git wheel at the commit there, which a `pip install` may have moved), else
+    envkit's recorded file only where it is of the version there and not a commit the env lacks."""
+    sha, other = "4a4a99ba1801e0e40cd85c54c9f58942ddf6508c", "0" * 40
+
+    def dist(version: str, source: str | None = None) -> PipDist:
+        return PipDist("proj", version, "pip", "lib/python3.11/site-packages/proj-0.1.dist-info", ("proj",), (), source=source)
+
+    moved = dist("0.1", f"git+https://h.example/r@{other}#subdirectory=pkg")
+    assert moved.commit == other
+    assert (
+        moved.reinstall_url(f"git+https://h.example/r@{sha}#subdirectory=pkg", "0.1") == f"git+https://h.example/r@{other}#subdirectory=pkg"
+    )
+    from_index = dist("0.1")
+    assert from_index.reinstall_url(f"git+https://h.example/r@{sha}", "0.1") == ""  # no commit there: nothing from git to name
+    assert from_index.reinstall_url("https://f.example/proj-0.1.whl#sha256=ab", "0.1") == "https://f.example/proj-0.1.whl#sha256=ab"
+    assert dist("0.2").reinstall_url("https://f.example/proj-0.1.whl#sha256=ab", "0.1") == ""  # moved since: not the recorded file

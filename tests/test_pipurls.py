@@ -3,7 +3,7 @@ and the drift check read them)."""
 
 from __future__ import annotations
 
-from envkit.pipurls import at_commit, commit_shown, exact_url, pip_shown, url_commit, vcs_parts
+from envkit.pipurls import commit_shown, exact_url, pip_shown, url_commit, vcs_parts
 
 SHA = "4a4a99ba1801e0e40cd85c54c9f58942ddf6508c"
 
@@ -22,7 +22,7 @@ def test_the_url_recorded_for_what_pip_installed_gets_that_very_thing_again() ->
     assert exact_url({"url": "https://f.example/a.whl", "archive_info": {"hash": "sha256=cd34"}}) == "https://f.example/a.whl#sha256=cd34"
 
 
-def test_a_vcs_reference_is_read_apart_and_moved_to_another_commit() -> None:
+def test_a_vcs_reference_is_read_apart() -> None:
     """The revision is what follows the path's last `@`, never the user in the host."""
     assert vcs_parts(f"git+ssh://git@host.example/team/r.git@{SHA}#subdirectory=pkg") == (
         "git+ssh://git@host.example/team/r.git",
@@ -32,10 +32,6 @@ def test_a_vcs_reference_is_read_apart_and_moved_to_another_commit() -> None:
     assert vcs_parts("git+ssh://git@host.example/team/r.git") == ("git+ssh://git@host.example/team/r.git", None, "")
     assert vcs_parts("file:///wheels/a-1-py3-none-any.whl#sha256=ab") is None
     assert url_commit(f"git+https://h.example/r@{SHA}") == SHA and url_commit("https://f.example/a.whl") is None
-    other = "0" * 40
-    assert at_commit(f"git+https://h.example/r@{SHA}#subdirectory=pkg", other) == f"git+https://h.example/r@{other}#subdirectory=pkg"
-    assert at_commit(f"git+https://h.example/r@{SHA}", None) == ""  # no commit there: nothing from git to name
-    assert at_commit("https://f.example/a.whl#sha256=ab", other) == "https://f.example/a.whl#sha256=ab"
 
 
 def test_a_version_from_git_shows_its_commit() -> None:

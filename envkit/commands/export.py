@@ -22,7 +22,6 @@ from envkit.fsutil import output_path, write_output
 from envkit.installed import LEGACY_RECORD, PipDist, channel_name, conda_env_vars, pip_dists, read_conda_meta
 from envkit.lock import Lock, LockedPip, LockedPlatform, moved, write_lock
 from envkit.names import CONDA_NAME_REFUSES, CONDA_RESERVED_NAMES
-from envkit.pipurls import url_commit
 from envkit.recipe.model import EnvOp
 from envkit.record import read_record, recipe_name
 
@@ -79,7 +78,7 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
     channels = [c.url for c in recorded_channels((record or {}).get("channels"))] or channels
     installed = {str(p["name"]): p for p in (record or {}).get("pip_installed", []) if isinstance(p, dict)}
     dists = sorted(pip_dists(prefix).values(), key=lambda d: d.name)
-    pip = [export.ExportedPip(d.name, d.version, _source(d, installed.get(d.name, {}))) for d in dists if d.managed]
+    pip = [export.ExportedPip(d.name, d.version, _reinstall_url(d, installed.get(d.name, {}))) for d in dists if d.managed]
     editable = [export.ExportedPip(d.name, d.version, d.editable_from) for d in dists if d.editable_from is not None]
     ops: list[EnvOp] = list(recorded_activation(prefix, record).ops) if record else []
     taken = {op.name for op in ops}
@@ -98,14 +97,10 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
     )
 
 
-def _source(dist: PipDist, recorded: dict[str, Any]) -> str | None:
-    """Where the wheel the env has now comes from: the URL pip installed it by, else the file envkit
-    recorded for that version (a wheel pip moved since, from an index, is named by its version)."""
-    if dist.source:
-        return dist.source
-    url = recorded.get("url")
-    same = recorded.get("version") == dist.version and isinstance(url, str) and url_commit(url) is None
-    return url if same and url else None
+def _reinstall_url(dist: PipDist, recorded: dict[str, Any]) -> str | None:
+    """The wheel the env has now, not the one envkit installed: one pip moved since from an index is
+    named by its version."""
+    return dist.reinstall_url(str(recorded.get("url") or ""), str(recorded.get("version"))) or None
 
 
 def conda_env_name(folder: str, recipe: str | None) -> str:

@@ -28,7 +28,7 @@ from envkit.journal import rollback, stash, write_journal
 from envkit.linkscope import change_folders
 from envkit.notices import notify
 from envkit.pipinstall import pip_file, pip_install, pip_newest, pip_put_back, pip_refs, pip_upgrades
-from envkit.pipurls import at_commit, commit_shown, pip_shown, url_commit
+from envkit.pipurls import commit_shown, pip_shown, url_commit
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.loader import load_recorded
@@ -216,12 +216,11 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
         if wheel in chosen:
             ends[wheel] = chosen[wheel]
         elif wheel in dists:  # pip keeps what is there: what envkit installed, or a newer one installed by hand since
-            old = recorded.get(wheel, {})
-            same = str(old.get("version")) == dists[wheel].version
-            url = str(old.get("url") or "") if same else pip_file(prefix, wheel, dists[wheel].version)
-            if same and url_commit(url) not in (None, dists[wheel].commit):  # a commit pip-installed since
-                url = at_commit(url, dists[wheel].commit)
-            ends[wheel] = {"name": wheel, "version": dists[wheel].version, "url": url}
+            old, dist = recorded.get(wheel, {}), dists[wheel]
+            url = dist.reinstall_url(str(old.get("url") or ""), str(old.get("version")))  # a commit pip put there since, too
+            if not url and str(old.get("version")) != dist.version:  # a newer one from an index: this machine's file for it
+                url = pip_file(prefix, wheel, dist.version)
+            ends[wheel] = {"name": wheel, "version": dist.version, "url": url}
     ends.update({name: m for name, m in chosen.items() if name not in ends})  # what the moved ones now need
     newest = pip_newest(prefix, plain) if plain else {}  # an index that does not answer is said, not taken for "nothing newer"
     held = tuple(w for w in plain if w in newest and newest[w] != ends.get(w, {}).get("version"))
