@@ -156,6 +156,46 @@ def recorded_activation(prefix: Path, record: dict[str, Any]) -> RecordedActivat
     return RecordedActivation(name, ops, tag)
 
 
+def tag_sharers(prefix: Path, tag: str) -> tuple[Path, ...]:
+    """The other envs conda knows whose envkit activation keeps its saved state under `tag` too.
+    `conda create --clone` copies envkit's scripts and record as they are, tag included. Once their
+    settings differ, the one stacked on the other (conda activate --stack) finds the other's saved
+    state, saves nothing, and its deactivate unsets a variable only it sets instead of putting back
+    the value from before. Looked for only where the tag is not this path's own (a copy, or an env
+    moved or renamed), so an env that never moved costs nothing."""
+    if tag == prefix_tag(prefix):
+        return ()
+    from envkit.envs import all_envs  # the registry and the envs dirs: read for a moved env only
+    from envkit.errors import EnvkitError
+    from envkit.record import read_record
+    from envkit.transaction import real_prefix
+
+    here = real_prefix(prefix)
+    try:
+        known = all_envs()
+    except EnvkitError:  # an unreadable registry: nothing to compare with
+        return ()
+    out = []
+    for other in known:
+        if real_prefix(other) == here:
+            continue
+        try:
+            record = read_record(other)
+            theirs = recorded_activation(other, record).tag if record else None
+        except EnvkitError:  # another env's damaged or private record is its own audit's business
+            continue
+        if theirs == tag:
+            out.append(other)
+    return tuple(out)
+
+
+def own_tag(prefix: Path, tag: str) -> str:
+    """`tag`, unless another env shares it (tag_sharers): then this path's own, for the scripts of
+    settings that are about to differ (a sync's). A tag shared by envs with the same settings does
+    no harm: conda runs the outer env's activation again when the inner one is deactivated."""
+    return prefix_tag(prefix) if tag_sharers(prefix, tag) else tag
+
+
 def text_sha256(text: str) -> str:
     """The digest of a file written by atomic_write_text (UTF-8, line endings as given)."""
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()

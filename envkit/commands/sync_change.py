@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit import backend, envs
-from envkit.activation.writer import RecordedActivation, activation_json, recorded_activation, remove_stale, write_files
+from envkit.activation.writer import RecordedActivation, activation_json, own_tag, recorded_activation, remove_stale, write_files
 from envkit.audit.engine import audit_plan
 from envkit.channels import recorded_channels
 from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
@@ -390,7 +390,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         added = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for key, p in after.items() if key not in before]
         gone = [Linked(str(p.get("channel", "")), str(p.get("subdir", "")), *key) for key, p in before.items() if key not in after]
         append_block(prefix, block(["envkit", "sync", "-p", str(prefix)], added, gone, [s.spec for s in plan.specs]))
-        activation = RecordedActivation(plan.recipe, plan.activation, recorded_activation(prefix, record).tag)
+        activation = RecordedActivation(plan.recipe, plan.activation, own_tag(prefix, recorded_activation(prefix, record).tag))
         files = activation.files(prefix)
         write_files(files)
         remove_stale(prefix, files)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from envkit.activation.writer import prefix_tag
 from envkit.record import legacy_record_path, read_record, record_path
 from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
@@ -347,3 +348,47 @@ def test_a_script_conda_runs_after_envkits_has_the_last_word_and_the_audit_says_
     )
     shown = json.loads(run_envkit("toolchain", "-p", str(prefix), "--json").stdout)["data"]
     assert ["MKL_THREADING_LAYER", "INTEL", "etc/conda/activate.d/zz-vendor.sh"] in shown["activation"], shown["activation"]
+
+
+STACKED = (
+    'eval "$("$CONDA_EXE_FOR_TEST" shell.bash hook)"; conda activate "$OUTER" || exit 97; conda activate --stack "$INNER" || exit 97; '
+    'conda deactivate || exit 98; echo "${ENVKIT_EXTRA-unset} ${MKL_THREADING_LAYER-unset}"; '
+    'conda deactivate || exit 98; echo "${ENVKIT_EXTRA-unset} ${MKL_THREADING_LAYER-unset}"'
+)
+
+
+def _stacked(conda: Conda, outer: Path, inner: Path) -> list[str]:
+    """ENVKIT_EXTRA and MKL_THREADING_LAYER in `outer` once `inner`, stacked on it, is deactivated;
+    then once both are. ENVKIT_EXTRA was 'mine' before, MKL_THREADING_LAYER not set."""
+    env = conda.environ(CONDA_EXE_FOR_TEST=str(conda.exe), OUTER=str(outer), INNER=str(inner), ENVKIT_EXTRA="mine")
+    env.pop("MKL_THREADING_LAYER", None)
+    proc = subprocess.run(["bash", "-c", STACKED], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr}"
+    return proc.stdout.splitlines()
+
+
+def test_a_sync_that_changes_a_clone_gives_its_activation_a_tag_of_its_own(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """conda create --clone copies envkit's scripts as they are, with the tag their saved state is
+    kept under. Stacked on its original with a setting of its own, a clone sharing it found the
+    original's saved state there, saved nothing, and its deactivate unset the variable it had
+    replaced: the user's value was lost for the rest of the shell."""
+    prefix = envkit_env(tmp_path, replica)
+    clone = tmp_path / "envs" / "clone"
+    conda.ok("create", "-y", "-q", "--offline", "--clone", str(prefix), "-p", str(clone))
+    assert (read_record(clone) or {})["activation"]["tag"] == prefix_tag(prefix)  # what conda copied
+    assert _stacked(conda, prefix, clone) == ["mine GNU", "mine unset"]  # same settings: conda's reactivation covers it
+    recipe = Path((read_record(clone) or {})["recipe"]["path"])
+    recipe.write_text(recipe.read_text() + "threading:\n  env:\n    ENVKIT_EXTRA: '1'\n")
+    synced = run_envkit("sync", "-p", str(clone), "--yes", "--no-probe")
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert _stacked(conda, prefix, clone) == ["mine GNU", "mine unset"]
+    assert (read_record(clone) or {})["activation"]["tag"] == prefix_tag(clone)
+    assert (read_record(prefix) or {})["activation"]["tag"] == prefix_tag(prefix)
+    assert run_envkit("audit", "-p", str(clone), "--min-severity", "warning").returncode == 0
+    # an env moved with conda rename shares its tag with nobody: a sync keeps it (a shell where it is
+    # active still deactivates it)
+    renamed = tmp_path / "envs" / "renamed"
+    conda.ok("rename", "-p", str(clone), str(renamed))
+    recipe.write_text(recipe.read_text().replace("ENVKIT_EXTRA: '1'", "ENVKIT_EXTRA: '2'"))
+    assert run_envkit("sync", "-p", str(renamed), "--yes", "--no-probe").returncode == 0
+    assert (read_record(renamed) or {})["activation"]["tag"] == prefix_tag(clone)
