@@ -21,6 +21,7 @@ from envkit.recipe.loader import load_recipe
 from envkit.recipe.sources import git_checkout_dir
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
+from tests.support.httpchannel import Tally
 from tests.support.pipchannel import (
     HOST_ONLY,
     editable_project,
@@ -666,6 +667,30 @@ def test_recipes_check_names_locked_wheels_whose_files_are_gone(tmp_path: Path) 
         f"{lock_path}: linux-64: pip threadpoolctl 3.8.0",
     ]
     assert all(f"'envkit lock {recipe} --update " in p for p in problems)
+
+
+def test_recipes_check_asks_for_every_locked_wheel_at_once(tmp_path: Path) -> None:
+    """Each locked wheel is a round trip to where it is kept (up to 30 s for a server that does not
+    answer), and a team's locks name dozens: asked one after another, a check took their sum."""
+    channel, links = pip_channel(tmp_path)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "farpip",
+        f'envkit: 1\nname: farpip\nchannels: [{channel.as_uri()}]\npython: "3.11"\nplatforms: [linux-64]\n'
+        "packages: [pip]\npip: [mpmath, threadpoolctl]\n",
+    )
+    tally = Tally()
+    wheels = sorted(w for w in links.glob("*.whl") if w.name.startswith(("mpmath-", "threadpoolctl-")))
+    with simple_index(tmp_path / "index", wheels, stall=1.0, tally=tally) as url:
+        env = index_pip_env(dict(os.environ), url)
+        assert run_envkit("lock", str(recipe), env=env).returncode == 0
+        locked = read_lock(recipe.parent / "farpip.lock").platforms[0].pip
+        assert sorted(p.name for p in locked) == ["mpmath", "threadpoolctl"]
+        assert all(p.url.startswith(url.rsplit("/simple", 1)[0]) for p in locked)
+        tally.most = 0
+        checked = run_envkit("recipes", "check", str(recipe), env=env)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert tally.most == 2
 
 
 def test_recipes_check_reaches_a_private_indexs_wheels_with_the_credentials_pip_has(tmp_path: Path) -> None:

@@ -260,20 +260,31 @@ def _wheels_gone(lock: Lock, lock_path: Path, where: str) -> list[str]:
     cleaned, a mirror that dropped it), or whose commit its repository no longer has (a
     force-push). A locked create elsewhere falls back to the same file by hash through that
     machine's pip index, which has it only if that index still does."""
-    gone: dict[str, str | None] = {}
+    gone = _ask_each(sorted({wheel.url.partition("#")[0] for platform in lock.platforms for wheel in platform.pip}))
     problems = []
     for platform in lock.platforms:
         for wheel in platform.pip:
-            location = wheel.url.partition("#")[0]
-            if location not in gone:
-                gone[location] = _gone(location)
-            why = gone[location]
+            why = gone[wheel.url.partition("#")[0]]
             if why:
                 problems.append(
                     f"{lock_path}: {platform.platform}: pip {wheel.name} {wheel.version}: {why};"
                     f" move it with 'envkit lock {where} --update {wheel.name}' and commit the lock"
                 )
     return problems
+
+
+def _ask_each(locations: list[str]) -> dict[str, str | None]:
+    """_gone of every location, asked at once: each is a round trip (an HTTP HEAD, a git
+    ls-remote), up to 30 s where a server does not answer, and a team's lock names dozens."""
+    if len(locations) < 2:
+        return {location: _gone(location) for location in locations}
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=min(16, len(locations)))
+    try:
+        return dict(zip(locations, pool.map(_gone, locations), strict=True))
+    finally:  # on Ctrl-C too, without waiting out the servers that have not answered yet
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _gone(url: str) -> str | None:

@@ -6,6 +6,7 @@ servers answer: 404 for a path without the token, 401 without the user and passw
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import io
 import json
@@ -13,11 +14,30 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import BinaryIO
 
 HOST = "127.0.0.1"
+
+
+@dataclass
+class Tally:
+    """The most requests a server had in hand at once: what a client asks in parallel."""
+
+    now: int = 0
+    most: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __enter__(self) -> None:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.now -= 1
 
 
 class PrivateHandler(SimpleHTTPRequestHandler):
@@ -26,12 +46,14 @@ class PrivateHandler(SimpleHTTPRequestHandler):
     token: str | None = None
     basic: tuple[str, str] | None = None
     stall: float = 0  # seconds before each answer
+    tally: Tally | None = None
 
     def log_message(self, format: str, *args: object) -> None:
         pass
 
     def send_head(self) -> io.BytesIO | BinaryIO | None:
-        time.sleep(self.stall)
+        with self.tally or contextlib.nullcontext():
+            time.sleep(self.stall)
         if self.basic is not None:
             wanted = "Basic " + base64.b64encode(":".join(self.basic).encode()).decode()
             if self.headers.get("Authorization") != wanted:
@@ -50,10 +72,12 @@ class PrivateHandler(SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def served(folder: Path, *, token: str | None = None, basic: tuple[str, str] | None = None, stall: float = 0) -> Iterator[str]:
+def served(
+    folder: Path, *, token: str | None = None, basic: tuple[str, str] | None = None, stall: float = 0, tally: Tally | None = None
+) -> Iterator[str]:
     """Serve `folder` (a channel, an index) until the block ends; yields its URL as a recipe or pip
-    names it (no credentials)."""
-    handler = type("Handler", (PrivateHandler,), {"token": token, "basic": basic, "stall": stall})
+    names it (no credentials). `tally` counts the requests in hand at once (each held `stall`)."""
+    handler = type("Handler", (PrivateHandler,), {"token": token, "basic": basic, "stall": stall, "tally": tally})
     server = ThreadingHTTPServer((HOST, 0), functools.partial(handler, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -15,12 +15,15 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from tests.support.condapkg import index_channel
 from tests.support.wheelchannel import cache_root, convert_wheel, host_interpreter, python_shim
+
+if TYPE_CHECKING:
+    from tests.support.httpchannel import Tally
 
 PIP_WHEELS = ("pip", "threadpoolctl==3.8.0", "mpmath==1.3.0")
 
@@ -109,11 +112,14 @@ def index_pip_env(base: dict[str, str], index_url: str) -> dict[str, str]:
 
 
 @contextmanager
-def simple_index(root: Path, wheels: list[Path], basic: tuple[str, str] | None = None, stall: float = 0) -> Iterator[str]:
+def simple_index(
+    root: Path, wheels: list[Path], basic: tuple[str, str] | None = None, stall: float = 0, tally: Tally | None = None
+) -> Iterator[str]:
     """A PEP 503 index of `wheels` served over HTTP on localhost, as a PyPI mirror serves its files
     (links with #sha256=); yields its `.../simple` URL and stops serving on exit. With `basic`, a
     private index: every request without that user and password gets 401. With `stall`, each
-    answer waits that many seconds: an index far away, or stuck."""
+    answer waits that many seconds: an index far away, or stuck; `tally` counts the requests in
+    hand at once."""
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
     by_name: dict[str, list[Path]] = {}
@@ -131,7 +137,7 @@ def simple_index(root: Path, wheels: list[Path], basic: tuple[str, str] | None =
 
     from tests.support.httpchannel import served
 
-    with served(root, basic=basic, stall=stall) as url:
+    with served(root, basic=basic, stall=stall, tally=tally) as url:
         yield f"{url}/simple"
 
 
