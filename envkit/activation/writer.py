@@ -190,9 +190,10 @@ def tag_sharers(prefix: Path, tag: str) -> tuple[Path, ...]:
 
 
 def own_tag(prefix: Path, tag: str) -> str:
-    """`tag`, unless another env shares it (tag_sharers): then this path's own, for the scripts of
-    settings that are about to differ (a sync's). A tag shared by envs with the same settings does
-    no harm: conda runs the outer env's activation again when the inner one is deactivated."""
+    """`tag`, unless another env shares it (tag_sharers): then this path's own, for the scripts a
+    sync writes, whose settings may now differ from the other env's. A tag shared by envs with the
+    same settings does no harm: conda runs the outer env's activation again when the inner one is
+    deactivated."""
     return prefix_tag(prefix) if tag_sharers(prefix, tag) else tag
 
 

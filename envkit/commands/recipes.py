@@ -274,8 +274,8 @@ def _wheels_gone(lock: Lock, lock_path: Path, where: str) -> list[str]:
 
 
 def _ask_each(locations: list[str]) -> dict[str, str | None]:
-    """_gone of every location, asked at once: each is a round trip (an HTTP HEAD, a git
-    ls-remote), up to 30 s where a server does not answer, and a team's lock names dozens."""
+    """_gone of every location, asked at once: each is a round trip (an HTTP HEAD, a shallow git
+    fetch), up to 30 s where a server does not answer, and a team's lock names dozens."""
     if len(locations) < 2:
         return {location: _gone(location) for location in locations}
     from concurrent.futures import ThreadPoolExecutor
