@@ -41,7 +41,7 @@ EPILOG = (
     "70 internal error, 130 interrupted (envkit run: the command's own)"
 )
 SHELLS = ("bash", "zsh", "dash", "sh", "posix", "fish", "csh", "tcsh", "cmd", "cmd.exe", "powershell", "pwsh")
-EXPORT_FORMATS = ("environment-yml", "explicit", "dockerfile", "lock")
+EXPORT_FORMATS = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock")
 
 
 class Parser(argparse.ArgumentParser):
@@ -175,7 +175,7 @@ def _args_sync(p: Parser) -> None:
 
 def _args_export(p: Parser) -> None:
     _env_args(p)
-    p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="environment-yml | explicit | dockerfile | lock")
+    p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="environment-yml | explicit | dockerfile | lock | conda-lock")
     p.add_argument("-o", "--output", type=_given, metavar="FILE", help="write to FILE, - for stdout (default: stdout)")
     _json_flag(p)
 

@@ -1,16 +1,19 @@
-"""An env written out for other tools: conda's environment.yml, an @EXPLICIT list, a Dockerfile.
+"""An env written out for other tools: conda's environment.yml, an @EXPLICIT list, a Dockerfile,
+conda-lock's lock file.
 Pure: a snapshot of the env in, text out (envkit.commands.export reads the env and writes files).
 
 What other tools cannot express is said in the output, never dropped silently: conda's
 `variables:` are literal values, so a prepend or an unset has no equivalent there; a Dockerfile's
-ENV can prepend (`${VAR}`) but not unset.
+ENV can prepend (`${VAR}`) but not unset; conda-lock's file has no place for settings at all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
+from envkit import __version__
 from envkit.recipe.model import EnvOp
 
 DOCKER_BASE = "condaforge/miniforge3:latest"
@@ -28,6 +31,7 @@ class ExportedPackage:
     url: str
     sha256: str | None
     md5: str | None
+    dependencies: tuple[tuple[str, str], ...] = ()  # (name, version spec or ""), as conda-lock keeps them
 
     def explicit_line(self) -> str:
         if self.sha256:
@@ -161,4 +165,83 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
             lines.append(f"# not kept: envkit's activation unsets {op.name}; a Dockerfile cannot unset a variable")
         else:
             lines.append(f"ENV {entry}")
+    return "\n".join(lines) + "\n"
+
+
+def _described(op: EnvOp) -> str:
+    if op.action == "set":
+        return op.value or ""
+    return "unset" if op.action == "unset" else f"{op.action} {op.separator.join(op.entries)}"
+
+
+def conda_lock(env: EnvSnapshot) -> str:
+    """conda-lock's lock file (version 1), which `conda-lock install`, micromamba and conda (its
+    conda-lockfiles plugin) install from. The format has no place for activation settings
+    (conda/conda-lock#886): they are named under metadata.custom_metadata, which no installer
+    applies, and the header says so."""
+    wheels = [p for p in env.pip if p.url]
+    header = [
+        f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
+        "# conda-lock install, micromamba create -f and conda's conda-lockfiles install exactly these packages.",
+    ]
+    if env.activation:
+        header.append(
+            "# not kept: activation settings, for which a conda-lock file has no place (they are listed under"
+            " metadata.custom_metadata, which no installer applies); export environment-yml or lock keeps them"
+        )
+    if any(op.name == "MKL_THREADING_LAYER" for op in env.activation):
+        header.append("# after installing, envkit audit --fix -p PREFIX writes MKL_THREADING_LAYER=GNU where mkl-service needs it")
+    header += [f"# not kept: pip package {p.name}=={p.version}, installed with no file URL envkit knows" for p in env.pip if not p.url]
+    header += env.editable_notes()
+    listed = [(p.name, p.version, p.build, p.url) for p in env.packages] + [(p.name, p.version, "", p.url or "") for p in wheels]
+    content_hash = hashlib.sha256(json.dumps(listed).encode()).hexdigest()  # of what is locked: the file has no sources
+    # created_by: conda's reader of the format (conda-lockfiles) refuses custom metadata without it
+    custom = {"created_by": f"envkit {__version__}", **({"envkit.recipe": env.recipe} if env.recipe else {})}
+    custom |= {f"envkit.activation.{op.name}": _described(op) for op in env.activation}
+    lines = [
+        *header,
+        "version: 1",
+        "metadata:",
+        "  content_hash:",
+        f"    {env.platform}: {_yaml_str(content_hash)}",
+        "  channels:" if env.channels else "  channels: []",
+        *(f"    - url: {_yaml_str(c)}\n      used_env_vars: []" for c in env.channels),
+        "  platforms:",
+        f"    - {env.platform}",
+        "  sources: []",
+    ]
+    lines.append("  custom_metadata:")
+    lines += [f"    {_yaml_str(key)}: {_yaml_str(value)}" for key, value in custom.items()]
+    lines.append("package:" if env.packages or wheels else "package: []")
+    for p in env.packages:
+        lines += [
+            f"  - name: {_yaml_str(p.name)}",
+            f"    version: {_yaml_str(p.version)}",
+            f"    build: {_yaml_str(p.build)}",
+            "    manager: conda",
+            f"    platform: {env.platform}",
+            "    dependencies:" if p.dependencies else "    dependencies: {}",
+            *(f"      {_yaml_str(name)}: {_yaml_str(spec)}" for name, spec in p.dependencies),
+            f"    url: {_yaml_str(p.url)}",
+            "    hash:",
+            f"      md5: {_yaml_str(p.md5 or '')}",
+            *([f"      sha256: {_yaml_str(p.sha256)}"] if p.sha256 else []),
+            "    category: main",
+            "    optional: false",
+        ]
+    for w in wheels:
+        url, _, fragment = (w.url or "").partition("#")
+        sha256 = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
+        lines += [
+            f"  - name: {_yaml_str(w.name)}",
+            f"    version: {_yaml_str(w.version)}",
+            "    manager: pip",
+            f"    platform: {env.platform}",
+            "    dependencies: {}",
+            f"    url: {_yaml_str(url)}",
+            "    hash:" + ("" if sha256 else " {}"),
+            *([f"      sha256: {_yaml_str(sha256)}"] if sha256 else []),
+            "    category: main",
+            "    optional: false",
+        ]
     return "\n".join(lines) + "\n"

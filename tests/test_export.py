@@ -4,6 +4,7 @@ in tests/conda/test_exports_in_conda.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 import rattler
 import yaml
 
+from envkit.cli import EXPORT_FORMATS
 from envkit.commands.export import FORMATS, conda_env_name
 from envkit.lock import read_lock
 from tests.conftest import run_envkit, write_recipe
@@ -81,6 +83,39 @@ def test_explicit_has_urls_and_hashes(tmp_path: Path) -> None:
     assert any(line.startswith("# not kept: pip packages (threadpoolctl==3.8.0)") for line in lines)
 
 
+def test_conda_lock_pins_urls_hashes_and_depends_and_names_the_settings_it_cannot_keep(tmp_path: Path) -> None:
+    prefix, _ = exported_env(tmp_path)
+    text = export(prefix, "conda-lock")
+    doc = yaml.safe_load(text)
+    platform = str(rattler.Subdir.current())
+    assert doc["version"] == 1 and doc["metadata"]["platforms"] == [platform]
+    assert doc["metadata"]["channels"] == [{"url": (tmp_path / "pipchannel").as_uri(), "used_env_vars": []}]
+    custom = doc["metadata"]["custom_metadata"]
+    assert custom["created_by"].startswith("envkit ") and custom["envkit.recipe"] == "exp"
+    assert custom["envkit.activation.MKL_THREADING_LAYER"] == "GNU" and custom["envkit.activation.GONE"] == "unset"
+    assert custom["envkit.activation.EXTRA_PATHS"] == "prepend /opt/x:/opt/y"
+    assert "# not kept: activation settings" in text and "envkit audit --fix -p PREFIX writes MKL_THREADING_LAYER=GNU" in text
+    records = {r["name"]: r for r in (json.loads(p.read_text()) for p in (prefix / "conda-meta").glob("*.json"))}
+    conda = {p["name"]: p for p in doc["package"] if p["manager"] == "conda"}
+    assert conda.keys() == records.keys()
+    for name, record in records.items():
+        entry = conda[name]
+        assert (entry["version"], entry["build"], entry["url"], entry["platform"]) == (
+            record["version"],
+            record["build"],
+            record["url"],
+            platform,
+        )
+        assert entry["hash"] == {"md5": record["md5"], "sha256": record["sha256"]}
+        depends = {str(d).split(" ")[0] for d in record["depends"]}
+        assert set(entry["dependencies"]) == depends and (entry["category"], entry["optional"]) == ("main", False)
+    [wheel] = [p for p in doc["package"] if p["manager"] == "pip"]
+    assert wheel["name"] == "threadpoolctl" and wheel["url"].startswith("file://") and wheel["url"].endswith(".whl")
+    sha256 = wheel["hash"]["sha256"]
+    assert sha256 == hashlib.sha256(Path(wheel["url"].removeprefix("file://")).read_bytes()).hexdigest()
+    assert export(prefix, "conda-lock") == text  # the same env, the same file
+
+
 def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> None:
     prefix, _ = exported_env(tmp_path)
     out = tmp_path / "Dockerfile"
@@ -125,6 +160,7 @@ def test_export_of_a_missing_env_and_a_bad_format(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "Traceback" not in missing.stderr and missing.stderr.count("\n") == 1
     bad = run_envkit("export", "-p", str(tmp_path), "--format", "toml")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    assert EXPORT_FORMATS == FORMATS  # the CLI's choices (kept apart so that its start loads no export code)
 
 
 def test_a_record_no_export_can_read_stops_every_format(tmp_path: Path) -> None:

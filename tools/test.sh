@@ -42,6 +42,16 @@ if [ -z "${ENVKIT_TEST_CONDA:-}" ] && [ -f ../shared/conda/install.sh ]; then
 fi
 echo "conda for the tests: ${ENVKIT_TEST_CONDA:-${CONDA_EXE:-none (those tests will fail)}}"
 
+# conda-lock, the tool, for the test that installs envkit's conda-lock export with it: in a venv of
+# its own, since its dependencies (pydantic, its vendored conda) are not envkit's
+if [ -z "${ENVKIT_TEST_CONDA_LOCK:-}" ]; then
+    if [ ! -x .conda-lock/bin/conda-lock ]; then
+        "$PY" -m venv .conda-lock
+        .conda-lock/bin/python -m pip install --quiet --disable-pip-version-check conda-lock==4.0.3
+    fi
+    export ENVKIT_TEST_CONDA_LOCK="$PWD/.conda-lock/bin/conda-lock"
+fi
+
 .venv/bin/ruff check envkit tests bench tools
 .venv/bin/ruff format --check envkit tests bench
 .venv/bin/mypy

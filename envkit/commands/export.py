@@ -1,4 +1,5 @@
-"""`envkit export`: an env as other tools read it (environment.yml, @EXPLICIT, Dockerfile, lock).
+"""`envkit export`: an env as other tools read it (environment.yml, @EXPLICIT, Dockerfile, lock,
+conda-lock.yml).
 Any conda env works; for an envkit env the activation settings and pip URLs come from its record,
 for others conda's own `env config vars`."""
 
@@ -25,10 +26,10 @@ from envkit.names import CONDA_NAME_REFUSES, CONDA_RESERVED_NAMES
 from envkit.recipe.model import EnvOp
 from envkit.record import read_record, recipe_name
 
-Format = Literal["environment-yml", "explicit", "dockerfile", "lock"]
-FORMATS: tuple[str, ...] = ("environment-yml", "explicit", "dockerfile", "lock")
+Format = Literal["environment-yml", "explicit", "dockerfile", "lock", "conda-lock"]
+FORMATS: tuple[str, ...] = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock")
 # what a format's file is usually called (a lock: ENV.lock), named when -o is a directory
-USUAL_NAMES = {"environment-yml": "environment.yml", "explicit": "explicit.txt", "dockerfile": "Dockerfile"}
+USUAL_NAMES = {"environment-yml": "environment.yml", "explicit": "explicit.txt", "dockerfile": "Dockerfile", "conda-lock": "conda-lock.yml"}
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,14 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
             channels.append(base)
         packages.append(
             export.ExportedPackage(
-                data["name"], str(data["version"]), str(data["build"]), channel, url, data.get("sha256"), data.get("md5")
+                data["name"],
+                str(data["version"]),
+                str(data["build"]),
+                channel,
+                url,
+                data.get("sha256"),
+                data.get("md5"),
+                _dependencies(data),
             )
         )
     channels = [c.url for c in recorded_channels((record or {}).get("channels"))] or channels
@@ -95,6 +103,22 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
         activation=tuple(ops),
         editable=tuple(editable),
     )
+
+
+def _dependencies(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A record's depends as (name, version spec) pairs, one per name: conda-lock's form, which
+    keeps no build part. A depend rattler cannot read (an old conda's) is split as conda wrote it."""
+    specs: dict[str, list[str]] = {}
+    for depend in data.get("depends") or []:
+        try:
+            spec = rattler.MatchSpec(str(depend))
+            name, version = (spec.name.normalized if spec.name else ""), (str(spec.version) if spec.version else "")
+        except Exception:
+            name, _, rest = str(depend).partition(" ")
+            version = rest.split(" ")[0]
+        if name:
+            specs.setdefault(name, []).extend([version] if version else [])
+    return tuple((name, ",".join(versions)) for name, versions in sorted(specs.items()))
 
 
 def _reinstall_url(dist: PipDist, recorded: dict[str, Any]) -> str | None:
@@ -184,6 +208,8 @@ def export_env(prefix: Path, fmt: str, output: str | None) -> Result:
         text = export.explicit(env)
     elif fmt == "dockerfile":
         text = export.dockerfile(env)
+    elif fmt == "conda-lock":
+        text = export.conda_lock(env)
     else:
         text = _lock_text(prefix, env)
     if output is None:

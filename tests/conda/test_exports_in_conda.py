@@ -1,7 +1,8 @@
 """envkit's exports installed by the real conda: `conda env create -f` keeps the activation
 settings (seen after `conda activate`), `conda create --file` takes the explicit list with its
 hashes, and the Dockerfile's steps run as a builder would run them (no Docker here: its COPY
-heredoc is written out and its RUN lines run with this conda, its ENV lines applied)."""
+heredoc is written out and its RUN lines run with this conda, its ENV lines applied). The
+conda-lock export is installed by conda-lock itself and by conda's conda-lockfiles plugin."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import subprocess
 from pathlib import Path
 
 import dockerfile
+import yaml
 
+from tests.conda.test_envkit_envs_in_conda import envkit_env
 from tests.conftest import run_envkit
-from tests.support.conda import Conda
+from tests.support.conda import Conda, conda_lock_exe
 from tests.test_export import exported_env
 from tests.test_sync import made_git_env
 
@@ -161,3 +164,66 @@ def test_a_git_wheel_travels_in_environment_yml_at_its_commit(conda: Conda, tmp_
     assert installed["vcs_info"]["commit_id"] == first
     ran = conda.ok("run", "-p", str(made), "python", "-c", "import proj; print(proj.REV)")
     assert ran.strip() == "1"
+
+
+def _conda_lock_install(conda: Conda, lock: Path, prefix: Path, **env: str) -> None:
+    proc = subprocess.run(
+        [str(conda_lock_exe()), "install", "--conda", str(conda.exe), "-p", str(prefix), str(lock)],
+        capture_output=True,
+        text=True,
+        env=conda.environ(**env),
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_conda_lock_and_conda_install_the_conda_lock_export(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """conda-lock's own format, for the tools that read it and not rattler's lock: conda-lock itself,
+    and conda through its conda-lockfiles plugin, which reads no lock envkit writes (rattler's
+    format there is version 7). Both install exactly the env's packages, in the order the locked
+    depends give. The settings stay behind (the format has no place for them); the audit's fix
+    brings back the GNU the DDP crash needs."""
+    prefix = envkit_env(tmp_path, replica)
+    lock = tmp_path / "conda-lock.yml"
+    assert run_envkit("export", "-p", str(prefix), "--format", "conda-lock", "-o", str(lock)).returncode == 0
+    locked = {p["name"]: p for p in yaml.safe_load(lock.read_text())["package"]}
+    for record in (json.loads(p.read_text()) for p in (prefix / "conda-meta").glob("*.json")):
+        wanted: dict[str, list[str]] = {}
+        for depend in record["depends"]:  # conda-lock's form: the version part, no build
+            name, _, rest = depend.partition(" ")
+            wanted.setdefault(name, []).extend([rest.split(" ")[0]] if rest else [])
+        assert locked[record["name"]]["dependencies"] == {name: ",".join(v) for name, v in wanted.items()}
+    by_tool = tmp_path / "by-conda-lock"
+    _conda_lock_install(conda, lock, by_tool)
+    assert names(by_tool) == names(prefix)
+    by_conda = tmp_path / "by-conda"
+    conda.ok("env", "create", "-q", "-y", "-p", str(by_conda), "--file", str(lock))
+    assert names(by_conda) == names(prefix)
+    fixed = run_envkit("audit", "-p", str(by_conda), "--fix", "--yes")
+    assert fixed.returncode == 0 and "EK001" in fixed.stdout, fixed.stdout + fixed.stderr
+    shown = conda.ok("run", "-p", str(by_conda), "python", "-c", "import os; print(os.environ.get('MKL_THREADING_LAYER'))")
+    assert shown.strip() == "GNU"
+
+
+def test_conda_lock_installs_the_exported_wheels_where_condas_reader_refuses_them(conda: Conda, tmp_path: Path) -> None:
+    """The wheels travel as conda-lock writes them (manager: pip), which conda-lock installs;
+    conda-lockfiles 0.2.2 takes 'conda' or 'pypi' there and refuses the file in one line. When this
+    fails, conda reads the pip entries of conda-lock files: say so in README."""
+    prefix, pip_env = exported_env(tmp_path)
+    lock = tmp_path / "conda-lock.yml"
+    assert run_envkit("export", "-p", str(prefix), "--format", "conda-lock", "-o", str(lock)).returncode == 0
+    made = tmp_path / "by-conda-lock"
+    # conda-lock runs `conda run -p PREFIX pip install`: the pip command conda-forge's pip package
+    # has, which the test channel's (a converted wheel) lacks; this one stands in for it
+    console = tmp_path / "console"
+    console.mkdir()
+    (console / "pip").write_text('#!/bin/sh\nexec python -m pip "$@"\n')
+    (console / "pip").chmod(0o755)
+    path = f"{console}{os.pathsep}{os.environ['PATH']}"
+    _conda_lock_install(conda, lock, made, PATH=path, **{k: v for k, v in pip_env.items() if k.startswith("PIP_")})
+    assert names(made) == names(prefix)
+    assert (made / "lib" / "python3.11" / "site-packages" / "threadpoolctl-3.8.0.dist-info").is_dir()
+    refused = conda.run("env", "create", "-q", "-y", "-p", str(tmp_path / "by-conda"), "--file", str(lock))
+    assert refused.returncode != 0 and "'conda' or 'pypi'" in refused.stderr + refused.stdout, refused.stderr
+    assert not (tmp_path / "by-conda").exists()

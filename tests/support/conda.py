@@ -19,6 +19,19 @@ MISSING = (
 )
 
 
+# conda-lock, the tool (from PyPI): tools/test.sh puts it in a venv of its own (.conda-lock)
+CONDA_LOCK_FOR_TESTS = os.environ.get("ENVKIT_TEST_CONDA_LOCK") or ""
+
+
+def conda_lock_exe() -> Path:
+    """conda-lock, to install envkit's conda-lock export as its users would; missing, the test fails."""
+    import pytest
+
+    if not CONDA_LOCK_FOR_TESTS or not Path(CONDA_LOCK_FOR_TESTS).exists():
+        pytest.fail("no conda-lock to test against: run bash tools/test.sh (it installs conda-lock 4.0.3 into .conda-lock)")
+    return Path(CONDA_LOCK_FOR_TESTS)
+
+
 def conda_exe() -> Path:
     """The conda to test against. A missing one fails the test rather than skipping it: these tests
     are how envkit learns what the real client does, and a skip would pass without them."""
