@@ -42,14 +42,15 @@ if [ -z "${ENVKIT_TEST_CONDA:-}" ] && [ -f ../shared/conda/install.sh ]; then
 fi
 echo "conda for the tests: ${ENVKIT_TEST_CONDA:-${CONDA_EXE:-none (those tests will fail)}}"
 
-# conda-lock, the tool, for the test that installs envkit's conda-lock export with it: in a venv of
-# its own, since its dependencies (pydantic, its vendored conda) are not envkit's
-if [ -z "${ENVKIT_TEST_CONDA_LOCK:-}" ]; then
-    if [ ! -x .conda-lock/bin/conda-lock ]; then
-        "$PY" -m venv .conda-lock
-        .conda-lock/bin/python -m pip install --quiet --disable-pip-version-check conda-lock==4.0.3
+# Other tools envkit's envs and exports meet, as their users run them: conda-lock (installs the
+# conda-lock export) and conda-pack (moves an env to a machine without conda). In a venv of their
+# own: their dependencies (pydantic, conda-lock's vendored conda) are not envkit's.
+if [ -z "${ENVKIT_TEST_TOOLS:-}" ]; then
+    if [ ! -x .test-tools/bin/conda-lock ] || [ ! -x .test-tools/bin/conda-pack ]; then
+        "$PY" -m venv .test-tools
+        .test-tools/bin/python -m pip install --quiet --disable-pip-version-check conda-lock==4.0.3 conda-pack==0.9.2
     fi
-    export ENVKIT_TEST_CONDA_LOCK="$PWD/.conda-lock/bin/conda-lock"
+    export ENVKIT_TEST_TOOLS="$PWD/.test-tools/bin"
 fi
 
 .venv/bin/ruff check envkit tests bench tools

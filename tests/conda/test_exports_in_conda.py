@@ -16,7 +16,7 @@ import yaml
 
 from tests.conda.test_envkit_envs_in_conda import envkit_env
 from tests.conftest import run_envkit
-from tests.support.conda import Conda, conda_lock_exe
+from tests.support.conda import Conda, tool_exe
 from tests.test_export import exported_env
 from tests.test_sync import made_git_env
 
@@ -168,7 +168,7 @@ def test_a_git_wheel_travels_in_environment_yml_at_its_commit(conda: Conda, tmp_
 
 def _conda_lock_install(conda: Conda, lock: Path, prefix: Path, **env: str) -> None:
     proc = subprocess.run(
-        [str(conda_lock_exe()), "install", "--conda", str(conda.exe), "-p", str(prefix), str(lock)],
+        [str(tool_exe("conda-lock")), "install", "--conda", str(conda.exe), "-p", str(prefix), str(lock)],
         capture_output=True,
         text=True,
         env=conda.environ(**env),

@@ -19,17 +19,19 @@ MISSING = (
 )
 
 
-# conda-lock, the tool (from PyPI): tools/test.sh puts it in a venv of its own (.conda-lock)
-CONDA_LOCK_FOR_TESTS = os.environ.get("ENVKIT_TEST_CONDA_LOCK") or ""
+# Other tools envkit's envs and exports meet (conda-lock, conda-pack, from PyPI): tools/test.sh
+# puts them in a venv of their own and exports ENVKIT_TEST_TOOLS, its bin folder
+TOOLS_FOR_TESTS = os.environ.get("ENVKIT_TEST_TOOLS") or ""
 
 
-def conda_lock_exe() -> Path:
-    """conda-lock, to install envkit's conda-lock export as its users would; missing, the test fails."""
+def tool_exe(name: str) -> Path:
+    """`name` (conda-lock, conda-pack), to run as its users would; missing, the test fails."""
     import pytest
 
-    if not CONDA_LOCK_FOR_TESTS or not Path(CONDA_LOCK_FOR_TESTS).exists():
-        pytest.fail("no conda-lock to test against: run bash tools/test.sh (it installs conda-lock 4.0.3 into .conda-lock)")
-    return Path(CONDA_LOCK_FOR_TESTS)
+    found = Path(TOOLS_FOR_TESTS, name) if TOOLS_FOR_TESTS else None
+    if found is None or not found.exists():
+        pytest.fail(f"no {name} to test against: run bash tools/test.sh (it installs it into .test-tools)")
+    return found
 
 
 def conda_exe() -> Path:
