@@ -182,7 +182,7 @@ def conda_lock(env: EnvSnapshot) -> str:
     wheels = [p for p in env.pip if p.url]
     header = [
         f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
-        "# conda-lock install, micromamba create -f and conda's conda-lockfiles install exactly these packages.",
+        "# The env's exact packages, for conda-lock install, micromamba and conda (its conda-lockfiles plugin).",
     ]
     if env.activation:
         header.append(
@@ -209,39 +209,56 @@ def conda_lock(env: EnvSnapshot) -> str:
         "  platforms:",
         f"    - {env.platform}",
         "  sources: []",
+        "  custom_metadata:",
+        *(f"    {_yaml_str(key)}: {_yaml_str(value)}" for key, value in custom.items()),
+        "package:" if env.packages or wheels else "package: []",
     ]
-    lines.append("  custom_metadata:")
-    lines += [f"    {_yaml_str(key)}: {_yaml_str(value)}" for key, value in custom.items()]
-    lines.append("package:" if env.packages or wheels else "package: []")
     for p in env.packages:
-        lines += [
-            f"  - name: {_yaml_str(p.name)}",
-            f"    version: {_yaml_str(p.version)}",
-            f"    build: {_yaml_str(p.build)}",
-            "    manager: conda",
-            f"    platform: {env.platform}",
-            "    dependencies:" if p.dependencies else "    dependencies: {}",
-            *(f"      {_yaml_str(name)}: {_yaml_str(spec)}" for name, spec in p.dependencies),
-            f"    url: {_yaml_str(p.url)}",
-            "    hash:",
-            f"      md5: {_yaml_str(p.md5 or '')}",
-            *([f"      sha256: {_yaml_str(p.sha256)}"] if p.sha256 else []),
-            "    category: main",
-            "    optional: false",
-        ]
+        hashes = {"md5": p.md5 or "", **({"sha256": p.sha256} if p.sha256 else {})}  # conda-lock requires an md5
+        lines += _locked_entry(
+            p.name,
+            p.version,
+            manager="conda",
+            platform=env.platform,
+            url=p.url,
+            hashes=hashes,
+            dependencies=dict(p.dependencies),
+            build=p.build,
+        )
     for w in wheels:
         url, _, fragment = (w.url or "").partition("#")
-        sha256 = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
-        lines += [
-            f"  - name: {_yaml_str(w.name)}",
-            f"    version: {_yaml_str(w.version)}",
-            "    manager: pip",
-            f"    platform: {env.platform}",
-            "    dependencies: {}",
-            f"    url: {_yaml_str(url)}",
-            "    hash:" + ("" if sha256 else " {}"),
-            *([f"      sha256: {_yaml_str(sha256)}"] if sha256 else []),
-            "    category: main",
-            "    optional: false",
-        ]
+        if fragment.startswith("sha256="):  # the hash has a field of its own; any other fragment stays in the URL
+            lines += _locked_entry(
+                w.name, w.version, manager="pip", platform=env.platform, url=url, hashes={"sha256": fragment.removeprefix("sha256=")}
+            )
+        else:
+            lines += _locked_entry(w.name, w.version, manager="pip", platform=env.platform, url=w.url or "", hashes={})
     return "\n".join(lines) + "\n"
+
+
+def _locked_entry(
+    name: str,
+    version: str,
+    *,
+    manager: str,
+    platform: str,
+    url: str,
+    hashes: dict[str, str],
+    dependencies: dict[str, str] | None = None,
+    build: str = "",
+) -> list[str]:
+    """One package of a conda-lock file, in conda-lock's field order."""
+    return [
+        f"  - name: {_yaml_str(name)}",
+        f"    version: {_yaml_str(version)}",
+        *([f"    build: {_yaml_str(build)}"] if build else []),
+        f"    manager: {manager}",
+        f"    platform: {platform}",
+        "    dependencies:" if dependencies else "    dependencies: {}",
+        *(f"      {_yaml_str(dep)}: {_yaml_str(spec)}" for dep, spec in (dependencies or {}).items()),
+        f"    url: {_yaml_str(url)}",
+        "    hash:" if hashes else "    hash: {}",
+        *(f"      {kind}: {_yaml_str(value)}" for kind, value in hashes.items()),
+        "    category: main",
+        "    optional: false",
+    ]
