@@ -175,6 +175,9 @@ def _args_sync(p: Parser) -> None:
 
 def _args_export(p: Parser) -> None:
     _env_args(p)
+    p.add_argument(
+        "--lock", type=_given, metavar="FILE", help="export this lock (every platform it holds) instead of an env: conda-lock only"
+    )
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="environment-yml | explicit | dockerfile | lock | conda-lock")
     p.add_argument("-o", "--output", type=_given, metavar="FILE", help="write to FILE, - for stdout (default: stdout)")
     _json_flag(p)
@@ -440,9 +443,13 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
 
 
 def _export(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
-    from envkit.commands.export import export_env
+    from envkit.commands.export import export_env, export_lock
     from envkit.envs import select_env
 
+    if args.lock is not None:
+        if args.name or args.prefix:
+            raise UsageError("give either an env (-n NAME or -p PREFIX) or --lock FILE, not both")
+        return export_lock(args.lock, args.format, args.output), False
     return export_env(select_env(args.name, args.prefix), args.format, args.output), False
 
 

@@ -170,49 +170,64 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
 
 def _described(op: EnvOp) -> str:
     if op.action == "set":
-        return op.value or ""
+        return op.value or op.computed or ""  # a lock's worked-out value is its rule (physical-cores)
     return "unset" if op.action == "unset" else f"{op.action} {op.separator.join(op.entries)}"
 
 
-def conda_lock(env: EnvSnapshot) -> str:
+def conda_lock(envs: tuple[EnvSnapshot, ...]) -> str:
     """conda-lock's lock file (version 1), which `conda-lock install`, micromamba and conda (its
-    conda-lockfiles plugin) install from. The format has no place for activation settings
+    conda-lockfiles plugin) install from: one env, or every platform of a lock (one snapshot
+    each, from the same source). The format has no place for activation settings
     (conda/conda-lock#886): they are named under metadata.custom_metadata, which no installer
     applies, and the header says so."""
-    wheels = [p for p in env.pip if p.url]
+    first = envs[0]
+    ops = [op for env in envs for op in env.activation]
     header = [
-        f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
-        "# The env's exact packages, for conda-lock install, micromamba and conda (its conda-lockfiles plugin).",
+        f"# Written by envkit export from {first.prefix}" + (f" (recipe '{first.recipe}')" if first.recipe else "") + ".",
+        "# The exact packages, for conda-lock install, micromamba and conda (its conda-lockfiles plugin).",
     ]
-    if env.activation:
+    if ops:
         header.append(
             "# not kept: activation settings, for which a conda-lock file has no place (they are listed under"
             " metadata.custom_metadata, which no installer applies); export environment-yml or lock keeps them"
         )
-    if any(op.name == "MKL_THREADING_LAYER" for op in env.activation):
+    if any(op.name == "MKL_THREADING_LAYER" for op in ops):
         header.append("# after installing, envkit audit --fix -p PREFIX writes MKL_THREADING_LAYER=GNU where mkl-service needs it")
-    header += [f"# not kept: pip package {p.name}=={p.version}, installed with no file URL envkit knows" for p in env.pip if not p.url]
-    header += env.editable_notes()
-    listed = [(p.name, p.version, p.build, p.url) for p in env.packages] + [(p.name, p.version, "", p.url or "") for p in wheels]
-    content_hash = hashlib.sha256(json.dumps(listed).encode()).hexdigest()  # of what is locked: the file has no sources
+    for env in envs:
+        header += [f"# not kept: pip package {p.name}=={p.version}, installed with no file URL envkit knows" for p in env.pip if not p.url]
+    header += first.editable_notes()
     # created_by: conda's reader of the format (conda-lockfiles) refuses custom metadata without it
-    custom = {"created_by": f"envkit {__version__}", **({"envkit.recipe": env.recipe} if env.recipe else {})}
-    custom |= {f"envkit.activation.{op.name}": _described(op) for op in env.activation}
+    custom = {"created_by": f"envkit {__version__}", **({"envkit.recipe": first.recipe} if first.recipe else {})}
+    for env in envs:
+        custom |= {f"envkit.activation.{env.platform}.{op.name}": _described(op) for op in env.activation}
     lines = [
         *header,
         "version: 1",
         "metadata:",
         "  content_hash:",
-        f"    {env.platform}: {_yaml_str(content_hash)}",
-        "  channels:" if env.channels else "  channels: []",
-        *(f"    - url: {_yaml_str(c)}\n      used_env_vars: []" for c in env.channels),
+        *(f"    {env.platform}: {_yaml_str(_content_hash(env))}" for env in envs),
+        "  channels:" if first.channels else "  channels: []",
+        *(f"    - url: {_yaml_str(c)}\n      used_env_vars: []" for c in first.channels),
         "  platforms:",
-        f"    - {env.platform}",
+        *(f"    - {env.platform}" for env in envs),
         "  sources: []",
         "  custom_metadata:",
         *(f"    {_yaml_str(key)}: {_yaml_str(value)}" for key, value in custom.items()),
-        "package:" if env.packages or wheels else "package: []",
+        "package:" if any(env.packages or env.pip for env in envs) else "package: []",
     ]
+    for env in envs:
+        lines += _platform_entries(env)
+    return "\n".join(lines) + "\n"
+
+
+def _content_hash(env: EnvSnapshot) -> str:
+    """Of what is locked for the platform (the file has no sources for conda-lock to hash)."""
+    listed = [(p.name, p.version, p.build, p.url) for p in env.packages] + [(p.name, p.version, "", p.url) for p in env.pip if p.url]
+    return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
+
+
+def _platform_entries(env: EnvSnapshot) -> list[str]:
+    lines: list[str] = []
     for p in env.packages:
         hashes = {"md5": p.md5 or "", **({"sha256": p.sha256} if p.sha256 else {})}  # conda-lock requires an md5
         lines += _locked_entry(
@@ -225,15 +240,17 @@ def conda_lock(env: EnvSnapshot) -> str:
             dependencies=dict(p.dependencies),
             build=p.build,
         )
-    for w in wheels:
-        url, _, fragment = (w.url or "").partition("#")
+    for w in env.pip:
+        if not w.url:
+            continue
+        url, _, fragment = w.url.partition("#")
         if fragment.startswith("sha256="):  # the hash has a field of its own; any other fragment stays in the URL
             lines += _locked_entry(
                 w.name, w.version, manager="pip", platform=env.platform, url=url, hashes={"sha256": fragment.removeprefix("sha256=")}
             )
         else:
-            lines += _locked_entry(w.name, w.version, manager="pip", platform=env.platform, url=w.url or "", hashes={})
-    return "\n".join(lines) + "\n"
+            lines += _locked_entry(w.name, w.version, manager="pip", platform=env.platform, url=w.url, hashes={})
+    return lines
 
 
 def _locked_entry(

@@ -92,8 +92,8 @@ def test_conda_lock_pins_urls_hashes_and_depends_and_names_the_settings_it_canno
     assert doc["metadata"]["channels"] == [{"url": (tmp_path / "pipchannel").as_uri(), "used_env_vars": []}]
     custom = doc["metadata"]["custom_metadata"]
     assert custom["created_by"].startswith("envkit ") and custom["envkit.recipe"] == "exp"
-    assert custom["envkit.activation.MKL_THREADING_LAYER"] == "GNU" and custom["envkit.activation.GONE"] == "unset"
-    assert custom["envkit.activation.EXTRA_PATHS"] == "prepend /opt/x:/opt/y"
+    assert custom[f"envkit.activation.{platform}.MKL_THREADING_LAYER"] == "GNU" and custom[f"envkit.activation.{platform}.GONE"] == "unset"
+    assert custom[f"envkit.activation.{platform}.EXTRA_PATHS"] == "prepend /opt/x:/opt/y"
     assert "# not kept: activation settings" in text and "envkit audit --fix -p PREFIX writes MKL_THREADING_LAYER=GNU" in text
     records = {r["name"]: r for r in (json.loads(p.read_text()) for p in (prefix / "conda-meta").glob("*.json"))}
     conda = {p["name"]: p for p in doc["package"] if p["manager"] == "conda"}
@@ -114,6 +114,24 @@ def test_conda_lock_pins_urls_hashes_and_depends_and_names_the_settings_it_canno
     sha256 = wheel["hash"]["sha256"]
     assert sha256 == hashlib.sha256(Path(wheel["url"].removeprefix("file://")).read_bytes()).hexdigest()
     assert export(prefix, "conda-lock") == text  # the same env, the same file
+
+
+def test_a_lock_exports_to_conda_lock_only_and_not_with_an_env(tmp_path: Path) -> None:
+    prefix, _ = exported_env(tmp_path)
+    lock = tmp_path / "exp.lock"
+    assert run_envkit("export", "-p", str(prefix), "--format", "lock", "-o", str(lock)).returncode == 0
+    both = run_envkit("export", "-p", str(prefix), "--lock", str(lock), "--format", "conda-lock")
+    assert both.returncode == 2 and "not both" in both.stderr, both.stderr
+    other = run_envkit("export", "--lock", str(lock), "--format", "explicit")
+    assert other.returncode == 2 and "--lock exports to conda-lock only" in other.stderr and f"--lock {lock}" in other.stderr, other.stderr
+    missing = run_envkit("export", "--lock", str(tmp_path / "nope.lock"), "--format", "conda-lock")
+    assert missing.returncode == 2 and "cannot read lock file" in missing.stderr and "Traceback" not in missing.stderr
+    exported = run_envkit("export", "--lock", str(lock), "--format", "conda-lock")
+    assert exported.returncode == 0, exported.stderr
+    from_lock, from_env = yaml.safe_load(exported.stdout), yaml.safe_load(export(prefix, "conda-lock"))
+    assert [(p["name"], p["url"], p["hash"]) for p in from_lock["package"]] == [
+        (p["name"], p["url"], p["hash"]) for p in from_env["package"]
+    ]
 
 
 def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> None:

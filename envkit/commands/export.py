@@ -15,13 +15,13 @@ from typing import Any, Literal
 import rattler
 
 from envkit import backend, export
-from envkit.activation.writer import recorded_activation
+from envkit.activation.writer import ops_from_json, recorded_activation
 from envkit.channels import rebase, recorded_channels, to_canonical, without_credentials
 from envkit.commands import Result
 from envkit.errors import UsageError
 from envkit.fsutil import output_path, write_output
 from envkit.installed import LEGACY_RECORD, PipDist, channel_name, conda_env_vars, pip_dists, read_conda_meta
-from envkit.lock import Lock, LockedPip, LockedPlatform, moved, write_lock
+from envkit.lock import Lock, LockedPip, LockedPlatform, moved, read_lock, write_lock
 from envkit.names import CONDA_NAME_REFUSES, CONDA_RESERVED_NAMES
 from envkit.recipe.model import EnvOp
 from envkit.record import read_record, recipe_name
@@ -209,11 +209,57 @@ def export_env(prefix: Path, fmt: str, output: str | None) -> Result:
     elif fmt == "dockerfile":
         text = export.dockerfile(env)
     elif fmt == "conda-lock":
-        text = export.conda_lock(env)
+        text = export.conda_lock((env,))
     else:
         text = _lock_text(prefix, env)
+    return _written(fmt, prefix, text, output, USUAL_NAMES.get(fmt, f"{prefix.name}.lock"))
+
+
+def export_lock(lock_ref: str, fmt: str, output: str | None) -> Result:
+    """Every platform of an envkit lock in conda-lock's format, for the machines that install with
+    conda-lock, micromamba or conda: none of them reads rattler's lock format version 7."""
+    if fmt != "conda-lock":
+        raise UsageError(
+            f"--lock exports to conda-lock only, not {fmt}",
+            hint=f"make an env from the lock (envkit create RECIPE --lock {lock_ref}) and export that",
+        )
+    path = Path(lock_ref).expanduser().absolute()
+    lock = read_lock(path)
+    envs = tuple(_locked_snapshot(lock, locked, path) for locked in lock.platforms)
+    if not envs:
+        raise UsageError(f"{path} locks no platform", hint="re-lock it with 'envkit lock RECIPE'")
+    return _written(fmt, path, export.conda_lock(envs), output, USUAL_NAMES[fmt])
+
+
+def _locked_snapshot(lock: Lock, locked: LockedPlatform, path: Path) -> export.EnvSnapshot:
+    packages = tuple(
+        export.ExportedPackage(
+            record.name.normalized,
+            str(record.version),
+            str(record.build),
+            without_credentials(str(record.channel or "")),
+            without_credentials(str(record.url)),
+            None if record.sha256 is None else bytes(record.sha256).hex(),
+            None if record.md5 is None else bytes(record.md5).hex(),
+            _dependencies({"depends": list(record.depends)}),
+        )
+        for record in locked.records
+    )
+    return export.EnvSnapshot(
+        name=lock.recipe,
+        prefix=str(path),
+        platform=locked.platform,
+        recipe=lock.recipe,
+        channels=lock.channels,
+        packages=packages,
+        pip=tuple(export.ExportedPip(w.name, w.version, w.url) for w in locked.pip),
+        activation=ops_from_json(list(locked.activation)),
+    )
+
+
+def _written(fmt: str, source: Path, text: str, output: str | None, usual_name: str) -> Result:
     if output is None:
-        return Result("export", ExportOutcome(fmt, str(prefix), None, text))
+        return Result("export", ExportOutcome(fmt, str(source), None, text))
     path = output_path(output)
-    write_output(path, text, USUAL_NAMES.get(fmt, f"{prefix.name}.lock"))
-    return Result("export", ExportOutcome(fmt, str(prefix), str(path), None))
+    write_output(path, text, usual_name)
+    return Result("export", ExportOutcome(fmt, str(source), str(path), None))

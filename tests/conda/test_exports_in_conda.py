@@ -14,8 +14,9 @@ from pathlib import Path
 import dockerfile
 import yaml
 
+from envkit.lock import read_lock
 from tests.conda.test_envkit_envs_in_conda import envkit_env
-from tests.conftest import run_envkit
+from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda, tool_exe
 from tests.test_export import exported_env
 from tests.test_sync import made_git_env
@@ -227,3 +228,36 @@ def test_conda_lock_installs_the_exported_wheels_where_condas_reader_refuses_the
     refused = conda.run("env", "create", "-q", "-y", "-p", str(tmp_path / "by-conda"), "--file", str(lock))
     assert refused.returncode != 0 and "'conda' or 'pypi'" in refused.stderr + refused.stdout, refused.stderr
     assert not (tmp_path / "by-conda").exists()
+
+
+def test_every_platform_of_a_lock_goes_to_conda_lock_and_installs_here(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """A team's lock for Linux, macOS and Windows as one conda-lock file, for the machines that
+    install with conda-lock, micromamba or conda (none reads rattler's lock version 7): each
+    platform's packages are the lock's, and here both conda-lock and conda install linux-64's."""
+    platforms = ["linux-64", "osx-arm64", "win-64"]
+    recipe = write_recipe(
+        tmp_path / "recipes",
+        "multi",
+        f"envkit: 1\nname: multi\nchannels: [{replica['conda-forge'].as_uri()}]\nplatforms: [{', '.join(platforms)}]\n"
+        "python: '3.12'\npackages: [pytorch, numpy]\n",
+    )
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    lock = read_lock(recipe.with_suffix(".lock"))
+    out = tmp_path / "conda-lock.yml"
+    exported = run_envkit("export", "--lock", str(recipe.with_suffix(".lock")), "--format", "conda-lock", "-o", str(out))
+    assert exported.returncode == 0, exported.stderr
+    doc = yaml.safe_load(out.read_text())
+    assert doc["metadata"]["platforms"] == platforms and sorted(doc["metadata"]["content_hash"]) == platforms
+    for platform in platforms:
+        locked = lock.for_platform(platform)
+        assert locked is not None
+        entries = [(p["name"], p["url"], p["hash"]["md5"]) for p in doc["package"] if p["platform"] == platform]
+        assert entries == [(r.name.normalized, str(r.url), bytes(r.md5).hex()) for r in locked.records]
+    here = lock.for_platform("linux-64")
+    assert here is not None
+    by_tool = tmp_path / "by-conda-lock"
+    _conda_lock_install(conda, out, by_tool)
+    assert names(by_tool) == sorted(r.name.normalized for r in here.records)
+    by_conda = tmp_path / "by-conda"
+    conda.ok("env", "create", "-q", "-y", "-p", str(by_conda), "--file", str(out))
+    assert names(by_conda) == names(by_tool)
