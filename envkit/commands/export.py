@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -80,7 +81,7 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
                 url,
                 data.get("sha256"),
                 data.get("md5"),
-                _dependencies(data),
+                _dependencies(data.get("depends") or ()),
             )
         )
     channels = [c.url for c in recorded_channels((record or {}).get("channels"))] or channels
@@ -105,11 +106,11 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
     )
 
 
-def _dependencies(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+def _dependencies(depends: Iterable[str]) -> tuple[tuple[str, str], ...]:
     """A record's depends as (name, version spec) pairs, one per name: conda-lock's form, which
     keeps no build part. A depend rattler cannot read (an old conda's) is split as conda wrote it."""
     specs: dict[str, list[str]] = {}
-    for depend in data.get("depends") or []:
+    for depend in depends:
         try:
             spec = rattler.MatchSpec(str(depend))
             name, version = (spec.name.normalized if spec.name else ""), (str(spec.version) if spec.version else "")
@@ -241,7 +242,7 @@ def _locked_snapshot(lock: Lock, locked: LockedPlatform, path: Path) -> export.E
             without_credentials(str(record.url)),
             None if record.sha256 is None else bytes(record.sha256).hex(),
             None if record.md5 is None else bytes(record.md5).hex(),
-            _dependencies({"depends": list(record.depends)}),
+            _dependencies(record.depends),
         )
         for record in locked.records
     )
