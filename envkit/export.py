@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from envkit import __version__
 from envkit.recipe.model import EnvOp
+from envkit.yamltext import quoted, text
 
 DOCKER_BASE = "condaforge/miniforge3:latest"
 DOCKER_PREFIX = "/opt/env"
@@ -75,8 +76,8 @@ class EnvSnapshot:
         ]
 
 
-def _yaml_str(value: str) -> str:
-    return json.dumps(value)  # a JSON string is a YAML double-quoted scalar
+def _docker_str(value: str) -> str:
+    return json.dumps(value)  # BuildKit's parser reads a JSON string's quotes and backslashes
 
 
 def _computed_notes(env: EnvSnapshot, where: str) -> list[str]:
@@ -93,20 +94,20 @@ def environment_yml(env: EnvSnapshot) -> str:
     lines = [
         f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
         "# Exact packages; `variables:` keeps envkit's activation settings, so `conda env create -f` sets them too.",
-        f"name: {_yaml_str(env.name)}",
+        f"name: {quoted(env.name)}",
         "channels:" if env.channels else "channels: []",  # a bare key is null, which conda's reader refuses
-        *(f"  - {_yaml_str(c)}" for c in env.channels),
+        *(f"  - {quoted(c)}" for c in env.channels),
         "dependencies:" if env.packages or env.pip else "dependencies: []",
-        *(f"  - {_yaml_str(f'{p.name}={p.version}={p.build}')}" for p in env.packages),
+        *(f"  - {quoted(f'{p.name}={p.version}={p.build}')}" for p in env.packages),
     ]
     if env.pip:
         lines.append("  - pip:")
-        lines += [f"      - {_yaml_str(p.requirement)}" for p in env.pip]
+        lines += [f"      - {quoted(p.requirement)}" for p in env.pip]
     settable = [op for op in env.activation if op.action == "set"]
     lost = [op for op in env.activation if op.action != "set"]
     if settable:
         lines.append("variables:")
-        lines += [f"  {op.name}: {_yaml_str(op.value)}" for op in settable]
+        lines += [f"  {op.name}: {quoted(op.value)}" for op in settable]
     lines += _computed_notes(env, "change it to suit the machine that runs the env")
     for op in settable:
         if "'" in (op.value or ""):
@@ -115,7 +116,7 @@ def environment_yml(env: EnvSnapshot) -> str:
     for op in lost:
         what = "unsets" if op.action == "unset" else f"{op.action}s {op.separator.join(op.entries)} to"
         lines.append(f"# not kept: envkit's activation {what} {op.name}; conda's variables are literal values and cannot")
-    return "\n".join(lines + env.editable_notes()) + "\n"
+    return text(lines + env.editable_notes())
 
 
 def explicit(env: EnvSnapshot) -> str:
@@ -128,14 +129,14 @@ def explicit(env: EnvSnapshot) -> str:
     if env.pip:
         header.append("# not kept: pip packages (" + ", ".join(f"{p.name}=={p.version}" for p in env.pip) + ")")
     header += env.editable_notes()
-    return "\n".join([*header, "@EXPLICIT", *(p.explicit_line() for p in env.packages)]) + "\n"
+    return text([*header, "@EXPLICIT", *(p.explicit_line() for p in env.packages)])
 
 
 def _docker_env(op: EnvOp) -> str | None:
     if op.action == "set":
-        return f"{op.name}={_yaml_str(op.value)}"
+        return f"{op.name}={_docker_str(op.value)}"
     # ${VAR:+...}: no separator (an empty path entry, the current directory) when VAR is unset
-    joined, sep, name = _yaml_str(op.separator.join(op.entries)), op.separator, op.name
+    joined, sep, name = _docker_str(op.separator.join(op.entries)), op.separator, op.name
     if op.action == "prepend":
         return f"{name}={joined}${{{name}:+{sep}${{{name}}}}}"
     if op.action == "append":
@@ -155,7 +156,7 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
         f"RUN conda create --yes --prefix {DOCKER_PREFIX} --file /tmp/envkit-explicit.txt && conda clean --all --yes && rm /tmp/envkit-explicit.txt",
     ]
     if env.pip:
-        wheels = " ".join(_yaml_str(p.requirement) for p in env.pip)
+        wheels = " ".join(_docker_str(p.requirement) for p in env.pip)
         lines.append(f"RUN {DOCKER_PREFIX}/bin/python -m pip install --no-deps --no-cache-dir {wheels}")
     lines.append(f"ENV CONDA_PREFIX={DOCKER_PREFIX} PATH={DOCKER_PREFIX}/bin:${{PATH}}")
     lines += _computed_notes(env, "give the host's own with docker run -e NAME=N")
@@ -165,7 +166,7 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
             lines.append(f"# not kept: envkit's activation unsets {op.name}; a Dockerfile cannot unset a variable")
         else:
             lines.append(f"ENV {entry}")
-    return "\n".join(lines) + "\n"
+    return text(lines)
 
 
 def _described(op: EnvOp) -> str:
@@ -205,19 +206,19 @@ def conda_lock(envs: tuple[EnvSnapshot, ...]) -> str:
         "version: 1",
         "metadata:",
         "  content_hash:",
-        *(f"    {env.platform}: {_yaml_str(_content_hash(env))}" for env in envs),
+        *(f"    {env.platform}: {quoted(_content_hash(env))}" for env in envs),
         "  channels:" if first.channels else "  channels: []",
-        *(f"    - url: {_yaml_str(c)}\n      used_env_vars: []" for c in first.channels),
+        *(f"    - url: {quoted(c)}\n      used_env_vars: []" for c in first.channels),
         "  platforms:",
         *(f"    - {env.platform}" for env in envs),
         "  sources: []",
         "  custom_metadata:",
-        *(f"    {_yaml_str(key)}: {_yaml_str(value)}" for key, value in custom.items()),
+        *(f"    {quoted(key)}: {quoted(value)}" for key, value in custom.items()),
         "package:" if any(env.packages or env.pip for env in envs) else "package: []",
     ]
     for env in envs:
         lines += _platform_entries(env)
-    return "\n".join(lines) + "\n"
+    return text(lines)
 
 
 def _content_hash(env: EnvSnapshot) -> str:
@@ -266,16 +267,16 @@ def _locked_entry(
 ) -> list[str]:
     """One package of a conda-lock file, in conda-lock's field order."""
     return [
-        f"  - name: {_yaml_str(name)}",
-        f"    version: {_yaml_str(version)}",
-        *([f"    build: {_yaml_str(build)}"] if build else []),
+        f"  - name: {quoted(name)}",
+        f"    version: {quoted(version)}",
+        *([f"    build: {quoted(build)}"] if build else []),
         f"    manager: {manager}",
         f"    platform: {platform}",
         "    dependencies:" if dependencies else "    dependencies: {}",
-        *(f"      {_yaml_str(dep)}: {_yaml_str(spec)}" for dep, spec in (dependencies or {}).items()),
-        f"    url: {_yaml_str(url)}",
+        *(f"      {quoted(dep)}: {quoted(spec)}" for dep, spec in (dependencies or {}).items()),
+        f"    url: {quoted(url)}",
         "    hash:" if hashes else "    hash: {}",
-        *(f"      {kind}: {_yaml_str(value)}" for kind, value in hashes.items()),
+        *(f"      {kind}: {quoted(value)}" for kind, value in hashes.items()),
         "    category: main",
         "    optional: false",
     ]

@@ -16,10 +16,14 @@ import dockerfile
 import pytest
 import rattler
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from envkit.cli import EXPORT_FORMATS
 from envkit.commands.export import FORMATS, conda_env_name
+from envkit.export import EnvSnapshot, ExportedPackage, ExportedPip, conda_lock, environment_yml, explicit
 from envkit.lock import read_lock
+from envkit.recipe.model import EnvOp
 from tests.conftest import run_envkit, write_recipe
 from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel
 from tests.support.tiny import tiny_channel
@@ -323,3 +327,32 @@ def test_an_export_names_the_commit_a_git_wheel_is_at_now(tmp_path: Path) -> Non
     wheels = next(d["pip"] for d in yaml.safe_load(export(moved, "environment-yml"))["dependencies"] if isinstance(d, dict))
     assert wheels == [f"proj @ {source}@{second}"]
     assert [p.url for p in read_lock_text(export(moved, "lock"), tmp_path).platforms[0].pip] == [f"{source}@{second}"]
+
+
+TEXT = st.text(st.characters(codec="utf-8"), min_size=1, max_size=30)  # UTF-8: no lone surrogates
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=TEXT, version=TEXT, url=TEXT, depend=TEXT, spec=st.text(max_size=20), value=st.text(max_size=40), wheel_url=TEXT)
+def test_exports_read_back_as_written_whatever_the_strings(
+    name: str, version: str, url: str, depend: str, spec: str, value: str, wheel_url: str
+) -> None:
+    """Every value the YAML exports hold reads back as itself (colons, quotes, `#`, line breaks,
+    control characters, YAML's own words, characters beyond U+FFFF, which JSON's escapes turned into
+    two), and every comment stays on its line whatever a name or a path in it holds."""
+    package = ExportedPackage(name, version, "b0", "ch", url, "a" * 64, "b" * 32, ((depend, spec),))
+    op = EnvOp("MKL_THREADING_LAYER", "set", value=value)
+    env = EnvSnapshot(name, f"/envs/{name}", "linux-64", name, (url,), (package,), (ExportedPip(name, version, wheel_url),), (op,))
+    doc = yaml.safe_load(conda_lock((env,)))
+    conda, pip = doc["package"]
+    assert (conda["name"], conda["version"], conda["url"], conda["dependencies"]) == (name, version, url, {depend: spec})
+    assert doc["metadata"]["channels"] == [{"url": url, "used_env_vars": []}]
+    assert doc["metadata"]["custom_metadata"]["envkit.activation.linux-64.MKL_THREADING_LAYER"] == value
+    assert doc["metadata"]["custom_metadata"]["envkit.recipe"] == name
+    url_part, _, fragment = wheel_url.partition("#")
+    assert pip["url"] == (url_part if fragment.startswith("sha256=") else wheel_url)
+    yml = yaml.safe_load(environment_yml(env))
+    assert (yml["name"], yml["channels"], yml["variables"]) == (name, [url], {"MKL_THREADING_LAYER": value})
+    assert yml["dependencies"][0] == f"{name}={version}=b0"
+    listed = explicit(env).split("\n")
+    assert all(line.startswith("#") for line in listed[: listed.index("@EXPLICIT")])

@@ -10,11 +10,11 @@ auto`, so envkit picks the layer its OpenMP runtimes need (the seed crash's fix)
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from envkit.names import NAME_RE
+from envkit.yamltext import quoted, text
 
 # names the toolchain section stands for: they are not repeated as packages
 TOOLCHAIN_NAMES = frozenset(
@@ -78,10 +78,6 @@ def _recipe_name(name: str | None) -> str:
     return candidate if NAME_RE.match(candidate) else "exported"
 
 
-def _yaml(value: str) -> str:
-    return json.dumps(value)  # a JSON string is a YAML double-quoted scalar
-
-
 def recipe_text(
     name: str | None,
     channels: list[str],
@@ -118,22 +114,22 @@ def recipe_text(
         "# after it), edit, then `envkit recipes validate` and `envkit lock`.",
         "envkit: 1",
         f"name: {recipe_name}",
-        "channels: [" + ", ".join(_yaml(c) for c in channels) + "]",
+        "channels: [" + ", ".join(quoted(c) for c in channels) + "]",
     ]
     if python is not None:
-        lines.append(f"python: {_yaml('.'.join(python.version.split('.')[:2]))}")
+        lines.append(f"python: {quoted('.'.join(python.version.split('.')[:2]))}")
     if specs:
         lines.append("packages:")
-        lines += [f"  - {_yaml(s)}" for s in specs]
+        lines += [f"  - {quoted(s)}" for s in specs]
     if toolchain:
         lines.append("toolchain:")
         for key in ("blas", "mkl", "openmp"):
             if key in toolchain:
-                lines.append(f"  {key}: {_yaml(str(toolchain[key]))}")
+                lines.append(f"  {key}: {quoted(str(toolchain[key]))}")
         torch = toolchain.get("pytorch")
         if isinstance(torch, dict):
             lines.append("  pytorch:")
-            lines += [f"    {k}: {_yaml(str(v))}" for k, v in torch.items()]
+            lines += [f"    {k}: {quoted(str(v))}" for k, v in torch.items()]
     threading: list[str] = []
     layer = variables.get("MKL_THREADING_LAYER")
     if layer and layer.lower() in ("gnu", "intel", "sequential", "tbb"):
@@ -143,11 +139,11 @@ def recipe_text(
     rest = {k: v for k, v in sorted(variables.items()) if k != "MKL_THREADING_LAYER" or not threading}
     if rest:
         threading.append("  env:")
-        threading += [f"    {k}: {_yaml(v)}" for k, v in rest.items()]
+        threading += [f"    {k}: {quoted(v)}" for k, v in rest.items()]
     if pip:
         lines.append("pip:")
-        lines += [f"  - {_yaml(requirement)}" for requirement in pip]
+        lines += [f"  - {quoted(requirement)}" for requirement in pip]
     if threading:
         lines += ["threading:", *threading]
     lines += [f"# left out: {what}" for what in left_out or ()]
-    return "\n".join(lines) + "\n"
+    return text(lines)
