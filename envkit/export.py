@@ -214,11 +214,9 @@ def conda_lock(envs: tuple[EnvSnapshot, ...]) -> str:
         "  sources: []",
         "  custom_metadata:",
         *(f"    {quoted(key)}: {quoted(value)}" for key, value in custom.items()),
-        "package:" if any(env.packages or env.pip for env in envs) else "package: []",
     ]
-    for env in envs:
-        lines += _platform_entries(env)
-    return text(lines)
+    entries = [line for env in envs for line in _platform_entries(env)]
+    return text([*lines, "package:" if entries else "package: []", *entries])
 
 
 def _content_hash(env: EnvSnapshot) -> str:

@@ -356,3 +356,11 @@ def test_exports_read_back_as_written_whatever_the_strings(
     assert yml["dependencies"][0] == f"{name}={version}=b0"
     listed = explicit(env).split("\n")
     assert all(line.startswith("#") for line in listed[: listed.index("@EXPLICIT")])
+
+
+def test_a_conda_lock_of_nothing_it_can_pin_is_an_empty_list_not_null() -> None:
+    """A bare `package:` is YAML's null, which conda-lock's model refuses; a wheel with no file URL
+    is left out of the entries (and named in the header)."""
+    env = EnvSnapshot("e", "/envs/e", "linux-64", None, (), (), (ExportedPip("proj", "1.0", None),), ())
+    written = conda_lock((env,))
+    assert yaml.safe_load(written)["package"] == [] and "# not kept: pip package proj==1.0" in written
