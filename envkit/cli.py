@@ -180,6 +180,11 @@ def _args_export(p: Parser) -> None:
     )
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="environment-yml | explicit | dockerfile | lock | conda-lock")
     p.add_argument("-o", "--output", type=_given, metavar="FILE", help="write to FILE, - for stdout (default: stdout)")
+    p.add_argument(
+        "--base",
+        metavar="IMAGE",
+        help="dockerfile: the image it starts FROM, one with conda on its PATH (default: condaforge/miniforge3:latest)",
+    )
     _json_flag(p)
 
 
@@ -449,8 +454,10 @@ def _export(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     if args.lock is not None:
         if args.name or args.prefix:
             raise UsageError("give either an env (-n NAME or -p PREFIX) or --lock FILE, not both")
+        if args.base is not None:
+            raise UsageError("--base is the Dockerfile's image, and --lock exports to conda-lock only")
         return export_lock(args.lock, args.format, args.output), False
-    return export_env(select_env(args.name, args.prefix), args.format, args.output), False
+    return export_env(select_env(args.name, args.prefix), args.format, args.output, base=args.base), False
 
 
 def _list(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from dataclasses import dataclass
 
 from envkit import __version__
@@ -77,7 +78,17 @@ class EnvSnapshot:
 
 
 def _docker_str(value: str) -> str:
-    return json.dumps(value)  # BuildKit's parser reads a JSON string's quotes and backslashes
+    """A double-quoted word of a Dockerfile's ENV line that every builder reads back as `value`.
+    Inside double quotes Docker's lexer (and the copies of it in buildah and kaniko) takes a
+    backslash as an escape only before a backslash, a double quote or a dollar sign, keeps it
+    before anything else, and expands $NAME. So not JSON, whose escapes of a tab or of a
+    character beyond ASCII would arrive as written, backslash and all. A line break cannot be
+    written at all (see _docker_lost)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+def _breaks_line(value: str) -> bool:
+    return "\n" in value or "\r" in value
 
 
 def _computed_notes(env: EnvSnapshot, where: str) -> list[str]:
@@ -136,7 +147,7 @@ def _docker_env(op: EnvOp) -> str | None:
     if op.action == "set":
         return f"{op.name}={_docker_str(op.value)}"
     # ${VAR:+...}: no separator (an empty path entry, the current directory) when VAR is unset
-    joined, sep, name = _docker_str(op.separator.join(op.entries)), op.separator, op.name
+    joined, sep, name = _docker_str(op.separator.join(op.entries)), _docker_str(op.separator), op.name
     if op.action == "prepend":
         return f"{name}={joined}${{{name}:+{sep}${{{name}}}}}"
     if op.action == "append":
@@ -144,28 +155,41 @@ def _docker_env(op: EnvOp) -> str | None:
     return None
 
 
+def _docker_lost(op: EnvOp) -> str | None:
+    """Why `op` has no ENV line, or None when it has one."""
+    if op.action == "unset":
+        return f"envkit's activation unsets {op.name}; a Dockerfile cannot unset a variable"
+    if _breaks_line(op.value or "") or any(_breaks_line(e) for e in (*op.entries, op.separator)):
+        return f"{op.name} holds a line break, which an ENV line cannot; give it with docker run -e {op.name}=..."
+    return None
+
+
 def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
-    """A container does not run `conda activate`, so the settings become ENV lines; the package
-    list travels inside the Dockerfile (a heredoc), so nothing else needs copying into the build."""
+    """A container does not run `conda activate`, so the settings become ENV lines. The package
+    list travels inside the Dockerfile, written by a RUN step, so nothing else needs copying into
+    the build; not as a heredoc, which buildah before 1.33 (podman before 4.8), Google's kaniko
+    and Docker's legacy builder cannot read, and which needs a `# syntax=` image an offline
+    BuildKit cannot pull."""
+    listing = "@EXPLICIT", *(p.explicit_line() for p in env.packages)
     lines = [
-        "# syntax=docker/dockerfile:1.4",
         f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
         "# The env's exact packages, then its activation settings as ENV: containers do not run conda activate.",
+        f"# The image needs conda on its PATH (envkit export --base IMAGE names another); packages for {env.platform}.",
         f"FROM {base}",
-        f"COPY <<'ENVKIT_EXPLICIT' /tmp/envkit-explicit.txt\n{explicit(env).rstrip()}\nENVKIT_EXPLICIT",
-        f"RUN conda create --yes --prefix {DOCKER_PREFIX} --file /tmp/envkit-explicit.txt && conda clean --all --yes && rm /tmp/envkit-explicit.txt",
+        "RUN printf '%s\\n' \\",
+        *(f"      {shlex.quote(line)} \\" for line in listing),
+        "      > /tmp/envkit-explicit.txt \\",
+        f" && conda create --yes --prefix {DOCKER_PREFIX} --file /tmp/envkit-explicit.txt \\",
+        " && conda clean --all --yes && rm /tmp/envkit-explicit.txt",
     ]
     if env.pip:
-        wheels = " ".join(_docker_str(p.requirement) for p in env.pip)
+        wheels = " ".join(shlex.quote(p.requirement) for p in env.pip)
         lines.append(f"RUN {DOCKER_PREFIX}/bin/python -m pip install --no-deps --no-cache-dir {wheels}")
     lines.append(f"ENV CONDA_PREFIX={DOCKER_PREFIX} PATH={DOCKER_PREFIX}/bin:${{PATH}}")
     lines += _computed_notes(env, "give the host's own with docker run -e NAME=N")
     for op in env.activation:
-        entry = _docker_env(op)
-        if entry is None:
-            lines.append(f"# not kept: envkit's activation unsets {op.name}; a Dockerfile cannot unset a variable")
-        else:
-            lines.append(f"ENV {entry}")
+        lost = _docker_lost(op)
+        lines.append(f"# not kept: {lost}" if lost else f"ENV {_docker_env(op)}")
     return text(lines)
 
 

@@ -1,12 +1,14 @@
 """`envkit export` read back by the parsers other tools use: YAML for environment.yml, BuildKit's
-Dockerfile parser (the `dockerfile` package), rattler for locks. conda itself installs the exports
-in tests/conda/test_exports_in_conda.py."""
+Dockerfile parser (the `dockerfile` package) and a real builder's reading of ENV lines (buildah),
+rattler for locks. conda itself installs the exports, and buildah builds the whole Dockerfile, in
+tests/conda/test_exports_in_conda.py."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -16,15 +18,18 @@ import dockerfile
 import pytest
 import rattler
 import yaml
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envkit.cli import EXPORT_FORMATS
 from envkit.commands.export import FORMATS, conda_env_name
 from envkit.export import EnvSnapshot, ExportedPackage, ExportedPip, conda_lock, environment_yml, explicit
+from envkit.export import dockerfile as docker_text
 from envkit.lock import read_lock
 from envkit.recipe.model import EnvOp
+from envkit.yamltext import quoted
 from tests.conftest import run_envkit, write_recipe
+from tests.support.buildah import Builder
 from tests.support.pipchannel import homemade_wheel, offline_pip_env, pip_channel
 from tests.support.tiny import tiny_channel
 from tests.test_sync import _hand_moved, made_git_env
@@ -38,13 +43,15 @@ VARIABLES = """threading:
 """
 
 
-def exported_env(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """An envkit env with conda packages, pip wheels locked by URL, and every kind of variable."""
+def exported_env(tmp_path: Path, extra_variables: dict[str, str] | None = None) -> tuple[Path, dict[str, str]]:
+    """An envkit env with conda packages, pip wheels locked by URL, and every kind of variable
+    (`extra_variables`: more values to set)."""
     channel, links = pip_channel(tmp_path)
+    variables = VARIABLES + "".join(f"    {name}: {quoted(value)}\n" for name, value in (extra_variables or {}).items())
     recipe = write_recipe(
         tmp_path / "r",
         "exp",
-        f'envkit: 1\nname: exp\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl]\n{VARIABLES}',
+        f'envkit: 1\nname: exp\nchannels: [{channel.as_uri()}]\npython: "3.11"\npackages: [pip]\npip: [threadpoolctl]\n{variables}',
     )
     env = offline_pip_env(dict(os.environ), links)
     proc = run_envkit("create", str(recipe), "--yes", "--no-probe", env=env)
@@ -146,18 +153,68 @@ def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> Non
     folder = run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "-o", str(tmp_path))
     assert folder.returncode == 2 and f"e.g. {tmp_path / 'Dockerfile'})" in folder.stderr, folder.stderr
     commands = dockerfile.parse_file(str(out))
-    assert [c.cmd for c in commands][:4] == ["FROM", "COPY", "RUN", "RUN"]
-    copy = commands[1]
-    assert copy.value[0] == "<<'ENVKIT_EXPLICIT'" and copy.value[1] == "/tmp/envkit-explicit.txt"
-    heredoc = copy.original.split("\n", 1)[1].rsplit("\nENVKIT_EXPLICIT", 1)[0] + "\n"
-    assert heredoc == export(prefix, "explicit")  # the file the image installs is the explicit export
-    assert "--file /tmp/envkit-explicit.txt" in commands[2].value[0]
-    assert '"threadpoolctl @ file://' in commands[3].value[0] and "--no-deps" in commands[3].value[0]
+    assert [c.cmd for c in commands][:3] == ["FROM", "RUN", "RUN"] and commands[0].value == ("condaforge/miniforge3:latest",)
+    assert "<<" not in out.read_text() and "# syntax=" not in out.read_text()  # what older builders and an offline BuildKit read
+    # the RUN step writes the explicit export's list (its comments aside), then conda installs it
+    words = shlex.split(commands[1].value[0])
+    assert words[:2] == ["printf", "%s\\n"] and words[words.index(">") + 1] == "/tmp/envkit-explicit.txt"
+    listed = [line for line in export(prefix, "explicit").splitlines() if not line.startswith("#")]
+    assert words[2 : words.index(">")] == listed and listed[0] == "@EXPLICIT"
+    assert "conda create --yes --prefix /opt/env --file /tmp/envkit-explicit.txt" in commands[1].value[0]
+    pip = shlex.split(commands[2].value[0])
+    assert pip[-1].startswith("threadpoolctl @ file://") and "--no-deps" in pip
     env_lines = [c.original for c in commands if c.cmd == "ENV"]
     assert 'ENV MKL_THREADING_LAYER="GNU"' in env_lines
-    assert 'ENV EXTRA_PATHS="/opt/x:/opt/y"${EXTRA_PATHS:+:${EXTRA_PATHS}}' in env_lines
-    assert any(c.startswith("ENV TRICKY=") for c in env_lines)
+    assert 'ENV EXTRA_PATHS="/opt/x:/opt/y"${EXTRA_PATHS:+":"${EXTRA_PATHS}}' in env_lines
+    assert 'ENV TRICKY="a \'b\' \\"c\\" \\$d `e` *"' in env_lines
     assert "# not kept: envkit's activation unsets GONE" in out.read_text()
+    # another base image, for a team's own (with conda on its PATH); a word, and only for a Dockerfile
+    based = run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "--base", "registry.example/ml/conda:24.11")
+    assert based.returncode == 0 and "\nFROM registry.example/ml/conda:24.11\n" in based.stdout
+    for bad, fmt, said in (
+        ("two words", "dockerfile", "is not an image reference"),
+        ("-x", "dockerfile", "is not an image reference"),
+        ("img", "explicit", "--format explicit has none"),
+    ):
+        refused = run_envkit("export", "-p", str(prefix), "--format", fmt, f"--base={bad}")
+        assert refused.returncode == 2 and said in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    with_lock = run_envkit("export", "--lock", str(out), "--format", "conda-lock", "--base", "img")
+    assert with_lock.returncode == 2 and "--base is the Dockerfile's image" in with_lock.stderr
+
+
+def test_a_value_with_a_line_break_is_named_not_written_into_the_dockerfile() -> None:
+    """An ENV line ends at a line break; a value holding one cannot be written, so it is named."""
+    ops = (EnvOp("TWO_LINES", "set", value="a\nb"), EnvOp("P", "prepend", entries=("/x\r",)), EnvOp("OK", "set", value="c"))
+    written = docker_text(EnvSnapshot("e", "/envs/e", "linux-64", None, (), (), (), ops))
+    assert "ENV TWO_LINES" not in written and "ENV P=" not in written and 'ENV OK="c"' in written
+    assert "# not kept: TWO_LINES holds a line break" in written and "# not kept: P holds a line break" in written
+
+
+ENV_VALUE = st.text(st.characters(codec="utf-8", blacklist_characters="\x00\n\r"), max_size=30)
+ENTRY_VALUE = st.text(st.characters(codec="utf-8", blacklist_characters="\x00\n\r:"), min_size=1, max_size=12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(values=st.lists(ENV_VALUE, min_size=1, max_size=12), entries=st.lists(ENTRY_VALUE, min_size=1, max_size=3))
+def test_property_a_builder_reads_every_env_line_back_as_the_value(
+    tmp_path_factory: pytest.TempPathFactory, values: list[str], entries: list[str]
+) -> None:
+    """The Dockerfile's ENV lines, built by a real builder (buildah) FROM scratch: each variable in
+    the image's config is the value exactly (`$`, quotes, backslashes, tabs, characters beyond
+    ASCII; JSON's quoting lost a `$NAME` and wrote `\\u00e9` as those six characters)."""
+    ops = (*(EnvOp(f"V{i}", "set", value=v) for i, v in enumerate(values)), EnvOp("P", "prepend", entries=tuple(entries)))
+    written = docker_text(EnvSnapshot("e", "/envs/e", "linux-64", None, (), (), (), ops))
+    env_lines = [
+        line for line in written.split("\n") if line.startswith(("ENV V", "ENV P="))
+    ]  # not splitlines: \x1e is no line break to Docker
+    work = tmp_path_factory.mktemp("envlines")
+    (work / "Dockerfile").write_text("FROM scratch\n" + "\n".join(env_lines) + "\n", encoding="utf-8")
+    builder = Builder(work / "buildah", ())
+    built = builder.build(work / "Dockerfile", "envlines")
+    assert built.returncode == 0, built.stderr[-2000:]
+    image_env = builder.config_env("envlines")
+    assert [image_env[f"V{i}"] for i in range(len(values))] == values
+    assert image_env["P"] == ":".join(entries)
 
 
 def test_lock_export_reinstalls_the_same_env(tmp_path: Path) -> None:

@@ -199,21 +199,35 @@ def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
     return text + "".join(f"{line}\n" for line in [*unpinned, *env.editable_notes()])
 
 
-def export_env(prefix: Path, fmt: str, output: str | None) -> Result:
+def export_env(prefix: Path, fmt: str, output: str | None, *, base: str | None = None) -> Result:
+    """`base`: the image a Dockerfile starts FROM (the default: export.DOCKER_BASE)."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown export format {fmt!r}", hint="one of " + ", ".join(FORMATS))
+    if base is not None:
+        _check_base(base, fmt)
     env = snapshot(prefix)
     if fmt == "environment-yml":
         text = export.environment_yml(env)
     elif fmt == "explicit":
         text = export.explicit(env)
     elif fmt == "dockerfile":
-        text = export.dockerfile(env)
+        text = export.dockerfile(env, base or export.DOCKER_BASE)
     elif fmt == "conda-lock":
         text = export.conda_lock((env,))
     else:
         text = _lock_text(prefix, env)
     return _written(fmt, prefix, text, output, USUAL_NAMES.get(fmt, f"{prefix.name}.lock"))
+
+
+def _check_base(base: str, fmt: str) -> None:
+    """An image reference is one word: a space would make the FROM line `FROM image AS stage` or
+    worse, and a line break would end the instruction."""
+    if fmt != "dockerfile":
+        raise UsageError(f"--base {base} is the image a Dockerfile starts from; --format {fmt} has none", hint="leave out --base")
+    if not base or base.startswith("-") or any(ch.isspace() or not ch.isprintable() for ch in base):
+        raise UsageError(
+            f"--base {base!r} is not an image reference", hint="give one word such as registry.example/team/conda:24.11 or name@sha256:..."
+        )
 
 
 def export_lock(lock_ref: str, fmt: str, output: str | None) -> Result:

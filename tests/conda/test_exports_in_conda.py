@@ -1,8 +1,8 @@
 """envkit's exports installed by the real conda: `conda env create -f` keeps the activation
 settings (seen after `conda activate`), `conda create --file` takes the explicit list with its
-hashes, and the Dockerfile's steps run as a builder would run them (no Docker here: its COPY
-heredoc is written out and its RUN lines run with this conda, its ENV lines applied). The
-conda-lock export is installed by conda-lock itself and by conda's conda-lockfiles plugin."""
+hashes, and a real image builder (buildah) builds the Dockerfile with this conda in its base
+image. The conda-lock export is installed by conda-lock itself and by conda's conda-lockfiles
+plugin."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import os
 import subprocess
 from pathlib import Path
 
-import dockerfile
 import yaml
 
 from envkit.lock import read_lock
 from tests.conda.test_envkit_envs_in_conda import envkit_env
-from tests.conftest import run_envkit, write_recipe
+from tests.conftest import ROOT, run_envkit, write_recipe
+from tests.support.buildah import Builder, host_mounts
 from tests.support.conda import Conda, tool_exe
 from tests.test_export import exported_env
 from tests.test_sync import made_git_env
@@ -74,48 +74,43 @@ def test_conda_create_from_the_explicit_list(conda: Conda, tmp_path: Path) -> No
     assert sorted(explicit) == sorted(ours)
 
 
-def test_dockerfile_steps_build_the_env(conda: Conda, tmp_path: Path) -> None:
-    """Each instruction of the exported Dockerfile, carried out here: the image's /opt/env is a tmp
-    dir, the image's conda is the test conda (with its own package cache: the RUN line cleans it)."""
-    prefix, pip_env = exported_env(tmp_path)
-    out = tmp_path / "Dockerfile"
-    assert run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "-o", str(out)).returncode == 0
-    image = tmp_path / "image"
-    (image / "tmp").mkdir(parents=True)
-    built = image / "opt" / "env"
+WIDE = 'é \\u00e9 a\\b\ttab ${HOME} $x "q" 🚀'  # what JSON's quoting (the old ENV lines) changed in a builder
 
-    def here(text: str) -> str:
-        return text.replace("/opt/env", str(built)).replace("/tmp/envkit-explicit.txt", str(image / "tmp" / "envkit-explicit.txt"))
 
-    env = conda.environ(CONDA_PKGS_DIRS=str(tmp_path / "image-pkgs"), **{k: v for k, v in pip_env.items() if k.startswith("PIP_")})
-    env["PATH"] = f"{conda.exe.parent}:{env['PATH']}"
-    image_env: dict[str, str] = {"PATH": env["PATH"]}
-    for command in dockerfile.parse_file(str(out)):
-        if command.cmd == "COPY":
-            body = command.original.split("\n", 1)[1].rsplit("\n" + command.value[0].strip("<'"), 1)[0] + "\n"
-            Path(here(command.value[1])).write_text(body)
-        elif command.cmd == "RUN":
-            proc = subprocess.run(["bash", "-c", here(command.value[0])], capture_output=True, text=True, env=env, timeout=600, check=False)
-            assert proc.returncode == 0, f"{command.original[:200]}\n{proc.stderr[-2000:]}"
-        elif command.cmd == "ENV":
-            pairs = list(command.value)
-            for name, value in zip(pairs[::2], pairs[1::2], strict=True):
-                expanded = subprocess.run(
-                    ["bash", "-c", f'printf %s "{here(value)}"'], capture_output=True, text=True, env=image_env, check=True
-                ).stdout
-                image_env[name] = expanded
-    assert names(built) == names(prefix)
-    assert (built / "lib" / "python3.11" / "site-packages" / "threadpoolctl-3.8.0.dist-info").is_dir()
-    assert image_env["MKL_THREADING_LAYER"] == "GNU" and image_env["EXTRA_PATHS"] == "/opt/x:/opt/y"
-    assert image_env["CONDA_PREFIX"] == str(built)
-    proc = subprocess.run(
-        ["python", "-c", "import os, sys; print(sys.prefix, os.environ['MKL_THREADING_LAYER'])"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **image_env},
-        check=True,
+def test_buildah_builds_the_dockerfile_and_its_image_has_the_settings(conda: Conda, tmp_path: Path) -> None:
+    """A real builder (buildah: podman's engine) builds the exported Dockerfile as it is, FROM a
+    conda image made here: the image's env holds the env's packages and its wheel, its config the
+    activation settings exactly, and a process started in it sees them. buildah 1.28 reads no
+    heredoc (1.33 does), so this also holds the export to what older builders read."""
+    prefix, pip_env = exported_env(tmp_path, extra_variables={"WIDE": WIDE})
+    links = Path(next(v for k, v in pip_env.items() if k == "PIP_FIND_LINKS"))
+    builder = Builder(tmp_path / "buildah", host_mounts(ROOT, tmp_path / "pipchannel", links))
+    base = builder.conda_image(
+        conda.exe,
+        "envkit-test-conda",
+        {"CONDA_PKGS_DIRS": "/tmp/pkgs", "CONDA_ADD_PIP_AS_PYTHON_DEPENDENCY": "false", "CONDA_NUMBER_CHANNEL_NOTICES": "0"},
     )
-    assert proc.stdout.split() == [str(built), "GNU"]
+    context = tmp_path / "context"
+    context.mkdir()
+    out = context / "Dockerfile"
+    assert run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "--base", base, "-o", str(out)).returncode == 0
+    built = builder.build(out, "envkit-test-env")
+    assert built.returncode == 0, f"{built.stdout[-3000:]}\n{built.stderr[-3000:]}"
+    records = [name for name in builder.files("envkit-test-env", "/opt/env/conda-meta") if name.endswith(".json")]
+    assert records == sorted(p.name for p in (prefix / "conda-meta").glob("*.json"))
+    assert "threadpoolctl-3.8.0.dist-info" in builder.files("envkit-test-env", "/opt/env/lib/python3.11/site-packages")
+    image_env = builder.config_env("envkit-test-env")
+    assert image_env["MKL_THREADING_LAYER"] == "GNU" and image_env["EXTRA_PATHS"] == "/opt/x:/opt/y"
+    assert image_env["TRICKY"] == "a 'b' \"c\" $d `e` *" and image_env["WIDE"] == WIDE
+    assert image_env["CONDA_PREFIX"] == "/opt/env" and image_env["PATH"].startswith(f"/opt/env/bin:{conda.exe.parent}:")
+    assert "GONE" not in image_env
+    # a process in the image: the env's python, with the settings
+    check = context / "Check.Dockerfile"
+    show = "import json, os, sys; print(json.dumps([sys.prefix, os.environ['MKL_THREADING_LAYER'], os.environ['WIDE']]))"
+    check.write_text(f"FROM localhost/envkit-test-env\nRUN python -c {json.dumps(show)}\n")
+    ran = builder.build(check, "envkit-test-check")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert json.dumps(["/opt/env", "GNU", WIDE]) in ran.stdout
 
 
 def test_conda_reads_rattler_lock_version_6_only(conda: Conda, tmp_path: Path) -> None:
