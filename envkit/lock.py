@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +126,7 @@ def write_lock(path: Path, lock: Lock) -> None:
     finally:
         os.unlink(tmp)
     first, _, rest = text.partition("\n")
+    rest = _with_wheel_hashes(rest)
     if not first.startswith("version:"):
         raise UsageError(f"rattler wrote a lock file envkit does not recognise (first line {first!r})", hint="upgrade envkit")
     meta = {
@@ -142,6 +144,33 @@ def write_lock(path: Path, lock: Lock) -> None:
     }
     # JSON is YAML: one line, stable, no dependency on a YAML emitter's choices
     write_output(path, f"{first}\nenvkit: {json.dumps(meta['envkit'], sort_keys=True)}\n{rest}", f"{lock.recipe}.lock")
+
+
+WHEEL_ENTRY = re.compile(r"- pypi: \S*#sha256=([0-9a-f]{64})")
+
+
+def _with_wheel_hashes(text: str) -> str:
+    """Each wheel's sha256 in the format's own field as well as in its URL's fragment: py-rattler
+    takes only a location, and the format's other readers (pixi, pixi-sbom: rattler_lock) read a
+    wheel's hash from the field alone, so a wheel locked by its fragment went unverified there.
+    Entries of the top-level package list only (`- pypi:` at the start of a line); an entry's
+    fields are the lines indented under it."""
+    lines = text.split("\n")
+    out: list[str] = []
+    pending: str | None = None  # the hash of the wheel entry being copied
+    for line in lines:
+        if pending is not None and not line.startswith("  "):
+            out.append(f"  sha256: {pending}")
+            pending = None
+        if pending is not None and line.startswith("  sha256:"):
+            pending = None  # rattler wrote one itself
+        found = WHEEL_ENTRY.fullmatch(line)
+        if found:
+            pending = found.group(1)
+        out.append(line)
+    if pending is not None:
+        out.append(f"  sha256: {pending}")
+    return "\n".join(out)
 
 
 def _envkit_section(text: str, path: Path) -> dict[str, Any]:

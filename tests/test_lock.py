@@ -299,6 +299,9 @@ def test_pip_is_locked_to_files_with_hashes_and_installed_exactly(tmp_path: Path
     pypi = rattler.LockFile.from_path(recipe.parent / "withpip.lock").default_environment()
     assert pypi is not None
     assert {str(k): sorted(p.name for p in v) for k, v in pypi.pypi_packages().items()} == {"linux-64": ["mpmath", "threadpoolctl"]}
+    # the format's own hash field too: rattler_lock's readers (pixi) take a wheel's hash from it alone
+    read_hashes = {p.name: p.hashes.sha256.hex() for v in pypi.pypi_packages().values() for p in v if p.hashes and p.hashes.sha256}
+    assert read_hashes == {p.name: p.sha256 for p in linux.pip}
 
     # pip is pointed at an empty wheelhouse: it installs the locked files by URL, no index, no resolving
     (tmp_path / "empty").mkdir()

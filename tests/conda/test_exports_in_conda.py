@@ -2,7 +2,7 @@
 settings (seen after `conda activate`), `conda create --file` takes the explicit list with its
 hashes, and a real image builder (buildah) builds the Dockerfile with this conda in its base
 image. The conda-lock export is installed by conda-lock itself and by conda's conda-lockfiles
-plugin."""
+plugin; pixi-sbom reads the lock, the exports and the env."""
 
 from __future__ import annotations
 
@@ -200,6 +200,56 @@ def test_conda_lock_and_conda_install_the_conda_lock_export(conda: Conda, replic
     assert fixed.returncode == 0 and "EK001" in fixed.stdout, fixed.stdout + fixed.stderr
     shown = conda.ok("run", "-p", str(by_conda), "python", "-c", "import os; print(os.environ.get('MKL_THREADING_LAYER'))")
     assert shown.strip() == "GNU"
+
+
+def _sbom(*args: str) -> list[tuple[str, str, str | None]]:
+    """pixi-sbom's CycloneDX document of a lock or an env: each component's name, version and sha256."""
+    proc = subprocess.run([str(tool_exe("pixi-sbom")), *args, "--output", "-"], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    components = json.loads(proc.stdout)["components"]
+    sha = {c["name"]: next((h["content"] for h in c.get("hashes") or () if h["alg"] == "SHA-256"), None) for c in components}
+    return sorted((c["name"], c["version"], sha[c["name"]]) for c in components)
+
+
+def test_pixi_sbom_reads_the_lock_the_exports_and_the_env_alike(replica: dict[str, Path], tmp_path: Path) -> None:
+    """An SBOM for a team's compliance check, made by pixi-sbom (rattler's lock format read by
+    pixi's Rust code, not py-rattler's): envkit's lock, its conda-lock export and the env itself
+    give the same packages, with the same hashes, the wheel's included (its hash was only in the
+    URL's fragment, which rattler_lock's readers do not read as one, until the lock wrote the
+    format's own field too); the explicit list has the conda packages. A three-platform lock gives
+    each platform's records."""
+    prefix, _ = exported_env(tmp_path)
+    record = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())
+    wheel = record["pip_installed"][0]
+    conda_side = [json.loads(p.read_text()) for p in (prefix / "conda-meta").glob("*.json")]
+    want = sorted(
+        [(r["name"], r["version"], r["sha256"]) for r in conda_side]
+        + [(wheel["name"], wheel["version"], wheel["url"].split("#sha256=")[1])]
+    )
+    files = {}
+    for fmt, name in (("lock", "exp.lock"), ("conda-lock", "conda-lock.yml"), ("explicit", "explicit.txt")):
+        files[fmt] = tmp_path / name
+        assert run_envkit("export", "-p", str(prefix), "--format", fmt, "-o", str(files[fmt])).returncode == 0
+    assert _sbom("--lockfile", str(files["lock"])) == want
+    assert _sbom("--lockfile", str(files["conda-lock"])) == want
+    assert _sbom("--prefix", str(prefix)) == [
+        (n, v, None if n == wheel["name"] else sha) for n, v, sha in want
+    ]  # an env keeps no wheel's hash
+    assert _sbom("--lockfile", str(files["explicit"])) == [w for w in want if w[0] != wheel["name"]]
+    platforms = ["linux-64", "osx-arm64", "win-64"]
+    recipe = write_recipe(
+        tmp_path / "recipes",
+        "multi",
+        f"envkit: 1\nname: multi\nchannels: [{replica['conda-forge'].as_uri()}]\nplatforms: [{', '.join(platforms)}]\n"
+        "python: '3.12'\npackages: [pytorch, numpy]\n",
+    )
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    lock = read_lock(recipe.with_suffix(".lock"))
+    for platform in platforms:
+        locked = lock.for_platform(platform)
+        assert locked is not None
+        records = sorted((r.name.normalized, str(r.version), bytes(r.sha256).hex() if r.sha256 else None) for r in locked.records)
+        assert _sbom("--lockfile", str(recipe.with_suffix(".lock")), "--platform", platform) == records
 
 
 def test_conda_lock_installs_the_exported_wheels_where_condas_reader_refuses_them(conda: Conda, tmp_path: Path) -> None:
