@@ -20,6 +20,15 @@ from envkit.yamltext import quoted, text
 
 DOCKER_BASE = "condaforge/miniforge3:latest"
 DOCKER_PREFIX = "/opt/env"
+# conda's Linux subdirs as the OCI platforms images are built for: the packages are that machine's
+DOCKER_PLATFORMS = {
+    "linux-64": "linux/amd64",
+    "linux-aarch64": "linux/arm64",
+    "linux-ppc64le": "linux/ppc64le",
+    "linux-s390x": "linux/s390x",
+    "linux-armv7l": "linux/arm/v7",
+    "linux-32": "linux/386",
+}
 
 
 @dataclass(frozen=True)
@@ -165,7 +174,9 @@ def _docker_lost(op: EnvOp) -> str | None:
 
 
 def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
-    """A container does not run `conda activate`, so the settings become ENV lines. The package
+    """A container does not run `conda activate`, so the settings become ENV lines. FROM names the
+    platform the packages are for: a builder on another (an Apple Silicon laptop, for a linux-64
+    env) would otherwise start an image of its own and install binaries it cannot run. The package
     list travels inside the Dockerfile, written by a RUN step, so nothing else needs copying into
     the build; not as a heredoc, which buildah before 1.33 (podman before 4.8), Google's kaniko
     and Docker's legacy builder cannot read, and which needs a `# syntax=` image an offline
@@ -175,7 +186,7 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
         f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
         "# The env's exact packages, then its activation settings as ENV: containers do not run conda activate.",
         f"# The image needs conda on its PATH (envkit export --base IMAGE names another); packages for {env.platform}.",
-        f"FROM {base}",
+        f"FROM --platform={DOCKER_PLATFORMS.get(env.platform, env.platform)} {base}",
         "RUN printf '%s\\n' \\",
         *(f"      {shlex.quote(line)} \\" for line in listing),
         "      > /tmp/envkit-explicit.txt \\",

@@ -153,7 +153,8 @@ def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> Non
     folder = run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "-o", str(tmp_path))
     assert folder.returncode == 2 and f"e.g. {tmp_path / 'Dockerfile'})" in folder.stderr, folder.stderr
     commands = dockerfile.parse_file(str(out))
-    assert [c.cmd for c in commands][:3] == ["FROM", "RUN", "RUN"] and commands[0].value == ("condaforge/miniforge3:latest",)
+    assert [c.cmd for c in commands][:3] == ["FROM", "RUN", "RUN"]
+    assert commands[0].original == "FROM --platform=linux/amd64 condaforge/miniforge3:latest"  # the packages' machine
     assert "<<" not in out.read_text() and "# syntax=" not in out.read_text()  # what older builders and an offline BuildKit read
     # the RUN step writes the explicit export's list (its comments aside), then conda installs it
     words = shlex.split(commands[1].value[0])
@@ -170,7 +171,7 @@ def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> Non
     assert "# not kept: envkit's activation unsets GONE" in out.read_text()
     # another base image, for a team's own (with conda on its PATH); a word, and only for a Dockerfile
     based = run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "--base", "registry.example/ml/conda:24.11")
-    assert based.returncode == 0 and "\nFROM registry.example/ml/conda:24.11\n" in based.stdout
+    assert based.returncode == 0 and "\nFROM --platform=linux/amd64 registry.example/ml/conda:24.11\n" in based.stdout
     for bad, fmt, said in (
         ("two words", "dockerfile", "is not an image reference"),
         ("-x", "dockerfile", "is not an image reference"),
@@ -180,6 +181,20 @@ def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> Non
         assert refused.returncode == 2 and said in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     with_lock = run_envkit("export", "--lock", str(out), "--format", "conda-lock", "--base", "img")
     assert with_lock.returncode == 2 and "--base is the Dockerfile's image" in with_lock.stderr
+
+
+def test_a_dockerfile_of_an_env_that_is_not_linux_is_refused(tmp_path: Path) -> None:
+    """A Dockerfile builds a Linux image: the packages of an env made on a Mac cannot go into one.
+    (No Mac here: the env's record is made to say osx-arm64, as envkit writes it there.)"""
+    prefix, _ = exported_env(tmp_path)
+    record_file = prefix / "etc" / "envkit" / "record.json"
+    record = json.loads(record_file.read_text())
+    assert record["platform"] == "linux-64"
+    record_file.write_text(json.dumps({**record, "platform": "osx-arm64"}))
+    refused = run_envkit("export", "-p", str(prefix), "--format", "dockerfile")
+    assert refused.returncode == 2 and "holds osx-arm64 packages, and a Dockerfile builds a Linux image" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "a Linux env of the same recipe" in refused.stderr
+    assert "# platform: osx-arm64" in export(prefix, "explicit")
 
 
 def test_a_value_with_a_line_break_is_named_not_written_into_the_dockerfile() -> None:

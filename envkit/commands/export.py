@@ -211,6 +211,12 @@ def export_env(prefix: Path, fmt: str, output: str | None, *, base: str | None =
     elif fmt == "explicit":
         text = export.explicit(env)
     elif fmt == "dockerfile":
+        if env.platform not in export.DOCKER_PLATFORMS:
+            raise UsageError(
+                f"{prefix} holds {env.platform} packages, and a Dockerfile builds a Linux image",
+                hint="export a Linux env of the same recipe (envkit create RECIPE --locked on a Linux machine, "
+                "from a lock with linux-64 in its platforms)",
+            )
         text = export.dockerfile(env, base or export.DOCKER_BASE)
     elif fmt == "conda-lock":
         text = export.conda_lock((env,))

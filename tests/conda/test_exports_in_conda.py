@@ -111,6 +111,11 @@ def test_buildah_builds_the_dockerfile_and_its_image_has_the_settings(conda: Con
     ran = builder.build(check, "envkit-test-check")
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert json.dumps(["/opt/env", "GNU", WIDE]) in ran.stdout
+    # the same name, for arm64 (a builder's own base on an Apple Silicon laptop): FROM asks for the
+    # packages' machine, so the builder does not take it and install linux-64 binaries on arm64
+    builder.conda_image(conda.exe, "envkit-test-conda", {}, arch="arm64")
+    elsewhere = builder.build(out, "envkit-test-arm")
+    assert elsewhere.returncode != 0 and "image not known" in elsewhere.stderr, elsewhere.stderr[-2000:]
 
 
 def test_conda_reads_rattler_lock_version_6_only(conda: Conda, tmp_path: Path) -> None:

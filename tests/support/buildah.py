@@ -62,8 +62,10 @@ class Builder:
         assert proc.returncode == 0, f"buildah {' '.join(args[:3])} -> {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         return proc.stdout
 
-    def conda_image(self, conda: Path, name: str, env: dict[str, str]) -> str:
-        """An image with `conda` on its PATH and `env` in its config, as a team's base image would be."""
+    def conda_image(self, conda: Path, name: str, env: dict[str, str], arch: str | None = None) -> str:
+        """An image with `conda` on its PATH and `env` in its config, as a team's base image would
+        be; `arch`: the machine it says it is for (another than this one's: as a builder on an Apple
+        Silicon laptop has its own)."""
         self.root.mkdir(parents=True, exist_ok=True)
         skeleton = self.root / "skeleton.tar"
         skeleton.write_bytes(_skeleton())
@@ -71,7 +73,7 @@ class Builder:
         self.ok("add", container, str(skeleton), "/")
         path = f"{conda.parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         config = [arg for key, value in {"PATH": path, "HOME": "/root", **env}.items() for arg in ("--env", f"{key}={value}")]
-        self.ok("config", *config, container)
+        self.ok("config", *config, *(["--arch", arch] if arch else []), container)
         self.ok("commit", "--quiet", container, name)
         self.ok("rm", container)
         return f"localhost/{name}"
@@ -79,7 +81,10 @@ class Builder:
     def build(self, dockerfile: Path, tag: str) -> subprocess.CompletedProcess[str]:
         volumes = [arg for path in self.mounts for arg in ("--volume", f"{path}:{path}:ro")]
         context = dockerfile.parent
-        return self.run("bud", "--isolation", "chroot", "--layers=false", *volumes, "-f", str(dockerfile), "-t", tag, str(context))
+        # no registry here: an image is local or not there (a pull would wait on a connection first)
+        return self.run(
+            "bud", "--pull-never", "--isolation", "chroot", "--layers=false", *volumes, "-f", str(dockerfile), "-t", tag, str(context)
+        )
 
     def config_env(self, image: str) -> dict[str, str]:
         """The image's environment, as `docker run` would start a process with it."""
