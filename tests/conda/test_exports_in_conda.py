@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from envkit.lock import read_lock
+from envkit.lock import Lock, read_lock
 from tests.conda.test_envkit_envs_in_conda import envkit_env
 from tests.conftest import ROOT, run_envkit, write_recipe
 from tests.support.buildah import Builder, host_mounts
@@ -207,6 +207,21 @@ def test_conda_lock_and_conda_install_the_conda_lock_export(conda: Conda, replic
     assert shown.strip() == "GNU"
 
 
+PLATFORMS = ["linux-64", "osx-arm64", "win-64"]
+
+
+def team_lock(replica: dict[str, Path], tmp_path: Path) -> tuple[Path, Lock]:
+    """A recipe locked for Linux, macOS and Windows on the replica, and its lock."""
+    recipe = write_recipe(
+        tmp_path / "recipes",
+        "multi",
+        f"envkit: 1\nname: multi\nchannels: [{replica['conda-forge'].as_uri()}]\nplatforms: [{', '.join(PLATFORMS)}]\n"
+        "python: '3.12'\npackages: [pytorch, numpy]\n",
+    )
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    return recipe, read_lock(recipe.with_suffix(".lock"))
+
+
 def _sbom(*args: str) -> list[tuple[str, str, str | None]]:
     """pixi-sbom's CycloneDX document of a lock or an env: each component's name, version and sha256."""
     proc = subprocess.run([str(tool_exe("pixi-sbom")), *args, "--output", "-"], capture_output=True, text=True, timeout=120, check=False)
@@ -241,16 +256,8 @@ def test_pixi_sbom_reads_the_lock_the_exports_and_the_env_alike(replica: dict[st
         (n, v, None if n == wheel["name"] else sha) for n, v, sha in want
     ]  # an env keeps no wheel's hash
     assert _sbom("--lockfile", str(files["explicit"])) == [w for w in want if w[0] != wheel["name"]]
-    platforms = ["linux-64", "osx-arm64", "win-64"]
-    recipe = write_recipe(
-        tmp_path / "recipes",
-        "multi",
-        f"envkit: 1\nname: multi\nchannels: [{replica['conda-forge'].as_uri()}]\nplatforms: [{', '.join(platforms)}]\n"
-        "python: '3.12'\npackages: [pytorch, numpy]\n",
-    )
-    assert run_envkit("lock", str(recipe)).returncode == 0
-    lock = read_lock(recipe.with_suffix(".lock"))
-    for platform in platforms:
+    recipe, lock = team_lock(replica, tmp_path)
+    for platform in PLATFORMS:
         locked = lock.for_platform(platform)
         assert locked is not None
         records = sorted((r.name.normalized, str(r.version), bytes(r.sha256).hex() if r.sha256 else None) for r in locked.records)
@@ -284,21 +291,13 @@ def test_every_platform_of_a_lock_goes_to_conda_lock_and_installs_here(conda: Co
     """A team's lock for Linux, macOS and Windows as one conda-lock file, for the machines that
     install with conda-lock, micromamba or conda (none reads rattler's lock version 7): each
     platform's packages are the lock's, and here both conda-lock and conda install linux-64's."""
-    platforms = ["linux-64", "osx-arm64", "win-64"]
-    recipe = write_recipe(
-        tmp_path / "recipes",
-        "multi",
-        f"envkit: 1\nname: multi\nchannels: [{replica['conda-forge'].as_uri()}]\nplatforms: [{', '.join(platforms)}]\n"
-        "python: '3.12'\npackages: [pytorch, numpy]\n",
-    )
-    assert run_envkit("lock", str(recipe)).returncode == 0
-    lock = read_lock(recipe.with_suffix(".lock"))
+    recipe, lock = team_lock(replica, tmp_path)
     out = tmp_path / "conda-lock.yml"
     exported = run_envkit("export", "--lock", str(recipe.with_suffix(".lock")), "--format", "conda-lock", "-o", str(out))
     assert exported.returncode == 0, exported.stderr
     doc = yaml.safe_load(out.read_text())
-    assert doc["metadata"]["platforms"] == platforms and sorted(doc["metadata"]["content_hash"]) == platforms
-    for platform in platforms:
+    assert doc["metadata"]["platforms"] == PLATFORMS and sorted(doc["metadata"]["content_hash"]) == PLATFORMS
+    for platform in PLATFORMS:
         locked = lock.for_platform(platform)
         assert locked is not None
         entries = [(p["name"], p["url"], p["hash"]["md5"]) for p in doc["package"] if p["platform"] == platform]
