@@ -46,7 +46,8 @@ def _skeleton() -> bytes:
 
 @dataclass(frozen=True)
 class Builder:
-    """buildah with its storage under `root` (a test's tmp dir): nothing outside it is touched."""
+    """buildah with its images and containers under `root` (a test's tmp dir); outside it buildah
+    keeps only its cache of blob metadata (/var/lib/containers/cache) and network config."""
 
     root: Path
     mounts: tuple[Path, ...]  # host folders RUN steps see read-only at the same paths
