@@ -186,7 +186,7 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
         f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
         "# The env's exact packages, then its activation settings as ENV: containers do not run conda activate.",
         f"# The image needs conda on its PATH (envkit export --base IMAGE names another); packages for {env.platform}.",
-        f"FROM --platform={DOCKER_PLATFORMS.get(env.platform, env.platform)} {base}",
+        f"FROM --platform={DOCKER_PLATFORMS[env.platform]} {base}",  # a Linux env: export_env refuses others
         "RUN printf '%s\\n' \\",
         *(f"      {shlex.quote(line)} \\" for line in listing),
         "      > /tmp/envkit-explicit.txt \\",
