@@ -100,13 +100,11 @@ def sync(
     it is done; the caller closes it too, for a sync that ends before (or a dry run). A sync keeps
     what envkit installed wherever the recipe allows, but for the `update` names (every one with
     `update_all`)."""
-    from envkit.commands.sync_change import Moving  # with the solver: see the module's docstring
-
-    moving = Moving(update, update_all)
     record = _record_or_fail(prefix)
     if dry_run:
-        from envkit.commands.sync_change import look
+        from envkit.commands.sync_change import Moving, look
 
+        moving = Moving(update, update_all)
         seen = look(prefix, record, locked=locked, lock=lock, frozen=frozen, dry_run=True, installer=None, moving=moving)
         refused = _refused(seen)
         return refused or Result("sync", seen.changes, messages=("dry run: nothing was changed",))
@@ -114,8 +112,11 @@ def sync(
         if recover(prefix):
             record = _record_or_fail(prefix)
         installer = installer or Installer()
-        installer.read(prefix)
+        installer.read(prefix)  # before the sync machinery loads: the child's read runs alongside
         with installer:
+            from envkit.commands.sync_change import Moving  # with the solver: see the module's docstring
+
+            moving = Moving(update, update_all)
             result, applied = _sync_locked(
                 prefix, record, installer, locked=locked, lock=lock, frozen=frozen, moving=moving, show=show, confirm=confirm
             )
