@@ -61,7 +61,7 @@ def judge_transaction(prefix: str, unlink: tuple[Any, ...], link: tuple[Any, ...
     if not (path / "conda-meta").is_dir():
         before_inv = Inventory(path, {}, {}, (), {}, (), False, None, None, None)
     else:
-        before_inv = read_inventory(path)
+        before_inv = read_inventory(path, kernels=())  # Jupyter's kernels: a warning's business, not the guard's
     before = {(f.rule_id, f.evidence) for f in findings_for(before_inv) if f.severity == "error"}
     after = [f for f in findings_for(after_transaction(before_inv, unlink, link)) if f.severity == "error"]
     return [_line(f) for f in after if (f.rule_id, f.evidence) not in before]

@@ -42,6 +42,8 @@ class CreatedEnv:
     prefix: Path
     activation_files: tuple[Path, ...]
     replaced_existing: bool
+    kernels: tuple[str, ...] = ()  # Jupyter kernels of the prefix (an env made again) given its settings
+    kernels_failed: tuple[str, ...] = ()  # "PATH: why" for each left as it was
 
 
 def verify_archives(records: list[Any], cache: Path | None = None) -> None:
@@ -138,7 +140,10 @@ def create_env(
         envs.register(prefix)
         if old is not None:
             remove_tree(old)
-        return CreatedEnv(prefix, tuple(f.path for f in files), old is not None)
+    from envkit.kernels import give_settings, settings_of  # kernels made for an env at this prefix before
+
+    given = give_settings(prefix, settings_of(plan.activation))
+    return CreatedEnv(prefix, tuple(f.path for f in files), old is not None, given.written, given.failed)
 
 
 def build_record(plan: Plan, origin: RecipeOrigin, activation: RecordedActivation, files: list[ActivationFile]) -> dict[str, Any]:

@@ -151,6 +151,7 @@ def _create(c: Out, out: Any) -> None:
         )
         pasted = escape(shlex.quote(str(out.created.prefix)))  # a command to paste: `$` or `'` in the path stay the path's
         c.print(f"activate with: conda activate {pasted}   or run: envkit run -p {pasted} -- CMD")
+        _kernels(c, out.created)
     if out.probe is not None:
         _probe(c, out.probe)
 
@@ -327,8 +328,19 @@ def _sync(c: Out, out: Any) -> None:
         render_sync(c, out)
     if out.applied:
         c.print(f"[green]synced[/green] {escape(out.prefix)}")
+    _kernels(c, out)
     if out.probe is not None:
         _probe(c, out.probe)
+
+
+def _kernels(c: Out, out: Any) -> None:
+    """The env's Jupyter kernels a create or sync gave its settings (envkit.kernels)."""
+    for path in out.kernels:
+        c.print(f"wrote the env's settings into Jupyter kernel {escape(path)}")
+    for failed in out.kernels_failed:
+        c.print(
+            f"[yellow]warning[/yellow] Jupyter kernel left without the env's settings: {escape(failed)} (envkit audit --fix, as its owner)"
+        )
 
 
 def _export(c: Out, out: Any) -> None:

@@ -73,6 +73,8 @@ class SyncOutcome:
     # the lock the env was made (or last synced) from, when this sync solves the recipe instead
     lock_set_aside: str | None = None
     warnings: tuple[str, ...] = ()  # the recipe's consistency warnings, as create shows them
+    kernels: tuple[str, ...] = ()  # the env's Jupyter kernels given the settings it changed (envkit.kernels)
+    kernels_failed: tuple[str, ...] = ()  # "PATH: why" for each left with the old ones
 
 
 def describe_op(op: EnvOp) -> str:

@@ -124,7 +124,7 @@ def build_map(inv: Inventory, requested: list[str], *, planned: bool, findings: 
 
 
 def env_toolchain(prefix: Path) -> ToolchainMap:
-    inv = read_inventory(prefix)
+    inv = read_inventory(prefix, kernels=())  # the map is of the env itself; its Jupyter kernels are the audit's
     return build_map(inv, _requested(prefix, inv), planned=False, findings=findings_for(inv))
 
 

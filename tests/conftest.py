@@ -55,8 +55,12 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     home.mkdir()
     for var in list(os.environ):
-        if var.startswith(("CONDA_", "ENVKIT_", "_ENVKIT_", "MKL_", "OMP_", "KMP_", "NCCL_")) and not var.startswith("ENVKIT_TEST_"):
+        if var.startswith(("CONDA_", "ENVKIT_", "_ENVKIT_", "MKL_", "OMP_", "KMP_", "NCCL_", "JUPYTER_")) and not var.startswith(
+            "ENVKIT_TEST_"
+        ):
             monkeypatch.delenv(var, raising=False)
+    for var in ("XDG_DATA_HOME", "PYTHONUSERBASE"):  # Jupyter's kernels: the test's HOME has them
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))

@@ -76,7 +76,7 @@ def test_remove_an_envkit_env_and_a_plain_one(tmp_path: Path, isolated: Path) ->
 
     gone = run_envkit("remove", "-n", "tiny", "--yes", "--json")
     assert gone.returncode == 0, gone.stderr
-    assert json.loads(gone.stdout)["data"] == {"prefix": str(made), "envkit": True}
+    assert json.loads(gone.stdout)["data"] == {"prefix": str(made), "envkit": True, "kernels": []}
     assert not made.exists() and registry.read_text().splitlines() == [str(plain)]
     # no renamed-aside copy left; the env's lock file stays (deleting a lock others may hold is a race)
     assert sorted(made.parent.iterdir()) == [made.parent / ".tiny.envkit-lock", plain]

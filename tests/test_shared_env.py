@@ -5,6 +5,7 @@ traceback or change the env."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,39 @@ def test_a_teammate_s_own_conda_reads_and_activates_an_env_envkit_made_and_synce
     )
     activated = run_as_other(as_nobody, "bash", "-c", script)
     assert activated.returncode == 0 and activated.stdout.splitlines() == ["in: 3", "out: unset"], (activated.stdout, activated.stderr)
+
+
+def test_a_kernel_installed_for_everyone_is_named_to_a_teammate_and_never_fatal(shared_dir: Path) -> None:
+    """A Jupyter kernel an admin installed system-wide for a team's env: a teammate's audit names
+    it, their --fix says in one line they may not write it (and changes nothing), and their own
+    env's create, over a kernel they may not write, succeeds and says which it left."""
+    channel = tiny_channel(shared_dir)
+    recipe = tiny_recipe(shared_dir, channel)
+    prefix = shared_dir / "envs" / "tiny"
+    assert run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe").returncode == 0
+    system = shared_dir / "jupyter"
+    own = shared_dir / "own"
+    own.mkdir()
+    os.chown(own, NOBODY, NOBODY)
+    specs = {}
+    for name, env in (("team", prefix), ("mine", own / "env")):
+        spec = system / "kernels" / name / "kernel.json"
+        spec.parent.mkdir(parents=True)
+        spec.write_text(json.dumps({"argv": [str(env / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"]}))
+        specs[name] = spec
+    argv = other_user_envkit(shared_dir / "home")
+    at = argv.index("-i") + 1
+    envkit = [*argv[:at], f"JUPYTER_PATH={system}", *argv[at:]]
+    before = {p: p.read_bytes() for p in [*specs.values(), *(prefix / "etc").rglob("*")] if p.is_file()}
+
+    audit = run_as_other(envkit, "audit", "-p", str(prefix), "--json")
+    (finding,) = json.loads(audit.stdout)["data"]["audits"][0]["findings"]
+    assert finding["rule_id"] == "EK036" and str(specs["team"]) in finding["evidence"] and "no OMP_NUM_THREADS=2" in finding["evidence"]
+    fixed = run_as_other(envkit, "audit", "-p", str(prefix), "--fix", "--yes")
+    assert f"{specs['team']}: you may not write to this Jupyter kernel's spec" in one_line_error(fixed, 2)
+    assert {p: p.read_bytes() for p in before} == before
+
+    made = run_as_other(envkit, "create", str(recipe), "-p", str(own / "env"), "--yes", "--no-probe")
+    assert made.returncode == 0, made.stderr
+    assert f"Jupyter kernel left without the env's settings: {specs['mine']}: Permission denied" in made.stdout
+    assert specs["mine"].read_bytes() == before[specs["mine"]]

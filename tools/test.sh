@@ -45,13 +45,16 @@ fi
 echo "conda for the tests: ${ENVKIT_TEST_CONDA:-${CONDA_EXE:-none (those tests will fail)}}"
 
 # Other tools envkit's envs and exports meet, as their users run them: conda-lock (installs the
-# conda-lock export), conda-pack (moves an env to a machine without conda) and pixi-sbom (an SBOM
-# from a lock or an env, reading rattler's lock format with pixi's own Rust code). In a venv of
+# conda-lock export), conda-pack (moves an env to a machine without conda), pixi-sbom (an SBOM
+# from a lock or an env, reading rattler's lock format with pixi's own Rust code), ipykernel and
+# jupyter_client (install a notebook kernel for an env, and start it as Jupyter does). In a venv of
 # their own: their dependencies (pydantic, conda-lock's vendored conda) are not envkit's.
 if [ -z "${ENVKIT_TEST_TOOLS:-}" ]; then
-    if [ ! -x .test-tools/bin/conda-lock ] || [ ! -x .test-tools/bin/conda-pack ] || [ ! -x .test-tools/bin/pixi-sbom ]; then
+    if [ ! -x .test-tools/bin/conda-lock ] || [ ! -x .test-tools/bin/conda-pack ] || [ ! -x .test-tools/bin/pixi-sbom ] \
+        || [ ! -x .test-tools/bin/jupyter-kernelspec ]; then
         "$PY" -m venv .test-tools
-        .test-tools/bin/python -m pip install --quiet --disable-pip-version-check conda-lock==4.0.3 conda-pack==0.9.2 pixi-sbom==1.15.0
+        .test-tools/bin/python -m pip install --quiet --disable-pip-version-check conda-lock==4.0.3 conda-pack==0.9.2 pixi-sbom==1.15.0 \
+            jupyter_client==8.10.0 ipykernel==7.4.0
     fi
     export ENVKIT_TEST_TOOLS="$PWD/.test-tools/bin"
 fi

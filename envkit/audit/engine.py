@@ -13,6 +13,7 @@ from envkit.errors import EnvkitError
 from envkit.installed import CondaPackage
 
 if TYPE_CHECKING:
+    from envkit.kernels import KernelSpec
     from envkit.probe.model import ProbeReport
     from envkit.solve import Plan
 
@@ -100,8 +101,10 @@ def probe_findings(report: ProbeReport) -> list[Finding]:
     return out
 
 
-def audit_env(prefix: Path, *, probe: bool = False, cuda_driver: str | None = None) -> EnvAudit:
-    inv = read_inventory(prefix, cuda_driver=cuda_driver)
+def audit_env(
+    prefix: Path, *, probe: bool = False, cuda_driver: str | None = None, kernels: tuple[KernelSpec, ...] | None = None
+) -> EnvAudit:
+    inv = read_inventory(prefix, cuda_driver=cuda_driver, kernels=kernels)
     findings = findings_for(inv)
     if probe:
         try:
@@ -113,9 +116,9 @@ def audit_env(prefix: Path, *, probe: bool = False, cuda_driver: str | None = No
     return EnvAudit(prefix, tuple(findings), inv.record is not None, len(inv.packages))
 
 
-def _audit_one(prefix: Path, probe: bool, cuda_driver: str | None) -> EnvAudit:
+def _audit_one(prefix: Path, probe: bool, cuda_driver: str | None, kernels: tuple[KernelSpec, ...]) -> EnvAudit:
     try:
-        return audit_env(prefix, probe=probe, cuda_driver=cuda_driver)
+        return audit_env(prefix, probe=probe, cuda_driver=cuda_driver, kernels=kernels)
     except EnvkitError as exc:
         return EnvAudit(prefix, (), False, 0, error=" ".join(exc.lines()))  # with its hint: the fix is what an unreadable env needs most
 
@@ -123,9 +126,13 @@ def _audit_one(prefix: Path, probe: bool, cuda_driver: str | None) -> EnvAudit:
 def audit_many(prefixes: list[Path], *, probe: bool = False, cuda_driver: str | None = None) -> list[EnvAudit]:
     """A broken env is reported, not fatal. Static audits are dominated by JSON parsing (CPU, GIL),
     so many envs are split across forked processes; probes wait on subprocesses, so threads do."""
+    from envkit.envs import all_envs
+    from envkit.kernels import installed_kernels, kernel_dirs
+
+    kernels = installed_kernels(kernel_dirs(tuple(dict.fromkeys([*prefixes, *all_envs()]))))  # Jupyter's: read once for all
     workers = min(len(prefixes), os.cpu_count() or 1)
     if workers <= 1 or len(prefixes) < 4:
-        return [_audit_one(p, probe, cuda_driver) for p in prefixes]
+        return [_audit_one(p, probe, cuda_driver, kernels) for p in prefixes]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
@@ -133,10 +140,10 @@ def audit_many(prefixes: list[Path], *, probe: bool = False, cuda_driver: str | 
         # a fork copies only the thread that forks: a lock another thread held (rattler's runtime,
         # a probe's pipe reader) stays held for ever in the child
         with ThreadPoolExecutor(max_workers=workers) as threads:
-            return list(threads.map(lambda p: _audit_one(p, probe, cuda_driver), prefixes))
+            return list(threads.map(lambda p: _audit_one(p, probe, cuda_driver, kernels), prefixes))
     chunks = [prefixes[i::workers] for i in range(workers)]
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        parts = list(pool.map(_audit_chunk, chunks, [cuda_driver] * workers))
+        parts = list(pool.map(_audit_chunk, chunks, [cuda_driver] * workers, [kernels] * workers))
     by_prefix = {a.prefix: a for part in parts for a in part}
     return [by_prefix[p] for p in prefixes]
 
@@ -149,5 +156,5 @@ def _single_threaded() -> bool:
         return False
 
 
-def _audit_chunk(prefixes: list[Path], cuda_driver: str | None) -> list[EnvAudit]:
-    return [_audit_one(p, False, cuda_driver) for p in prefixes]
+def _audit_chunk(prefixes: list[Path], cuda_driver: str | None, kernels: tuple[KernelSpec, ...]) -> list[EnvAudit]:
+    return [_audit_one(p, False, cuda_driver, kernels) for p in prefixes]

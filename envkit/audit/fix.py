@@ -1,6 +1,7 @@
-"""Safe fixes only: write or repair envkit's activation scripts and move envkit's own record.
-Packages are never touched; for package-level findings the report carries the command to run
-and what else it would take with it."""
+"""Safe fixes only: write or repair envkit's activation scripts, move envkit's own record, open
+records to those who share the env, and give the env's Jupyter kernels its settings. Packages are
+never touched; for package-level findings the report carries the command to run and what else it
+would take with it."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from envkit.audit.engine import Finding
 from envkit.audit.inventory import private_records
 from envkit.audit.rules import RULES_BY_ID
 from envkit.errors import UsageError
-from envkit.fsutil import read_exact
+from envkit.fsutil import atomic_write_text, read_exact
+from envkit.kernels import KernelSpec, env_kernels, settings_of
 from envkit.recipe.model import EnvOp
 from envkit.record import (
     FIX_SOURCE,
@@ -47,7 +49,7 @@ from envkit.transaction import env_lock
 class FixPlan:
     """What `audit --fix` would change in one env, shown as a diff before anything is written."""
 
-    JSON_EXCLUDE: ClassVar[tuple[str, ...]] = ("files", "basis")  # the diff says what changes
+    JSON_EXCLUDE: ClassVar[tuple[str, ...]] = ("files", "basis", "kernels")  # the diff says what changes
 
     prefix: Path
     activation: RecordedActivation
@@ -57,6 +59,7 @@ class FixPlan:
     reasons: tuple[str, ...]
     open_records: tuple[tuple[str, int], ...] = ()  # (relative path, read bits to add)
     basis: str = ""  # fix_basis when planned: the plan holds only while it is unchanged
+    kernels: tuple[tuple[KernelSpec, str], ...] = ()  # the env's Jupyter kernels to write, each with its new kernel.json
 
     @property
     def changes(self) -> bool:
@@ -75,6 +78,7 @@ SAFE_FIXES: dict[str, tuple[Callable[[tuple[EnvOp, ...]], tuple[EnvOp, ...]], st
     "rewrite-activation": (lambda ops: ops, f"rewrite activation scripts from {RECORD_REL}"),
     "move-record": (lambda ops: ops, f"move {LEGACY_RECORD_REL} to {RECORD_REL}, where conda does not read it"),
     "open-records": (lambda ops: ops, "let the others who can reach the env read its records"),
+    "kernel-settings": (lambda ops: ops, "write the env's activation settings into its Jupyter kernels"),
 }
 
 
@@ -86,6 +90,7 @@ def fix_basis(prefix: Path) -> str:
     paths = [record_path(prefix), legacy_record_path(prefix)]
     for sub in ("activate.d", "deactivate.d"):
         paths += sorted((prefix / "etc" / "conda" / sub).glob(f"{FILE_PREFIX}*"))
+    paths += [k.path for k in env_kernels(prefix)]
     for path in paths:
         digest.update(f"{path}\0".encode())
         try:
@@ -113,6 +118,9 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
         if safe_fix == "open-records":
             opening = private_records(prefix)
     activation = RecordedActivation(activation.recipe_name, ops, activation.tag)
+    kernels = _kernel_writes(prefix, ops)
+    if kernels and "kernel-settings" not in _fixes_asked(findings):  # settings this fix adds reach the kernels too
+        reasons.append(f"EK036: {SAFE_FIXES['kernel-settings'][1]}")
     files = activation.files(prefix) if ops else []
     move = legacy_record_path(prefix).is_file()
     diff_parts = [f"rename {LEGACY_RECORD_REL} -> {RECORD_REL}\n"] if move else []
@@ -122,7 +130,25 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
         if old != f.text:
             rel = str(f.path.relative_to(prefix))
             diff_parts.append("".join(difflib.unified_diff(old.splitlines(True), f.text.splitlines(True), f"a/{rel}", f"b/{rel}")))
-    return FixPlan(prefix, activation, tuple(files), move, "".join(diff_parts), tuple(dict.fromkeys(reasons)), opening, basis)
+    for kernel, text in kernels:
+        diff_parts.append(
+            "".join(difflib.unified_diff(kernel.text.splitlines(True), text.splitlines(True), f"a{kernel.path}", f"b{kernel.path}"))
+        )
+    return FixPlan(prefix, activation, tuple(files), move, "".join(diff_parts), tuple(dict.fromkeys(reasons)), opening, basis, kernels)
+
+
+def _fixes_asked(findings: list[Finding]) -> set[str]:
+    """The safe fixes `findings` ask for."""
+    return {fix for f in findings if f.rule_id in RULES_BY_ID and (fix := RULES_BY_ID[f.rule_id].safe_fix) is not None}
+
+
+def _kernel_writes(prefix: Path, ops: tuple[EnvOp, ...]) -> tuple[tuple[KernelSpec, str], ...]:
+    """Each of the env's Jupyter kernels whose environment differs from the settings `ops` give,
+    with the kernel.json that gives them."""
+    settings = settings_of(ops)
+    if not settings:
+        return ()
+    return tuple((k, k.with_settings(settings)) for k in env_kernels(prefix) if k.differences(settings))
 
 
 def _who(bits: int) -> str:
@@ -143,11 +169,26 @@ def apply_fix(plan: FixPlan) -> list[Path]:
         return _write_fix(plan)
 
 
+def _write_kernels(kernels: tuple[tuple[KernelSpec, str], ...]) -> list[Path]:
+    """Each kernel.json whole or not at all (it keeps its mode); one the user may not write (a
+    system-wide kernel) is said in one line."""
+    written = []
+    for kernel, text in kernels:
+        try:
+            atomic_write_text(kernel.path, text)
+        except PermissionError:
+            raise UsageError(
+                f"{kernel.path}: you may not write to this Jupyter kernel's spec", hint="run envkit audit --fix as its owner"
+            ) from None
+        written.append(kernel.path)
+    return written
+
+
 def _write_fix(plan: FixPlan) -> list[Path]:
     if not plan.changes:
         return []
     changed = write_files(list(plan.files))
-    remove_stale(plan.prefix, list(plan.files))
+    scripts = bool(changed) | bool(remove_stale(plan.prefix, list(plan.files)))
     if plan.move_record and move_legacy_record(plan.prefix):
         changed.append(plan.prefix / RECORD_REL)
     for rel, bits in plan.open_records:
@@ -159,7 +200,8 @@ def _write_fix(plan: FixPlan) -> list[Path]:
                 f"{path}: only its owner (or root) can change its mode", hint="run envkit audit --fix as the env's owner"
             ) from None
         changed.append(path)
-    if not plan.files:
+    changed += _write_kernels(plan.kernels)
+    if not plan.files or not scripts:  # the settings are as recorded (a fix of kernels or modes alone): the record stays
         return changed
     record: dict[str, Any] = read_record(plan.prefix) or {
         "envkit_version": None,

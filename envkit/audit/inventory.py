@@ -8,7 +8,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envkit.activation import FILE_PREFIX
 from envkit.fsutil import read_exact
@@ -24,6 +24,9 @@ from envkit.installed import (
 )
 from envkit.recipe.model import EnvOp
 from envkit.record import RecordDenied, legacy_record_path, read_record, record_path
+
+if TYPE_CHECKING:
+    from envkit.kernels import KernelSpec
 
 # (kind, api, basename pattern): runtimes only, not their helpers (libiomp5_db, libomptarget, ...).
 NATIVE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
@@ -99,6 +102,8 @@ class Inventory:
     # what envkit's activation sets (None: unsets), as its record keeps it; `activation` says what
     # wins once every script has run
     envkit_settings: dict[str, str | None] = field(default_factory=dict)
+    # Jupyter kernelspecs whose kernel is this env's python, started without activation
+    kernels: tuple[KernelSpec, ...] = ()
 
     def advice_setting(self, name: str) -> tuple[str, str] | None:
         """(value, where it comes from) of a variable the env's processes will see: its activation
@@ -383,7 +388,13 @@ def private_records(prefix: Path) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: str | None = None) -> Inventory:
+def read_inventory(
+    prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: str | None = None, kernels: tuple[KernelSpec, ...] | None = None
+) -> Inventory:
+    """`kernels`: every kernelspec Jupyter finds (envkit.kernels.installed_kernels), read once for
+    an audit of many envs; None: looked up for this one."""
+    from envkit.kernels import env_kernels, kernels_of  # an env on disk only: plans have no kernels
+
     try:
         record = read_record(prefix)
     except RecordDenied:  # the rest can still be audited; EK030 says why and who can fix it
@@ -411,4 +422,5 @@ def read_inventory(prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: 
         shell={name: os.environ[name] for name in ADVICE_VARS if name in os.environ},
         private_records=private_records(prefix),
         user_site=user_site_modules(prefix),
+        kernels=env_kernels(prefix) if kernels is None else kernels_of(prefix, kernels),
     )

@@ -442,6 +442,16 @@ def shared_env_private_records(inv: Inventory) -> list[str]:
     return out
 
 
+def kernel_settings(inv: Inventory) -> list[str]:
+    # only what envkit's activation sets: conda's own env vars and other scripts miss the kernel too,
+    # but they are not envkit's to write
+    return [
+        f"{k.path} (kernel '{k.name}') starts {k.python} without activation: " + "; ".join(differences)
+        for k in inv.kernels
+        if (differences := k.differences(inv.envkit_settings))
+    ]
+
+
 def cuda_without_driver(inv: Inventory) -> list[str]:
     build = _cuda_build(inv)
     if build is None or inv.cuda_driver or not inv.on_this_machine:
@@ -951,6 +961,27 @@ RULES: tuple[Rule, ...] = (
         "an env's pip that conda install downgraded comes back with envkit sync.",
         ("https://pip.pypa.io/en/stable/news/#v22-2",),
         pip_too_old,
+    ),
+    Rule(
+        "EK036",
+        "jupyter-kernel-settings",
+        "warning",
+        "a Jupyter kernel of the env that starts without its activation settings",
+        "A kernelspec written by `python -m ipykernel install` starts the env's python directly, with the Jupyter server's "
+        "environment and the spec's own `env`, and runs no activation: none of the settings envkit's activate.d scripts "
+        "export reach the notebook, or the processes it starts. A DDP run launched from a notebook (ultralytics' "
+        "multi-GPU train spawns torch.distributed.run) gets the seed crash MKL_THREADING_LAYER=GNU is there to prevent, "
+        "and thread counts are whatever the server had. Kernels started through conda run or nb_conda_kernels are "
+        "activated and not looked at. The spec's `env` cannot unset a variable the server has.",
+        "envkit audit --fix writes envkit's settings into each such kernel.json's env (the rest of the file as it was; a `$` "
+        "written as `$$`, since Jupyter expands $NAME there); from then on envkit sync, and create over the env, write the "
+        "settings they change there too. A prepend or append is not written: the spec's env cannot add to a variable.",
+        (
+            "https://jupyter-client.readthedocs.io/en/stable/kernels.html#kernel-specs",
+            "https://github.com/anaconda/nb_conda_kernels/issues/54",
+        ),
+        kernel_settings,
+        "kernel-settings",
     ),
 )
 

@@ -74,6 +74,7 @@ class Removed:
 
     prefix: str
     envkit: bool
+    kernels: tuple[str, ...] = ()  # Jupyter kernels that still start the env's python (their kernel.json)
 
 
 def remove(prefix: Path) -> Result:
@@ -86,6 +87,9 @@ def remove(prefix: Path) -> Result:
     if os.environ.get("CONDA_PREFIX") and Path(os.environ["CONDA_PREFIX"]).resolve() == prefix.resolve():
         raise UsageError(f"{prefix} is the active env", hint="conda deactivate first")
     managed = read_record(prefix) is not None
+    from envkit.kernels import env_kernels  # kernels are the user's: named, not removed (nor does conda)
+
+    kernels = env_kernels(prefix)
     real = real_prefix(prefix)  # through a link: the env where it points, then the link (conda leaves the directory half-emptied)
     with env_lock(real):
         recover(real)
@@ -97,4 +101,7 @@ def remove(prefix: Path) -> Result:
             prefix.unlink()
         remove_tree(gone)
     said = f"removed {prefix}" if real == prefix else f"removed {real} and the link {prefix} to it"
-    return Result("remove", Removed(str(prefix), managed), messages=(said,))
+    left = tuple(
+        f"Jupyter kernel '{k.name}' ({k.path}) starts the removed env's python: jupyter kernelspec remove {k.name}" for k in kernels
+    )
+    return Result("remove", Removed(str(prefix), managed, tuple(str(k.path) for k in kernels)), messages=(said, *left))

@@ -423,7 +423,13 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         if isinstance(exc, OSError) and (refused := filesystem_error(exc, back)):
             raise refused from None
         raise InstallError(f"syncing {prefix} failed ({exc}); it was rolled back to what it was") from None
-    return replace(seen.changes, applied=True)
+    if not seen.changes.variables:
+        return replace(seen.changes, applied=True)
+    # Jupyter runs no activation: the env's kernels carry its settings themselves (envkit.kernels)
+    from envkit.kernels import give_settings, settings_of
+
+    given = give_settings(prefix, settings_of(plan.activation))
+    return replace(seen.changes, applied=True, kernels=given.written, kernels_failed=given.failed)
 
 
 def _journal_folders(prefix: Path, cache: Path, record: dict[str, Any], seen: Look, installer: Installer) -> tuple[str, ...] | None:

@@ -84,8 +84,8 @@ def wheel_member(prefix_name: str, member_suffix: str) -> bytes:
         return zf.read(next(n for n in zf.namelist() if n.endswith(member_suffix)))
 
 
-def ids(prefix: Path, **kw: str) -> set[str]:
-    return {f.rule_id for f in findings_for(read_inventory(prefix, **kw))}
+def ids(prefix: Path, cpu_vendor: str | None = None, cuda_driver: str | None = None) -> set[str]:
+    return {f.rule_id for f in findings_for(read_inventory(prefix, cpu_vendor=cpu_vendor, cuda_driver=cuda_driver))}
 
 
 @pytest.fixture(scope="module")

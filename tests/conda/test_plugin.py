@@ -52,8 +52,15 @@ def test_subcommand_runs_envkit_with_conda_settings(plugged: Conda, replica: dic
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
-def test_doctor_names_ek001_on_the_seed_env_and_fixes_it(plugged: Conda, wheel_channel: Path, tmp_path: Path) -> None:
+def test_doctor_names_ek001_on_the_seed_env_and_fixes_it(plugged: Conda, wheel_channel: Path, tmp_path: Path, isolated: Path) -> None:
+    """The fix reaches the env's notebook kernel too (a kernelspec as `ipykernel install --user`
+    writes it): Jupyter starts it without activation."""
     prefix = seed_env(plugged, wheel_channel, tmp_path / "seed", "mkl-service")
+    kernel = isolated / ".local" / "share" / "jupyter" / "kernels" / "seed" / "kernel.json"
+    kernel.parent.mkdir(parents=True)
+    kernel.write_text(
+        json.dumps({"argv": [str(prefix / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"]}, indent=1)
+    )
     report = plugged.run("doctor", "-p", str(prefix))
     assert report.returncode == 0, report.stderr
     assert (
@@ -65,6 +72,7 @@ def test_doctor_names_ek001_on_the_seed_env_and_fixes_it(plugged: Conda, wheel_c
     fixed = plugged.run("doctor", "--fix", "envkit-toolchain", "--yes", "-p", str(prefix))
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "wrote " in fixed.stdout
+    assert json.loads(kernel.read_text())["env"] == {"MKL_THREADING_LAYER": "GNU"}
     again = plugged.run("doctor", "-p", str(prefix))
     assert "✅ No BLAS, OpenMP or threading hazards" in again.stdout
     ran = plugged.ok("run", "-p", str(prefix), "python", "-c", "import os; print(os.environ['MKL_THREADING_LAYER'])")

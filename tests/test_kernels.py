@@ -1,0 +1,209 @@
+"""Jupyter kernels of an env: found where Jupyter looks, judged against envkit's settings, and
+written so that a real Jupyter client starts a real ipykernel with them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envkit.audit.engine import findings_for
+from envkit.audit.inventory import read_inventory
+from envkit.kernels import escaped, installed_kernels, kernel_dirs, kernels_of, unescaped
+from tests.conftest import run_envkit, write_recipe
+from tests.support.conda import tool_exe
+from tests.support.condapkg import index_channel
+from tests.support.tiny import tiny_channel
+from tests.support.wheelchannel import python_shim
+
+# a value Jupyter would expand ($HOME) were it not written as $$HOME, and one it would keep
+ODD = "a $HOME b $$ c"
+
+
+def _spec(folder: Path, name: str, argv: list[str], env: dict[str, str] | None = None) -> Path:
+    path = folder / name / "kernel.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"argv": argv, "display_name": name, "language": "python", **({"env": env} if env else {})}, indent=1))
+    return path
+
+
+def test_the_env_s_kernels_are_found_where_jupyter_looks_and_others_are_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prefix, other = tmp_path / "env", tmp_path / "other"
+    for p in (prefix, other):
+        (p / "bin").mkdir(parents=True)
+    linked = tmp_path / "linked-env"
+    linked.symlink_to(prefix)
+    user = tmp_path / "home" / ".local" / "share" / "jupyter" / "kernels"
+    extra = tmp_path / "extra" / "kernels"
+    _spec(user, "mine", [str(prefix / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"])
+    _spec(user, "via-link", [str(linked / "bin" / "python3.11"), "-m", "ipykernel_launcher"])
+    _spec(user, "theirs", [str(other / "bin" / "python"), "-m", "ipykernel_launcher"])
+    _spec(user, "activated", ["conda", "run", "-p", str(prefix), "python", "-m", "ipykernel_launcher"])
+    _spec(user, "bare", ["python", "-m", "ipykernel_launcher"])
+    (user / "broken").mkdir()
+    (user / "broken" / "kernel.json").write_text("{not json")
+    _spec(extra, "MINE", [str(other / "bin" / "python")])  # JUPYTER_PATH comes first: this one hides the user's 'mine'
+    _spec(prefix / "share" / "jupyter" / "kernels", "in-env", [str(prefix / "bin" / "python")])
+    monkeypatch.setenv("JUPYTER_PATH", str(extra.parent))
+    dirs = kernel_dirs((prefix,))
+    assert dirs[0] == extra and user in dirs and prefix / "share" / "jupyter" / "kernels" in dirs
+    found = {k.name: k for k in kernels_of(prefix, installed_kernels(dirs))}
+    assert sorted(found) == ["in-env", "via-link"]
+    assert {k.name for k in kernels_of(prefix, installed_kernels(dirs[1:]))} == {"mine", "in-env", "via-link"}
+
+
+def test_differences_and_the_written_spec_keep_jupyters_reading_of_dollars(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    (prefix / "bin").mkdir(parents=True)
+    folder = tmp_path / "kernels"
+    _spec(
+        folder,
+        "k",
+        [str(prefix / "bin" / "python"), "-m", "ipykernel_launcher"],
+        {"KEEP": "x", "KMP_DUPLICATE_LIB_OK": "TRUE", "OMP_NUM_THREADS": "8"},
+    )
+    (kernel,) = kernels_of(prefix, installed_kernels((folder,)))
+    settings = {"MKL_THREADING_LAYER": "GNU", "OMP_NUM_THREADS": "2", "KMP_DUPLICATE_LIB_OK": None, "ODD": ODD}
+    assert kernel.differences(settings) == (
+        "KMP_DUPLICATE_LIB_OK=TRUE (envkit's activation unsets it)",
+        "no MKL_THREADING_LAYER=GNU",
+        f"no ODD={ODD}",
+        "OMP_NUM_THREADS=8 (envkit's activation: 2)",
+    )
+    written = json.loads(kernel.with_settings(settings))
+    assert written["env"] == {"KEEP": "x", "OMP_NUM_THREADS": "2", "MKL_THREADING_LAYER": "GNU", "ODD": "a $$HOME b $$$$ c"}
+    assert written["argv"] == [str(prefix / "bin" / "python"), "-m", "ipykernel_launcher"] and written["display_name"] == "k"
+    assert unescaped(escaped(ODD)) == ODD
+    (folder / "k" / "kernel.json").write_text(kernel.with_settings(settings))
+    assert kernels_of(prefix, installed_kernels((folder,)))[0].differences(settings) == ()
+
+
+def _tools_site() -> str:
+    """The site-packages of the test tools' venv, where ipykernel and jupyter_client are."""
+    python = tool_exe("python")
+    return subprocess.run(
+        [str(python), "-c", "import ipykernel, os; print(os.path.dirname(os.path.dirname(ipykernel.__file__)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.strip()
+
+
+KERNEL_RUN = """
+import json, sys
+from jupyter_client.manager import start_new_kernel
+km, kc = start_new_kernel(kernel_name=sys.argv[1], startup_timeout=120)
+try:
+    names = json.loads(sys.argv[2])
+    out = []
+    code = "import json, os; print(json.dumps({n: os.environ.get(n) for n in %r}))" % (names,)
+    kc.execute_interactive(code, output_hook=lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None, timeout=120)
+    print("".join(out).strip())
+finally:
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+"""
+
+
+def _kernel_sees(name: str, names: list[str], env: dict[str, str]) -> dict[str, str | None]:
+    """What a kernel started by Jupyter's own client has of `names`."""
+    proc = subprocess.run(
+        [str(tool_exe("python")), "-c", KERNEL_RUN, name, json.dumps(names)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen: dict[str, str | None] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return seen
+
+
+def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path: Path, isolated: Path) -> None:
+    """ipykernel installs the kernel; Jupyter's client starts it. Before the fix it has none of the
+    env's settings (Jupyter runs no activation); after it, each exactly, `$` included, and the
+    audit has nothing more to say."""
+    channel = tiny_channel(tmp_path)
+    python_shim(channel)
+    index_channel(channel)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "nb",
+        f"envkit: 1\nname: nb\nchannels: [{channel.as_uri()}]\npackages: [python, tool]\n"
+        f"threading: {{mkl_threading_layer: gnu, omp_num_threads: 2, env: {{ODD: {json.dumps(ODD)}, KMP_DUPLICATE_LIB_OK: {{unset: true}}}}}}\n",
+    )
+    prefix = tmp_path / "nb"
+    made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
+    assert made.returncode == 0, made.stderr
+    env = {**os.environ, "PYTHONPATH": _tools_site(), "KMP_DUPLICATE_LIB_OK": "TRUE"}
+    installed = subprocess.run(
+        [str(prefix / "bin" / "python"), "-m", "ipykernel", "install", "--user", "--name", "nb-kernel", "--display-name", "NB"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr
+    spec = isolated / ".local" / "share" / "jupyter" / "kernels" / "nb-kernel" / "kernel.json"
+    before = json.loads(spec.read_text())
+    assert before["argv"][0] == str(prefix / "bin" / "python")
+
+    names = ["MKL_THREADING_LAYER", "OMP_NUM_THREADS", "ODD", "KMP_DUPLICATE_LIB_OK"]
+    assert _kernel_sees("nb-kernel", names, env) == {
+        "MKL_THREADING_LAYER": None,
+        "OMP_NUM_THREADS": None,
+        "ODD": None,
+        "KMP_DUPLICATE_LIB_OK": "TRUE",
+    }
+    audit = run_envkit("audit", "-p", str(prefix), "--json")
+    found = [f for a in json.loads(audit.stdout)["data"]["audits"] for f in a["findings"] if f["rule_id"] == "EK036"]
+    assert len(found) == 1 and str(spec) in found[0]["evidence"] and "no MKL_THREADING_LAYER=GNU" in found[0]["evidence"], audit.stdout
+
+    fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert f"+++ b{spec}" in fixed.stdout
+    after = json.loads(spec.read_text())
+    assert {k: v for k, v in after.items() if k != "env"} == {k: v for k, v in before.items() if k != "env"}
+    assert _kernel_sees("nb-kernel", names, env) == {
+        "MKL_THREADING_LAYER": "GNU",
+        "OMP_NUM_THREADS": "2",
+        "ODD": ODD,
+        "KMP_DUPLICATE_LIB_OK": "TRUE",
+    }
+    again = run_envkit("audit", "-p", str(prefix), "--json")
+    assert not [f for a in json.loads(again.stdout)["data"]["audits"] for f in a["findings"] if f["rule_id"] == "EK036"], again.stdout
+    assert "EK036" not in {f.rule_id for f in findings_for(read_inventory(prefix))}
+
+    # a sync that changes the settings gives the kernel the new ones
+    recipe.write_text(recipe.read_text().replace("omp_num_threads: 2", "omp_num_threads: 3").replace(json.dumps(ODD), "'$$'"))
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert f"wrote the env's settings into Jupyter kernel {spec}" in synced.stdout
+    assert _kernel_sees("nb-kernel", names, env) == {
+        "MKL_THREADING_LAYER": "GNU",
+        "OMP_NUM_THREADS": "3",
+        "ODD": "$$",
+        "KMP_DUPLICATE_LIB_OK": "TRUE",
+    }
+
+    # so does a create over the env (one the user may not write: tests/test_shared_env.py)
+    spec.write_text(spec.read_text().replace('"3"', '"1"'))
+    spec.chmod(0o444)
+    remade = run_envkit("create", str(recipe), "-p", str(prefix), "--force", "--yes", "--no-probe", "--json")
+    assert json.loads(remade.stdout)["data"]["created"]["kernels"] == [str(spec)], remade.stdout
+    assert json.loads(spec.read_text())["env"]["OMP_NUM_THREADS"] == "3" and spec.stat().st_mode & 0o777 == 0o444
+
+    # removed, the env leaves its kernel to its user, named with the command that removes it
+    removed = run_envkit("remove", "-p", str(prefix), "--yes")
+    assert removed.returncode == 0, removed.stderr
+    assert f"Jupyter kernel 'nb-kernel' ({spec}) starts the removed env's python: jupyter kernelspec remove nb-kernel" in removed.stdout
+    gone = subprocess.run(
+        [str(tool_exe("jupyter")), "kernelspec", "remove", "-y", "nb-kernel"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert gone.returncode == 0 and not spec.exists(), gone.stderr
