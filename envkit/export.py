@@ -13,6 +13,7 @@ import hashlib
 import json
 import shlex
 from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
 
 from envkit import __version__
 from envkit.recipe.model import EnvOp
@@ -193,6 +194,7 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
         f" && conda create --yes --prefix {DOCKER_PREFIX} --file /tmp/envkit-explicit.txt \\",
         " && conda clean --all --yes && rm /tmp/envkit-explicit.txt",
     ]
+    lines[3:3] = _local_notes(env)  # before FROM: what a builder must be given first
     if env.pip:
         wheels = " ".join(shlex.quote(p.requirement) for p in env.pip)
         lines.append(f"RUN {DOCKER_PREFIX}/bin/python -m pip install --no-deps --no-cache-dir {wheels}")
@@ -202,6 +204,26 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
         lost = _docker_lost(op)
         lines.append(f"# not kept: {lost}" if lost else f"ENV {_docker_env(op)}")
     return text(lines)
+
+
+def _local_notes(env: EnvSnapshot) -> list[str]:
+    """A file:// channel or wheel is a folder of the machine the env is on: a build reads nothing
+    outside its context, so `conda create` and pip would stop on a missing file, after the image
+    has pulled and started. The Dockerfile says so where a builder reads first, and how to give
+    the build those folders."""
+    folders = sorted(
+        {p.url.rsplit("/", 2)[0] for p in env.packages if p.url.startswith("file://")}
+        | {p.url.split("#", 1)[0].rsplit("/", 1)[0] for p in env.pip if p.url and p.url.startswith("file://")}
+    )
+    if not folders:
+        return []
+    paths = [unquote(urlsplit(folder).path) for folder in folders]
+    mounts = " ".join(f"-v {shlex.quote(path)}:{shlex.quote(path)}:ro" for path in paths)
+    return [
+        *(f"# files of the machine this was exported from: {folder}" for folder in folders),
+        f"# a build reads none of them: give it the folders at the same paths (podman build {mounts} .),",
+        "# or serve them over HTTP and change their URLs below",
+    ]
 
 
 def _described(op: EnvOp) -> str:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import dockerfile
 import pytest
@@ -169,6 +170,12 @@ def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> Non
     assert 'ENV EXTRA_PATHS="/opt/x:/opt/y"${EXTRA_PATHS:+":"${EXTRA_PATHS}}' in env_lines
     assert 'ENV TRICKY="a \'b\' \\"c\\" \\$d `e` *"' in env_lines
     assert "# not kept: envkit's activation unsets GONE" in out.read_text()
+    # the channel and the wheels are folders of this machine: named before FROM, with the mounts a build needs
+    channel, links = tmp_path / "pipchannel", Path(urlsplit(pip[-1].split(" @ ", 1)[1]).path).parent
+    head = out.read_text().split("\nFROM ", 1)[0]
+    assert f"# files of the machine this was exported from: {channel.as_uri()}\n" in head
+    assert f"# files of the machine this was exported from: {links.as_uri()}\n" in head
+    assert f"podman build -v {links}:{links}:ro -v {channel}:{channel}:ro ." in head  # sorted
     # another base image, for a team's own (with conda on its PATH); a word, and only for a Dockerfile
     based = run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "--base", "registry.example/ml/conda:24.11")
     assert based.returncode == 0 and "\nFROM --platform=linux/amd64 registry.example/ml/conda:24.11\n" in based.stdout

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -82,18 +84,24 @@ def test_buildah_builds_the_dockerfile_and_its_image_has_the_settings(conda: Con
     conda image made here: the image's env holds the env's packages and its wheel, its config the
     activation settings exactly, and a process started in it sees them. buildah 1.28 reads no
     heredoc (1.33 does), so this also holds the export to what older builders read."""
-    prefix, pip_env = exported_env(tmp_path, extra_variables={"WIDE": WIDE})
-    links = Path(next(v for k, v in pip_env.items() if k == "PIP_FIND_LINKS"))
-    builder = Builder(tmp_path / "buildah", host_mounts(ROOT, tmp_path / "pipchannel", links))
-    base = builder.conda_image(
+    prefix, _ = exported_env(tmp_path, extra_variables={"WIDE": WIDE})
+    context = tmp_path / "context"
+    context.mkdir()
+    out = context / "Dockerfile"
+    base = "localhost/envkit-test-conda"
+    assert run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "--base", base, "-o", str(out)).returncode == 0
+    # the env's channel and wheels are folders of this machine: the build is given those the
+    # Dockerfile's own comment names, and no other (the build fails if it names too few)
+    advice = shlex.split(re.search(r"podman build (.*) \.\),", out.read_text()).group(1))  # type: ignore[union-attr]
+    folders = [Path(mount.split(":")[0]) for flag, mount in zip(advice[::2], advice[1::2], strict=True) if flag == "-v"]
+    assert sorted(folders) == sorted({tmp_path / "pipchannel", *(p for p in tmp_path.iterdir() if p.name.startswith("links"))}), folders
+    builder = Builder(tmp_path / "buildah", host_mounts(ROOT, *folders))
+    made = builder.conda_image(
         conda.exe,
         "envkit-test-conda",
         {"CONDA_PKGS_DIRS": "/tmp/pkgs", "CONDA_ADD_PIP_AS_PYTHON_DEPENDENCY": "false", "CONDA_NUMBER_CHANNEL_NOTICES": "0"},
     )
-    context = tmp_path / "context"
-    context.mkdir()
-    out = context / "Dockerfile"
-    assert run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "--base", base, "-o", str(out)).returncode == 0
+    assert made == base, made
     built = builder.build(out, "envkit-test-env")
     assert built.returncode == 0, f"{built.stdout[-3000:]}\n{built.stderr[-3000:]}"
     records = [name for name in builder.files("envkit-test-env", "/opt/env/conda-meta") if name.endswith(".json")]
