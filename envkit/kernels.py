@@ -174,9 +174,11 @@ def _real(path: Path) -> Path:
 def _read(path: Path, name: str) -> KernelSpec | None:
     """A kernelspec Jupyter would take; None for a folder with none, or one it would not read."""
     try:
+        if not path.is_file():  # a folder without one, or a FIFO someone named kernel.json: not read (it would block)
+            return None
         text = path.read_text(encoding="utf-8")
         data = json.loads(text)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None

@@ -43,8 +43,14 @@ def test_the_env_s_kernels_are_found_where_jupyter_looks_and_others_are_not(tmp_
     _spec(user, "theirs", [str(other / "bin" / "python"), "-m", "ipykernel_launcher"])
     _spec(user, "activated", ["conda", "run", "-p", str(prefix), "python", "-m", "ipykernel_launcher"])
     _spec(user, "bare", ["python", "-m", "ipykernel_launcher"])
-    (user / "broken").mkdir()
-    (user / "broken" / "kernel.json").write_text("{not json")
+    for name, text in (("broken", "{not json"), ("deep", "[" * 100_000), ("binary", None)):
+        (user / name).mkdir()
+        if text is None:
+            (user / name / "kernel.json").write_bytes(b"\xff\xfe\x00")
+        else:
+            (user / name / "kernel.json").write_text(text)
+    (user / "fifo").mkdir()
+    os.mkfifo(user / "fifo" / "kernel.json")  # read, it would block for ever
     _spec(extra, "MINE", [str(other / "bin" / "python")])  # JUPYTER_PATH comes first: this one hides the user's 'mine'
     _spec(prefix / "share" / "jupyter" / "kernels", "in-env", [str(prefix / "bin" / "python")])
     monkeypatch.setenv("JUPYTER_PATH", str(extra.parent))
