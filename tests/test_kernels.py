@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,14 +101,12 @@ def _tools_site() -> str:
 
 
 KERNEL_RUN = """
-import json, sys
+import sys
 from jupyter_client.manager import start_new_kernel
 km, kc = start_new_kernel(kernel_name=sys.argv[1], startup_timeout=120)
 try:
-    names = json.loads(sys.argv[2])
     out = []
-    code = "import json, os; print(json.dumps({n: os.environ.get(n) for n in %r}))" % (names,)
-    kc.execute_interactive(code, output_hook=lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None, timeout=120)
+    kc.execute_interactive(sys.argv[2], output_hook=lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None, timeout=300)
     print("".join(out).strip())
 finally:
     kc.stop_channels()
@@ -115,19 +114,32 @@ finally:
 """
 
 
-def _kernel_sees(name: str, names: list[str], env: dict[str, str]) -> dict[str, str | None]:
-    """What a kernel started by Jupyter's own client has of `names`."""
+def _in_kernel(name: str, code: str, env: dict[str, str]) -> Any:
+    """The JSON that `code` prints, run in kernel `name` as Jupyter's own client starts it."""
     proc = subprocess.run(
-        [str(tool_exe("python")), "-c", KERNEL_RUN, name, json.dumps(names)],
+        [str(tool_exe("python")), "-c", KERNEL_RUN, name, code], capture_output=True, text=True, env=env, timeout=600, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _kernel_sees(name: str, names: list[str], env: dict[str, str]) -> dict[str, str | None]:
+    """What the kernel's process has of `names`."""
+    seen: dict[str, str | None] = _in_kernel(name, f"import json, os; print(json.dumps({{n: os.environ.get(n) for n in {names!r}}}))", env)
+    return seen
+
+
+def _install_kernel(prefix: Path, name: str, env: dict[str, str]) -> None:
+    """The kernelspec ipykernel itself writes for the env's python (`ipykernel install --user`)."""
+    installed = subprocess.run(
+        [str(prefix / "bin" / "python"), "-m", "ipykernel", "install", "--user", "--name", name],
         capture_output=True,
         text=True,
         env=env,
         timeout=300,
         check=False,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    seen: dict[str, str | None] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return seen
+    assert installed.returncode == 0, installed.stderr
 
 
 def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path: Path, isolated: Path) -> None:
@@ -147,15 +159,7 @@ def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path:
     made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
     assert made.returncode == 0, made.stderr
     env = {**os.environ, "PYTHONPATH": _tools_site(), "KMP_DUPLICATE_LIB_OK": "TRUE"}
-    installed = subprocess.run(
-        [str(prefix / "bin" / "python"), "-m", "ipykernel", "install", "--user", "--name", "nb-kernel", "--display-name", "NB"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert installed.returncode == 0, installed.stderr
+    _install_kernel(prefix, "nb-kernel", env)
     spec = isolated / ".local" / "share" / "jupyter" / "kernels" / "nb-kernel" / "kernel.json"
     before = json.loads(spec.read_text())
     assert before["argv"][0] == str(prefix / "bin" / "python")
@@ -213,3 +217,31 @@ def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path:
         [str(tool_exe("jupyter")), "kernelspec", "remove", "-y", "nb-kernel"], capture_output=True, text=True, timeout=120, check=False
     )
     assert gone.returncode == 0 and not spec.exists(), gone.stderr
+
+
+# the seed crash's two halves: the parent imports MKL through mkl-service (which sets
+# MKL_THREADING_LAYER=INTEL for its children where it is unset), a child imports torch, then MKL
+DDP_FROM_A_NOTEBOOK = """
+import json, subprocess, sys
+import mkl
+child = subprocess.run([sys.executable, "-c", "import torch; import mkl"], capture_output=True, text=True)
+print(json.dumps({"rc": child.returncode, "stderr": child.stderr[-500:]}))
+"""
+
+
+def test_the_seed_crash_comes_back_in_a_notebook_until_the_kernel_has_the_settings(seed_env: Path, isolated: Path) -> None:
+    """The env has MKL_THREADING_LAYER=GNU at activation, and a DDP-style child started from its
+    Jupyter kernel still crashes: Jupyter runs no activation. Once audit --fix has written the
+    setting into the kernelspec (and nothing into the env), the same child runs."""
+    env = {**os.environ, "PYTHONPATH": _tools_site()}
+    _install_kernel(seed_env, "seed", env)
+    crashed = _in_kernel("seed", DDP_FROM_A_NOTEBOOK, env)
+    assert crashed["rc"] != 0 and "MKL_THREADING_LAYER=INTEL is incompatible with libgomp" in crashed["stderr"], crashed
+    record = (seed_env / "etc" / "envkit" / "record.json").read_bytes()
+    fixed = run_envkit("audit", "-p", str(seed_env), "--fix", "--yes", "--json")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    (plan,) = json.loads(fixed.stdout)["data"]["fixes"]
+    assert plan["reasons"] == ["EK036: write the env's activation settings into its Jupyter kernels"], plan
+    assert (seed_env / "etc" / "envkit" / "record.json").read_bytes() == record  # the env itself was right
+    ran = _in_kernel("seed", DDP_FROM_A_NOTEBOOK, env)
+    assert ran["rc"] == 0, ran
