@@ -52,11 +52,12 @@ class KernelSpec:
                 out.append(f"{name}={unescaped(have)} (envkit's activation: {value})")
         return tuple(out)
 
-    def with_settings(self, settings: Mapping[str, str | None]) -> str:
-        """The kernel.json that gives the kernel `settings`, all else as it was; indented as
-        ipykernel writes it."""
+    def with_settings(self, settings: Mapping[str, str | None], drop: Iterable[str] = ()) -> str:
+        """The kernel.json that gives the kernel `settings`, and not the `drop` names, all else as
+        it was; indented as ipykernel writes it."""
         data: dict[str, Any] = json.loads(self.text)
-        env = {name: value for name, value in self.env.items() if not (name in settings and settings[name] is None)}
+        gone = {name for name, value in settings.items() if value is None} | set(drop)
+        env = {name: value for name, value in self.env.items() if name not in gone}
         env.update({name: escaped(value) for name, value in settings.items() if value is not None})
         data["env"] = env
         return json.dumps(data, indent=1, ensure_ascii=False) + ("\n" if self.text.endswith("\n") else "")
@@ -77,17 +78,21 @@ class KernelsGiven:
     failed: tuple[str, ...] = ()  # "PATH: why", each left as it was
 
 
-def give_settings(prefix: Path, settings: Mapping[str, str | None]) -> KernelsGiven:
+def give_settings(prefix: Path, settings: Mapping[str, str | None], before: Mapping[str, str | None] | None = None) -> KernelsGiven:
     """Write `settings` into each of `prefix`'s kernels that lacks them, each file whole or not at
-    all (it keeps its mode); one that cannot be written is said, not fatal: the env is what matters."""
+    all (it keeps its mode); one that cannot be written is said, not fatal: the env is what matters.
+    `before`: the settings the env had, whose values a kernel still holds for names `settings` no
+    longer has are taken out (envkit wrote them)."""
     from envkit.fsutil import atomic_write_text
 
+    dropped = {name: escaped(value) for name, value in (before or {}).items() if name not in settings and value is not None}
     written, failed = [], []
-    for kernel in env_kernels(prefix) if settings else ():
-        if not kernel.differences(settings):
+    for kernel in env_kernels(prefix) if settings or dropped else ():
+        drop = [name for name, value in dropped.items() if kernel.env.get(name) == value]
+        if not (kernel.differences(settings) or drop):
             continue
         try:
-            atomic_write_text(kernel.path, kernel.with_settings(settings))
+            atomic_write_text(kernel.path, kernel.with_settings(settings, drop))
         except OSError as exc:
             failed.append(f"{kernel.path}: {exc.strerror or exc}")
             continue

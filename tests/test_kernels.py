@@ -190,16 +190,22 @@ def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path:
     assert not [f for a in json.loads(again.stdout)["data"]["audits"] for f in a["findings"] if f["rule_id"] == "EK036"], again.stdout
     assert "EK036" not in {f.rule_id for f in findings_for(read_inventory(prefix))}
 
-    # a sync that changes the settings gives the kernel the new ones
-    recipe.write_text(recipe.read_text().replace("omp_num_threads: 2", "omp_num_threads: 3").replace(json.dumps(ODD), "'$$'"))
+    # a sync that changes the settings gives the kernel the new ones, and takes out what envkit
+    # wrote for a setting the recipe no longer has (what the user put there stays)
+    spec.write_text(spec.read_text().replace('"env": {', '"env": {\n  "MINE": "kept",'))
+    recipe.write_text(
+        recipe.read_text().replace("omp_num_threads: 2", "omp_num_threads: 3").replace(f"ODD: {json.dumps(ODD)}", "ODD2: '$$'")
+    )
     synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
     assert synced.returncode == 0, synced.stdout + synced.stderr
     assert f"wrote the env's settings into Jupyter kernel {spec}" in synced.stdout
-    assert _kernel_sees("nb-kernel", names, env) == {
+    assert _kernel_sees("nb-kernel", [*names, "ODD2", "MINE"], env) == {
         "MKL_THREADING_LAYER": "GNU",
         "OMP_NUM_THREADS": "3",
-        "ODD": "$$",
+        "ODD": None,
         "KMP_DUPLICATE_LIB_OK": "TRUE",
+        "ODD2": "$$",
+        "MINE": "kept",
     }
 
     # so does a create over the env (one the user may not write: tests/test_shared_env.py)
