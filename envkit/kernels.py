@@ -35,7 +35,7 @@ class KernelSpec:
     name: str  # its folder's name: what `jupyter kernelspec list` and a notebook's metadata call it
     python: str  # argv[0]
     env: dict[str, str]
-    text: str  # the file as read, for the fix's diff and its check that nothing changed since
+    text: str  # the file as read: the diff a fix shows, and the file it writes with the other keys kept
 
     def differences(self, settings: Mapping[str, str | None]) -> tuple[str, ...]:
         """Where the kernel's environment would differ from `settings` (envkit's activation: a value,
@@ -70,36 +70,6 @@ def settings_of(ops: Iterable[EnvOp]) -> dict[str, str | None]:
     return {op.name: op.value if op.action == "set" else None for op in ops if op.action in ("set", "unset")}
 
 
-@dataclass(frozen=True)
-class KernelsGiven:
-    """What writing an env's settings into its kernels did."""
-
-    written: tuple[str, ...] = ()  # the kernel.json files
-    failed: tuple[str, ...] = ()  # "PATH: why", each left as it was
-
-
-def give_settings(prefix: Path, settings: Mapping[str, str | None], before: Mapping[str, str | None] | None = None) -> KernelsGiven:
-    """Write `settings` into each of `prefix`'s kernels that lacks them, each file whole or not at
-    all (it keeps its mode); one that cannot be written is said, not fatal: the env is what matters.
-    `before`: the settings the env had, whose values a kernel still holds for names `settings` no
-    longer has are taken out (envkit wrote them)."""
-    from envkit.fsutil import atomic_write_text
-
-    dropped = {name: escaped(value) for name, value in (before or {}).items() if name not in settings and value is not None}
-    written, failed = [], []
-    for kernel in env_kernels(prefix) if settings or dropped else ():
-        drop = [name for name, value in dropped.items() if kernel.env.get(name) == value]
-        if not (kernel.differences(settings) or drop):
-            continue
-        try:
-            atomic_write_text(kernel.path, kernel.with_settings(settings, drop))
-        except OSError as exc:
-            failed.append(f"{kernel.path}: {exc.strerror or exc}")
-            continue
-        written.append(str(kernel.path))
-    return KernelsGiven(tuple(written), tuple(failed))
-
-
 def escaped(value: str) -> str:
     """`value` as a kernelspec's env holds it, for Jupyter to pass on unchanged."""
     return value.replace("$", "$$")
@@ -124,7 +94,7 @@ def kernel_dirs(server_prefixes: tuple[Path, ...]) -> tuple[Path, ...]:
         data += [Path(os.environ["APPDATA"]) / "jupyter"] if os.environ.get("APPDATA") else []
     else:
         data.append(Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share") / "jupyter")
-    userbase = os.environ.get("PYTHONUSERBASE")  # pip install --user's prefix: ipykernel install --user goes by the data folder
+    userbase = os.environ.get("PYTHONUSERBASE")  # the user site's prefix (PEP 370), which jupyter_core reads too
     data.append((Path(userbase) if userbase else home / ".local") / "share" / "jupyter")
     data += [prefix / "share" / "jupyter" for prefix in server_prefixes]
     if sys.platform == "win32":
@@ -132,6 +102,13 @@ def kernel_dirs(server_prefixes: tuple[Path, ...]) -> tuple[Path, ...]:
     else:
         data += [Path("/usr/local/share/jupyter"), Path("/usr/share/jupyter")]
     return tuple(dict.fromkeys(folder / "kernels" for folder in data))
+
+
+def search_dirs(prefix: Path) -> tuple[Path, ...]:
+    """kernel_dirs with every env conda knows (and `prefix`) as a server's prefix."""
+    from envkit.envs import all_envs  # conda's registry and envs folders: read only where kernels are looked for
+
+    return kernel_dirs((prefix, *all_envs()))
 
 
 def installed_kernels(dirs: tuple[Path, ...]) -> tuple[KernelSpec, ...]:
@@ -167,6 +144,36 @@ def env_kernels(prefix: Path) -> tuple[KernelSpec, ...]:
     return kernels_of(prefix, installed_kernels(search_dirs(prefix)))
 
 
+@dataclass(frozen=True)
+class KernelsGiven:
+    """What writing an env's settings into its kernels did."""
+
+    written: tuple[str, ...] = ()  # the kernel.json files
+    failed: tuple[str, ...] = ()  # "PATH: why", each left as it was
+
+
+def give_settings(prefix: Path, settings: Mapping[str, str | None], before: Mapping[str, str | None] | None = None) -> KernelsGiven:
+    """Write `settings` into each of `prefix`'s kernels that lacks them, each file whole or not at
+    all (it keeps its mode); one that cannot be written is said, not fatal: the env is what matters.
+    `before`: the settings the env had, whose values a kernel still holds for names `settings` no
+    longer has are taken out (envkit wrote them)."""
+    from envkit.fsutil import atomic_write_text
+
+    dropped = {name: escaped(value) for name, value in (before or {}).items() if name not in settings and value is not None}
+    written, failed = [], []
+    for kernel in env_kernels(prefix) if settings or dropped else ():
+        drop = [name for name, value in dropped.items() if kernel.env.get(name) == value]
+        if not (kernel.differences(settings) or drop):
+            continue
+        try:
+            atomic_write_text(kernel.path, kernel.with_settings(settings, drop))
+        except OSError as exc:
+            failed.append(f"{kernel.path}: {exc.strerror or exc}")
+            continue
+        written.append(str(kernel.path))
+    return KernelsGiven(tuple(written), tuple(failed))
+
+
 def _real(path: Path) -> Path:
     """The folder itself, links followed; not the python in it, which may be a link to another
     prefix's interpreter (a venv's)."""
@@ -191,10 +198,3 @@ def _read(path: Path, name: str) -> KernelSpec | None:
     if not isinstance(argv, list) or not argv or not isinstance(argv[0], str) or not isinstance(env, dict):
         return None
     return KernelSpec(path, name, argv[0], {str(k): str(v) for k, v in env.items()}, text)
-
-
-def search_dirs(prefix: Path) -> tuple[Path, ...]:
-    """kernel_dirs with every env conda knows (and `prefix`) as a server's prefix."""
-    from envkit.envs import all_envs  # conda's registry and envs folders: read for the audit only
-
-    return kernel_dirs((prefix, *all_envs()))
