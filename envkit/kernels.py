@@ -179,7 +179,7 @@ def _real(path: Path) -> Path:
     prefix's interpreter (a venv's)."""
     try:
         return path.resolve()
-    except OSError:
+    except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError on a link loop
         return path.absolute()
 
 

@@ -50,6 +50,9 @@ def test_the_env_s_kernels_are_found_where_jupyter_looks_and_others_are_not(tmp_
             (user / name / "kernel.json").write_bytes(b"\xff\xfe\x00")
         else:
             (user / name / "kernel.json").write_text(text)
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)  # a kernel whose python sits in a link loop: it is nobody's
+    _spec(user, "looped", [str(loop / "bin" / "python")])
     (user / "fifo").mkdir()
     os.mkfifo(user / "fifo" / "kernel.json")  # read, it would block for ever
     _spec(extra, "MINE", [str(other / "bin" / "python")])  # JUPYTER_PATH comes first: this one hides the user's 'mine'
