@@ -182,6 +182,18 @@ def test_a_kernel_installed_for_everyone_is_named_to_a_teammate_and_never_fatal(
     assert f"{specs['team']}: you may not write to this Jupyter kernel's spec" in one_line_error(fixed, 2)
     assert {p: p.read_bytes() for p in before} == before
 
+    # the teammate's own kernel for the team's env: theirs to fix, and the env stays as it is
+    specs["team"].unlink()
+    theirs = shared_dir / "home" / ".local" / "share" / "jupyter" / "kernels" / "team" / "kernel.json"
+    theirs.parent.mkdir(parents=True)
+    theirs.write_text(json.dumps({"argv": [str(prefix / "bin" / "python"), "-m", "ipykernel_launcher"]}))
+    for path in (theirs, *theirs.parents[:5]):
+        os.chown(path, NOBODY, NOBODY)
+    fixed = run_as_other(envkit, "audit", "-p", str(prefix), "--fix", "--yes")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert json.loads(theirs.read_text())["env"] == {"OMP_NUM_THREADS": "2"}
+    assert {p: p.read_bytes() for p in before if p.is_relative_to(prefix)} == {p: b for p, b in before.items() if p.is_relative_to(prefix)}
+
     made = run_as_other(envkit, "create", str(recipe), "-p", str(own / "env"), "--yes", "--no-probe")
     assert made.returncode == 0, made.stderr
     assert f"Jupyter kernel left without the env's settings: {specs['mine']}: Permission denied" in made.stdout
