@@ -187,6 +187,7 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
         f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
         "# The env's exact packages, then its activation settings as ENV: containers do not run conda activate.",
         f"# The image needs conda on its PATH (envkit export --base IMAGE names another); packages for {env.platform}.",
+        *_local_notes(env),  # before FROM: what a builder must be given first
         f"FROM --platform={DOCKER_PLATFORMS[env.platform]} {base}",  # a Linux env: export_env refuses others
         "RUN printf '%s\\n' \\",
         *(f"      {shlex.quote(line)} \\" for line in listing),
@@ -194,7 +195,6 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
         f" && conda create --yes --prefix {DOCKER_PREFIX} --file /tmp/envkit-explicit.txt \\",
         " && conda clean --all --yes && rm /tmp/envkit-explicit.txt",
     ]
-    lines[3:3] = _local_notes(env)  # before FROM: what a builder must be given first
     if env.pip:
         wheels = " ".join(shlex.quote(p.requirement) for p in env.pip)
         lines.append(f"RUN {DOCKER_PREFIX}/bin/python -m pip install --no-deps --no-cache-dir {wheels}")

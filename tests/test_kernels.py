@@ -20,7 +20,7 @@ from tests.support.condapkg import index_channel
 from tests.support.tiny import tiny_channel
 from tests.support.wheelchannel import python_shim
 
-# a value Jupyter would expand ($HOME) were it not written as $$HOME, and one it would keep
+# a value Jupyter would change were its `$` not doubled in the spec: $HOME expanded, $$ made one $
 ODD = "a $HOME b $$ c"
 
 
