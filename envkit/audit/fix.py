@@ -119,7 +119,7 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
             opening = private_records(prefix)
     activation = RecordedActivation(activation.recipe_name, ops, activation.tag)
     kernels = _kernel_writes(prefix, ops)
-    if kernels and "kernel-settings" not in _fixes_asked(findings):  # settings this fix adds reach the kernels too
+    if kernels:  # also where no EK036 was found: settings this fix adds reach the kernels too
         reasons.append(f"EK036: {SAFE_FIXES['kernel-settings'][1]}")
     files = activation.files(prefix) if ops else []
     move = legacy_record_path(prefix).is_file()
@@ -135,11 +135,6 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
             "".join(difflib.unified_diff(kernel.text.splitlines(True), text.splitlines(True), f"a{kernel.path}", f"b{kernel.path}"))
         )
     return FixPlan(prefix, activation, tuple(files), move, "".join(diff_parts), tuple(dict.fromkeys(reasons)), opening, basis, kernels)
-
-
-def _fixes_asked(findings: list[Finding]) -> set[str]:
-    """The safe fixes `findings` ask for."""
-    return {fix for f in findings if f.rule_id in RULES_BY_ID and (fix := RULES_BY_ID[f.rule_id].safe_fix) is not None}
 
 
 def _kernel_writes(prefix: Path, ops: tuple[EnvOp, ...]) -> tuple[tuple[KernelSpec, str], ...]:
