@@ -116,8 +116,10 @@ def create_env(
             append_block(staging, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
             pip_installed = pip_install(staging, plan.pip_specs, final_prefix=prefix, locked=plan.pip_locked)
             activation = RecordedActivation(plan.recipe, plan.activation, prefix_tag(prefix))
-            write_files(activation.files(staging))
-            files = activation.files(prefix)
+            staged = activation.files(staging)
+            write_files(staged)
+            # the same files at the final place: the staging env's python says where its site-packages is
+            files = [ActivationFile(prefix / f.path.relative_to(staging), f.text) for f in staged]
             record = {
                 **build_record(plan, origin, activation, files),
                 "pip_installed": pip_installed,

@@ -111,7 +111,9 @@ def _plan(c: Out, plan: Any, findings: Any = ()) -> None:
     c.print(table)
     if plan.pip_specs:
         c.print("pip: " + ", ".join(plan.pip_specs))
-    c.print("[bold]activation[/bold] (etc/conda/activate.d/envkit-" + plan.recipe + ".*)")
+    startup = any(op.action == "set" for op in plan.activation) and any(p.name == "python" for p in plan.packages)
+    also = "; what it sets also for a python started without it: site-packages/_envkit_settings.*" if startup else ""
+    c.print("[bold]activation[/bold] (etc/conda/activate.d/envkit-" + plan.recipe + ".*" + also + ")")
     _ops_lines(c, plan.activation)
     for w in plan.warnings:
         c.print(f"[yellow]warning[/yellow] {escape(w)}")

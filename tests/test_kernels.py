@@ -146,9 +146,11 @@ def _install_kernel(prefix: Path, name: str, env: dict[str, str]) -> None:
 
 
 def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path: Path, isolated: Path) -> None:
-    """ipykernel installs the kernel; Jupyter's client starts it. Before the fix it has none of the
-    env's settings (Jupyter runs no activation); after it, each exactly, `$` included, and the
-    audit has nothing more to say."""
+    """ipykernel installs the kernel; Jupyter's client starts it, with the server's environment and
+    no activation. Before the fix the env's startup files fill in what the server lacks, and what
+    the server has (another env's settings, in the shell it was started from) wins; after it the
+    kernel's own env gives each of the env's values exactly, `$` included, and the audit has
+    nothing more to say."""
     channel = tiny_channel(tmp_path)
     python_shim(channel)
     index_channel(channel)
@@ -161,7 +163,13 @@ def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path:
     prefix = tmp_path / "nb"
     made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
     assert made.returncode == 0, made.stderr
-    env = {**os.environ, "PYTHONPATH": _tools_site(), "KMP_DUPLICATE_LIB_OK": "TRUE"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": _tools_site(),
+        "KMP_DUPLICATE_LIB_OK": "TRUE",
+        "MKL_THREADING_LAYER": "INTEL",
+        "OMP_NUM_THREADS": "8",
+    }
     _install_kernel(prefix, "nb-kernel", env)
     spec = isolated / ".local" / "share" / "jupyter" / "kernels" / "nb-kernel" / "kernel.json"
     before = json.loads(spec.read_text())
@@ -169,9 +177,9 @@ def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path:
 
     names = ["MKL_THREADING_LAYER", "OMP_NUM_THREADS", "ODD", "KMP_DUPLICATE_LIB_OK"]
     assert _kernel_sees("nb-kernel", names, env) == {
-        "MKL_THREADING_LAYER": None,
-        "OMP_NUM_THREADS": None,
-        "ODD": None,
+        "MKL_THREADING_LAYER": "INTEL",
+        "OMP_NUM_THREADS": "8",
+        "ODD": ODD,  # from the startup files: the server has none
         "KMP_DUPLICATE_LIB_OK": "TRUE",
     }
     audit = run_envkit("audit", "-p", str(prefix), "--json")
@@ -239,10 +247,13 @@ print(json.dumps({"rc": child.returncode, "stderr": child.stderr[-500:]}))
 
 
 def test_the_seed_crash_comes_back_in_a_notebook_until_the_kernel_has_the_settings(seed_env: Path, isolated: Path) -> None:
-    """The env has MKL_THREADING_LAYER=GNU at activation, and a DDP-style child started from its
-    Jupyter kernel still crashes: Jupyter runs no activation. Once audit --fix has written the
+    """The env has MKL_THREADING_LAYER=GNU at activation and in its startup files, and a DDP-style
+    child started from its Jupyter kernel still crashes where the server's environment has INTEL:
+    Jupyter runs no activation, and the startup files keep a value the process has. A server gets
+    INTEL from a shell with another env's settings, or by importing mkl-service itself, which writes
+    INTEL into its own environment for every kernel it starts. Once audit --fix has written the
     setting into the kernelspec (and nothing into the env), the same child runs."""
-    env = {**os.environ, "PYTHONPATH": _tools_site()}
+    env = {**os.environ, "PYTHONPATH": _tools_site(), "MKL_THREADING_LAYER": "INTEL"}
     _install_kernel(seed_env, "seed", env)
     crashed = _in_kernel("seed", DDP_FROM_A_NOTEBOOK, env)
     assert crashed["rc"] != 0 and "MKL_THREADING_LAYER=INTEL is incompatible with libgomp" in crashed["stderr"], crashed

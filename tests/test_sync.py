@@ -670,14 +670,14 @@ print(json.dumps({{"made": made.returncode, "madeerr": made.stderr, "code": sync
 
 
 def made_pip_env(
-    tmp_path: Path, name: str, channel: Path, links: Path, python: str = "3.11", pip: str = "mpmath, threadpoolctl"
+    tmp_path: Path, name: str, channel: Path, links: Path, python: str = "3.11", pip: str = "mpmath, threadpoolctl", more: str = ""
 ) -> tuple[Path, Path, dict[str, str]]:
     """(recipe, prefix, pip's offline env) of an env created from `channel` with pip: [`pip`] from
-    the find-links folder `links`."""
+    the find-links folder `links` (and `more` recipe lines)."""
     recipe = write_recipe(
         tmp_path / "r",
         name,
-        f'envkit: 1\nname: {name}\nchannels: [{channel.as_uri()}]\npython: "{python}"\npackages: [pip]\npip: [{pip}]\n',
+        f'envkit: 1\nname: {name}\nchannels: [{channel.as_uri()}]\npython: "{python}"\npackages: [pip]\npip: [{pip}]\n{more}',
     )
     env = offline_pip_env(dict(os.environ), links)
     made = run_envkit("create", str(recipe), "--yes", "--no-probe", env=env)
@@ -871,7 +871,16 @@ def test_a_python_move_installs_the_pip_list_anew_for_the_new_python(tmp_path: P
     channel, links, other = two_pythons_pip_channel(tmp_path)
     host = f"{sys.version_info[0]}.{sys.version_info[1]}"
     homemade_wheel(links, "compiled", "1.0", {"compiled/__init__.py": "v = 1\n"}, tag=HOST_ONLY)
-    recipe, prefix, env = made_pip_env(tmp_path, "moving", channel, links, python=host, pip="mpmath, threadpoolctl, compiled")
+    recipe, prefix, env = made_pip_env(
+        tmp_path,
+        "moving",
+        channel,
+        links,
+        python=host,
+        pip="mpmath, threadpoolctl, compiled",
+        more="threading: {env: {MOVED_WITH: python}}\n",
+    )
+    assert (prefix / f"lib/python{host}/site-packages/_envkit_settings.pth").is_file()
     homemade_wheel(links, "compiled", "2.0", {"compiled/__init__.py": "v = 2\n"})
     homemade_wheel(links, "mpmath", "9.9", {"mpmath/__init__.py": "__version__ = '9.9'\n"})
     edit(recipe, f'python: "{host}"', f'python: "{other}"')
@@ -897,6 +906,10 @@ def test_a_python_move_installs_the_pip_list_anew_for_the_new_python(tmp_path: P
     assert where.returncode == 0, where.stderr
     assert f"lib/python{other}/site-packages/mpmath" in where.stdout
     assert not list(prefix.glob(f"lib/python{host}/site-packages/*.dist-info"))
+    # the startup files went with the python: the new one starts with the settings, the old one's folder is gone
+    started = subprocess.run([str(python), "-c", "import os; print(os.environ['MOVED_WITH'])"], capture_output=True, text=True, check=False)
+    assert started.stdout == "python\n", started.stderr
+    assert not (prefix / f"lib/python{host}").exists()
     record = read_record(prefix)
     assert record is not None and {p["name"]: p["version"] for p in record["pip_installed"]} == {
         "compiled": "2.0",

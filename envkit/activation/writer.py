@@ -11,6 +11,8 @@ from typing import Any
 
 from envkit.activation import FILE_PREFIX, SCRIPTS_FORMAT
 from envkit.activation.shells import GENERATORS, ScriptContext
+from envkit.activation.startup import NAMES as STARTUP_NAMES
+from envkit.activation.startup import drop_leftovers, site_dir, startup_texts
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, read_exact
 from envkit.recipe.model import EnvOp
@@ -82,9 +84,12 @@ def render_files(
     suffixes: tuple[str, ...] = tuple(GENERATORS),
     *,
     tag: str | None = None,
+    startup: bool = True,
 ) -> list[ActivationFile]:
-    """The exact files envkit would write for these operations. The text depends on the recipe
-    name, the operations and the tag only, so an env that is moved or copied still matches."""
+    """The exact files envkit would write for these operations: each shell's scripts, and the
+    startup files in the env's site-packages (envkit.activation.startup) where it has a python.
+    The text depends on the recipe name, the operations and the tag only, so an env that is moved
+    or copied still matches."""
     ctx = ScriptContext(
         tag=tag or prefix_tag(prefix),
         header=(
@@ -99,6 +104,9 @@ def render_files(
         name = f"{FILE_PREFIX}{recipe_name}.{suffix}"
         files.append(ActivationFile(prefix / "etc" / "conda" / "activate.d" / name, pair.activate))
         files.append(ActivationFile(prefix / "etc" / "conda" / "deactivate.d" / name, pair.deactivate))
+    site = site_dir(prefix) if startup else None
+    if site is not None:
+        files.extend(ActivationFile(site / name, text) for name, text in startup_texts(ctx.header, ops).items())
     return files
 
 
@@ -113,17 +121,26 @@ def write_files(files: list[ActivationFile]) -> list[Path]:
 
 
 def remove_stale(prefix: Path, keep: list[ActivationFile]) -> list[Path]:
-    """Drop envkit files for recipes this env no longer uses (only files named envkit-*)."""
+    """Drop envkit files this env no longer uses: scripts for recipes it was made from before
+    (only files named envkit-*), and startup files for settings that set nothing now, or in the
+    site-packages of a python the env no longer has (a sync from 3.11 to 3.12 leaves that folder)."""
     keep_paths = {f.path for f in keep}
-    removed = []
+    candidates: list[Path] = []
     for sub in ("activate.d", "deactivate.d"):
         folder = prefix / "etc" / "conda" / sub
-        if not folder.is_dir():
-            continue
-        for path in folder.iterdir():
-            if path.name.startswith(FILE_PREFIX) and path not in keep_paths and MARK in (read_exact(path) or ""):
-                path.unlink()
-                removed.append(path)
+        if folder.is_dir():
+            candidates.extend(path for path in folder.iterdir() if path.name.startswith(FILE_PREFIX))
+    for pattern in ("lib/python3*/site-packages", "Lib/site-packages"):
+        for site in prefix.glob(pattern):
+            candidates.extend(path for path in (site / name for name in STARTUP_NAMES) if path.is_file())
+    removed = []
+    for path in candidates:
+        if path not in keep_paths and MARK in (read_exact(path) or ""):
+            path.unlink()
+            removed.append(path)
+    live = site_dir(prefix)
+    for site in {path.parent for path in removed if path.name in STARTUP_NAMES}:
+        drop_leftovers(site, folders=site != live)
     return removed
 
 
@@ -135,8 +152,8 @@ class RecordedActivation:
     ops: tuple[EnvOp, ...]
     tag: str
 
-    def files(self, prefix: Path, suffixes: tuple[str, ...] = tuple(GENERATORS)) -> list[ActivationFile]:
-        return render_files(prefix, self.recipe_name, self.ops, suffixes, tag=self.tag)
+    def files(self, prefix: Path, suffixes: tuple[str, ...] = tuple(GENERATORS), *, startup: bool = True) -> list[ActivationFile]:
+        return render_files(prefix, self.recipe_name, self.ops, suffixes, tag=self.tag, startup=startup)
 
 
 def recorded_activation(prefix: Path, record: dict[str, Any]) -> RecordedActivation:

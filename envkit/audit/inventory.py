@@ -66,6 +66,7 @@ class ScriptState:
     expected: str
     current: str | None  # None: missing
     as_written: bool = False  # byte for byte what the record says envkit wrote (an older envkit's text, if not `expected`)
+    listed: bool = True  # the record names it among the files envkit wrote (False: this envkit writes one more)
 
 
 @dataclass(frozen=True)
@@ -260,12 +261,13 @@ def _envkit_scripts(prefix: Path, record: dict[str, Any] | None) -> tuple[Script
     activation = record.get("activation")
     written = activation.get("sha256") if isinstance(activation, dict) else None
     written = written if isinstance(written, dict) else {}
+    listed = activation.get("files") if isinstance(activation, dict) else None
     out = []
     for f in recorded_activation(prefix, record).files(prefix):
         path = str(f.path.relative_to(prefix))
         current = read_exact(f.path)
         as_written = current is not None and written.get(path) == text_sha256(current)
-        out.append(ScriptState(path, f.text, current, as_written))
+        out.append(ScriptState(path, f.text, current, as_written, not isinstance(listed, list) or path in listed))
     return tuple(out)
 
 

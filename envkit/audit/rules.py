@@ -328,7 +328,8 @@ def activation_drift(inv: Inventory) -> list[str]:
     out = []
     for script in inv.envkit_scripts:
         if script.current is None:
-            out.append(f"{script.path} is missing")
+            if script.listed:  # else it is one this envkit writes and an older one did not (EK031)
+                out.append(f"{script.path} is missing")
         elif script.current != script.expected and not script.as_written:
             out.append(f"{script.path} differs from what the env's record (etc/envkit/record.json) asks for")
     return out
@@ -336,11 +337,14 @@ def activation_drift(inv: Inventory) -> list[str]:
 
 def activation_from_older_envkit(inv: Inventory) -> list[str]:
     # untouched since envkit wrote them (the record keeps their digests), but this envkit writes them otherwise
-    return [
+    older = [
         f"{s.path} is as an older envkit wrote it; this envkit writes it differently"
         for s in inv.envkit_scripts
         if s.current is not None and s.current != s.expected and s.as_written
     ]
+    # a file the record does not name: envkit writes one more now, such as the startup files that
+    # give a python started without activation the settings (envkit.activation.startup)
+    return older + [f"{s.path} is not there: this envkit writes it too" for s in inv.envkit_scripts if s.current is None and not s.listed]
 
 
 def unreadable_records(inv: Inventory) -> list[str]:
@@ -891,14 +895,22 @@ RULES: tuple[Rule, ...] = (
         "EK031",
         "activation-from-older-envkit",
         "warning",
-        "activation scripts as an older envkit wrote them",
+        "activation files as an older envkit wrote them, or without those it writes now",
         "The scripts are untouched since envkit wrote them (the record keeps each one's digest), but this envkit writes them "
         "otherwise: a later envkit mended how they behave in some shell. One such mend: envkit's fish scripts used to leave "
         "status 4 when a variable they save was not set (fish's `set` passes an earlier failure through), so "
         "`conda activate ENV; and python train.py` in fish never trained; and its cmd.exe scripts ended with whatever ERRORLEVEL "
-        "came before them, on which conda's cmd.exe activation stops (\"Activation script ... failed\"). Scripts edited by hand are EK014's.",
+        'came before them, on which conda\'s cmd.exe activation stops ("Activation script ... failed"). Another: envkit now '
+        "also writes startup files into the env's site-packages (_envkit_settings.py, .pth and .start), so that a python "
+        "started without activation (a job script's `srun ENV/bin/python`, a console script such as ENV/bin/yolo, a "
+        "shebang, an IDE) gets the settings; an env made before has none, and a multi-GPU train started that way meets the "
+        "seed crash. Files edited by hand are EK014's.",
         "envkit audit --fix rewrites them from etc/envkit/record.json (the settings stay the same); so does envkit sync.",
-        ("https://fishshell.com/docs/current/cmds/set.html",),
+        (
+            "https://fishshell.com/docs/current/cmds/set.html",
+            "https://docs.python.org/3/library/site.html",
+            "https://peps.python.org/pep-0829/",
+        ),
         activation_from_older_envkit,
         "rewrite-activation",
     ),
@@ -968,10 +980,12 @@ RULES: tuple[Rule, ...] = (
         "warning",
         "a Jupyter kernel of the env that starts without its activation settings",
         "A kernelspec written by `python -m ipykernel install` starts the env's python directly, with the Jupyter server's "
-        "environment and the spec's own `env`, and runs no activation: none of the settings envkit's activate.d scripts "
-        "export reach the notebook, or the processes it starts. A DDP run launched from a notebook (ultralytics' "
-        "multi-GPU train spawns torch.distributed.run) gets the seed crash MKL_THREADING_LAYER=GNU is there to prevent, "
-        "and thread counts are whatever the server had. Kernels started through conda run or nb_conda_kernels are "
+        "environment and the spec's own `env`, and runs no activation. The env's startup files (_envkit_settings.pth) fill "
+        "in what the server's environment lacks, but a value the server has wins there: one from the shell it was started "
+        "in, or MKL_THREADING_LAYER=INTEL, which mkl-service writes into the environment of a server process that imported "
+        "it, for every kernel it starts. A DDP run launched from such a notebook (ultralytics' multi-GPU train spawns "
+        "torch.distributed.run) gets the seed crash MKL_THREADING_LAYER=GNU is there to prevent, and thread counts are "
+        "whatever the server had. The spec's `env` wins over the server's. Kernels started through conda run or nb_conda_kernels are "
         "activated and not looked at. The spec's `env` cannot unset a variable the server has.",
         "envkit audit --fix writes envkit's settings into each such kernel.json's env (the rest of the file as it was; a `$` "
         "written as `$$`, since Jupyter expands $NAME there); from then on envkit sync, and create over the env, write the "

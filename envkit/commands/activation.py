@@ -38,7 +38,7 @@ def show(prefix: Path, shell: str) -> Result:
             hint="create it with envkit, or run 'envkit audit --fix' to add settings",
         )
     activation = recorded_activation(prefix, record)
-    files = activation.files(prefix, (suffix,))
+    files = activation.files(prefix, (suffix,), startup=False)
     view = ActivationView(str(prefix), activation.recipe_name, activation.ops, shell, files[0].text, files[1].text)
     return Result("activation show", view)
 

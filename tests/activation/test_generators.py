@@ -94,6 +94,7 @@ def test_every_way_out_of_a_cmd_script_says_errorlevel_0() -> None:
 FORMAT_DIGESTS = {
     2: "dbee94581816e0146c76328c9e6649fc68b569bcdd8fdd795d86c755b2ae7f5c",
     3: "d78f7d9f8fee53823ddf23a93499bf930898830d9ae1b25a24f2b9e7d76a3f68",
+    4: "14f278e56ed951aff897e18e1f3d18e323470d63c871e5e84958e3b56c6b8a89",
 }
 
 
@@ -103,12 +104,16 @@ def test_the_scripts_format_moves_with_the_generated_text() -> None:
     import hashlib
 
     from envkit.activation import SCRIPTS_FORMAT
+    from envkit.activation.startup import startup_texts
 
     digest = hashlib.sha256()
     for suffix in sorted(GENERATORS):
         pair = GENERATORS[suffix](CTX, OPS)
         digest.update(pair.activate.encode())
         digest.update(pair.deactivate.encode())
+    if SCRIPTS_FORMAT >= 4:  # the startup files in site-packages are written from then on
+        for name, text in sorted(startup_texts(CTX.header, OPS).items()):
+            digest.update(name.encode() + text.encode())
     assert FORMAT_DIGESTS.get(SCRIPTS_FORMAT) == digest.hexdigest(), (
         f"the generated scripts changed: bump SCRIPTS_FORMAT (envkit/activation/__init__.py) to {SCRIPTS_FORMAT + 1} "
         f"and add {{{SCRIPTS_FORMAT + 1}: {digest.hexdigest()!r}}} to FORMAT_DIGESTS"

@@ -1,0 +1,92 @@
+"""Settings for a python started without activation: a cluster job's `srun ENV/bin/python`, a
+shebang, an IDE's run button, a console script such as `ENV/bin/yolo`. Nothing sources
+etc/conda/activate.d there, so the seed crash comes back wherever the env's python is run that way.
+
+Three files in the env's site-packages do what activation would have done for the variables it
+sets: a stdlib-only module holding the values, a `.pth` whose import line runs it at every
+interpreter start, and a `.start` entry point (PEP 829) that replaces that line on the Pythons
+that read `.start` files (3.15 and later) and ignore import lines in `.pth` files (3.18 and later).
+
+The module sets a variable only where the process does not have it: a value given on the command
+line, by a job script or by an activation (this env's, or another's) wins, as it should when
+nothing activated this env; what activation alone does (unset, prepend, append) stays its own, as
+a process cannot change its own loader path after it started."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+from envkit.recipe.model import EnvOp
+
+MODULE = "_envkit_settings"  # sorted ahead of most .pth files, so it runs before theirs
+NAMES = (f"{MODULE}.py", f"{MODULE}.pth", f"{MODULE}.start")
+
+
+def site_dir(prefix: Path) -> Path | None:
+    """The site-packages the env's python reads at start: where its conda record says (CEP 17),
+    else the layout for its version; None for an env without python."""
+    for meta in sorted((prefix / "conda-meta").glob("python-[0-9]*.json")):
+        try:
+            record = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # a damaged record is the audit's to report (EK026)
+            continue
+        if not isinstance(record, dict) or record.get("name") != "python":
+            continue
+        version = str(record.get("version", "")).split(".")
+        major_minor = ".".join(version[:2])
+        free_threaded = str(record.get("build", "")).endswith("t")  # conda-forge's cp313t builds
+        candidates = [
+            str(record.get("python_site_packages_path") or ""),
+            f"lib/python{major_minor}t/site-packages" if free_threaded else "",
+            f"lib/python{major_minor}/site-packages",
+            "Lib/site-packages",
+        ]
+        for rel in filter(None, candidates):
+            if (prefix / rel).is_dir():
+                return prefix / rel
+    return None
+
+
+def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...]) -> dict[str, str]:
+    """File name -> text, for the variables activation sets (the last value wins, as in the
+    scripts); none for settings that set nothing."""
+    values = {op.name: op.value for op in ops if op.action == "set"}
+    if not values:
+        return {}
+    comments = "".join(f"# {line}\n" for line in header)
+    settings = "".join(f"    ({name!r}, {value!r}),\n" for name, value in values.items())
+    module = (
+        f"{comments}"
+        '"""The env\'s activation settings for a python started without `conda activate` (a job\n'
+        "script, a shebang, an IDE, a console script): each variable activation sets is set here\n"
+        "too, unless the process already has it. Run at interpreter start by the .pth file of the\n"
+        'same name, or by its .start file where Python reads those (PEP 829)."""\n'
+        "\n"
+        "import os\n"
+        "\n"
+        f"SETTINGS = (\n{settings})\n"
+        "\n"
+        "\n"
+        "def apply():\n"
+        "    for name, value in SETTINGS:\n"
+        "        if name not in os.environ:\n"
+        "            os.environ[name] = value\n"
+    )
+    return {
+        f"{MODULE}.py": module,
+        f"{MODULE}.pth": f"{comments}import {MODULE}; {MODULE}.apply()\n",
+        f"{MODULE}.start": f"{comments}{MODULE}:apply\n",
+    }
+
+
+def drop_leftovers(site: Path, *, folders: bool) -> None:
+    """After the startup files were taken out of `site`: the bytecode Python wrote for the module,
+    and with `folders` (the site-packages of a python the env no longer has) the folders that
+    leaves once nothing else is in them."""
+    for pyc in site.glob(f"__pycache__/{MODULE}.*.pyc"):
+        pyc.unlink(missing_ok=True)
+    for folder in (site / "__pycache__", site, site.parent) if folders else ():
+        with contextlib.suppress(OSError):  # not empty: something else is still there
+            folder.rmdir()

@@ -1,0 +1,175 @@
+"""The startup files: a python started without activation (a job script's `srun ENV/bin/python`,
+a console script, a shebang, an IDE) gets the env's settings, as real interpreters start it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from envkit.activation.startup import MODULE, NAMES
+from envkit.record import read_record
+from tests.conftest import payload_recipe, run_envkit, write_recipe
+from tests.support.condapkg import index_channel
+from tests.support.tiny import tiny_channel
+from tests.support.wheelchannel import PY_VER, python_shim
+
+SITE = f"lib/python{PY_VER}/site-packages"
+
+# the seed crash's two halves, with no activation anywhere: the parent imports MKL through
+# mkl-service (which sets MKL_THREADING_LAYER=INTEL for its children where it is unset), a child
+# imports torch, then MKL
+DDP_WITHOUT_ACTIVATION = """
+import json, subprocess, sys
+import mkl
+child = subprocess.run([sys.executable, "-c", "import torch; import mkl"], capture_output=True, text=True)
+print(json.dumps({"rc": child.returncode, "stderr": child.stderr[-500:]}))
+"""
+
+SHOW = "import os, sys; print(os.environ.get(sys.argv[1], '<unset>'))"
+
+
+def _run(prefix: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    """The env's python started directly, as a job script or a shebang starts it: no activation."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "_ENVKIT_")) and k != "PYTHONDONTWRITEBYTECODE"}
+    return subprocess.run(
+        [str(prefix / "bin" / "python"), *args], capture_output=True, text=True, env={**env, **extra}, timeout=300, check=False
+    )
+
+
+def _findings(prefix: Path) -> dict[str, str]:
+    """Rule id -> its findings' evidence, from the audit's JSON; an error finding makes the audit exit 1."""
+    proc = run_envkit("audit", "-p", str(prefix), "--json")
+    (audit,) = json.loads(proc.stdout)["data"]["audits"]
+    found: dict[str, str] = {}
+    for f in audit["findings"]:  # one finding per evidence line
+        found[f["rule_id"]] = found.get(f["rule_id"], "") + f["evidence"] + "\n"
+    assert proc.returncode == (1 if any(f["severity"] == "error" for f in audit["findings"]) else 0), proc.stdout
+    return found
+
+
+def _as_an_older_envkit_left_it(prefix: Path) -> None:
+    """An env made before envkit wrote startup files: the same scripts, and a record (scripts
+    format 3) that names them alone."""
+    for name in NAMES:
+        (prefix / SITE / name).unlink()
+    for pyc in (prefix / SITE / "__pycache__").glob(f"{MODULE}.*.pyc"):
+        pyc.unlink()
+    path = prefix / "etc" / "envkit" / "record.json"
+    record = json.loads(path.read_text())
+    activation = record["activation"]
+    activation["files"] = [f for f in activation["files"] if not f.startswith(SITE)]
+    activation["sha256"] = {f: d for f, d in activation["sha256"].items() if not f.startswith(SITE)}
+    activation["format"] = 3
+    path.write_text(json.dumps(record, indent=2))
+
+
+def test_the_seed_crash_comes_back_where_the_env_s_python_runs_without_activation_until_the_startup_files_are_there(
+    tmp_path: Path, wheel_channel: Path, session_pkgs: Path
+) -> None:
+    """A multi-GPU train started by `srun ENV/bin/python train.py`, or by ENV/bin/yolo, runs no
+    activation: in an env whose activation sets MKL_THREADING_LAYER=GNU, the DDP-style child still
+    died. An env made now starts right; one an older envkit made is named by the audit (EK031) and
+    mended by its fix."""
+    recipe = payload_recipe(tmp_path / "recipes", wheel_channel, name="direct")
+    prefix = tmp_path / "env"
+    made = run_envkit(
+        "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env={**os.environ, "ENVKIT_PKGS_DIR": str(session_pkgs)}
+    )
+    assert made.returncode == 0, made.stderr
+    assert "site-packages/_envkit_settings" in made.stdout  # the plan says where the settings go
+    fresh = _run(prefix, "-c", DDP_WITHOUT_ACTIVATION)
+    assert fresh.returncode == 0 and json.loads(fresh.stdout)["rc"] == 0, fresh.stdout + fresh.stderr
+
+    _as_an_older_envkit_left_it(prefix)
+    crashed = json.loads(_run(prefix, "-c", DDP_WITHOUT_ACTIVATION).stdout)
+    assert crashed["rc"] != 0 and "MKL_THREADING_LAYER=INTEL is incompatible with libgomp" in crashed["stderr"], crashed
+    found = _findings(prefix)
+    assert f"{SITE}/{MODULE}.pth is not there: this envkit writes it too" in found["EK031"], found
+    assert "EK014" not in found  # nothing the record names is missing or edited
+
+    fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    ran = _run(prefix, "-c", DDP_WITHOUT_ACTIVATION)
+    assert ran.returncode == 0 and json.loads(ran.stdout)["rc"] == 0, ran.stdout + ran.stderr
+    assert not {"EK014", "EK031"} & set(_findings(prefix))
+
+
+def _shim_env(tmp_path: Path, threading: str) -> tuple[Path, Path, dict[str, str]]:
+    channel = tiny_channel(tmp_path)
+    python_shim(channel)
+    index_channel(channel)
+    recipe = write_recipe(
+        tmp_path / "r",
+        "direct",
+        f"envkit: 1\nname: direct\nchannels: [{channel.as_uri()}]\npackages: [python, tool]\nthreading: {threading}\n",
+    )
+    prefix = tmp_path / "env"
+    made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
+    assert made.returncode == 0, made.stderr
+    return recipe, prefix, dict(os.environ)
+
+
+ODD = 'it\'s "100%" $HOME `x` \\ é\nsecond line'
+
+
+def test_each_value_arrives_exact_and_one_the_process_has_wins(tmp_path: Path) -> None:
+    """A value given to the process (a job script's export, another env's activation) is kept, as
+    when nothing activated the env; a missing one is set byte for byte; `python -S` (no site) gets
+    nothing; the PEP 829 entry point, resolved as Python 3.15's site resolves it, does the same as
+    the .pth line."""
+    _, prefix, _ = _shim_env(tmp_path, f"{{mkl_threading_layer: gnu, env: {{ODD_VALUE: {json.dumps(ODD)}}}}}")
+    assert sorted(p.name for p in (prefix / SITE).glob(f"{MODULE}.*")) == sorted(NAMES)
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
+    assert _run(prefix, "-c", SHOW, "ODD_VALUE").stdout == ODD + "\n"
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER", MKL_THREADING_LAYER="INTEL").stdout == "INTEL\n"
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER", MKL_THREADING_LAYER="").stdout == "\n"
+    assert _run(prefix, "-S", "-c", SHOW, "MKL_THREADING_LAYER").stdout == "<unset>\n"
+    entry = [line for line in (prefix / SITE / f"{MODULE}.start").read_text().splitlines() if line and not line.startswith("#")]
+    assert entry == [f"{MODULE}:apply"]
+    started = _run(
+        prefix,
+        "-S",
+        "-c",
+        "import os, pkgutil, sys; sys.path.append(sys.argv[1]); pkgutil.resolve_name(sys.argv[2])(); print(os.environ['ODD_VALUE'])",
+        str(prefix / SITE),
+        entry[0],
+    )
+    assert started.stdout == ODD + "\n", started.stderr
+    children = _run(prefix, "-c", "import subprocess, sys; subprocess.run(['sh', '-c', 'echo $MKL_THREADING_LAYER'])")
+    assert children.stdout == "GNU\n"  # what the python set reaches the processes it starts, as the seed's children
+
+
+def test_the_files_follow_the_settings_through_audit_fix_and_sync(tmp_path: Path) -> None:
+    """One deleted is missing (EK014, an error) and one edited differs; the fix writes both back.
+    A sync that changes a value rewrites the module, and one that leaves nothing to set takes the
+    files out, with the bytecode Python wrote for the module."""
+    recipe, prefix, env = _shim_env(tmp_path, "{mkl_threading_layer: gnu}")
+    site = prefix / SITE
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"  # and Python wrote its bytecode
+    assert list((site / "__pycache__").glob(f"{MODULE}.*.pyc"))
+    (site / f"{MODULE}.pth").unlink()
+    module = site / f"{MODULE}.py"
+    module.write_text(module.read_text().replace("'GNU'", "'INTEL'"))
+    drift = _findings(prefix)["EK014"]  # an error: the audit exits 1
+    assert f"{SITE}/{MODULE}.pth is missing" in drift
+    assert f"{SITE}/{MODULE}.py differs from what the env's record (etc/envkit/record.json) asks for" in drift
+    fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
+
+    recipe.write_text(recipe.read_text().replace("{mkl_threading_layer: gnu}", "{mkl_threading_layer: sequential}"))
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "SEQUENTIAL\n"
+    record = read_record(prefix)
+    assert record is not None and f"{SITE}/{MODULE}.start" in record["activation"]["files"]
+
+    recipe.write_text(recipe.read_text().replace("{mkl_threading_layer: sequential}", "{env: {KMP_DUPLICATE_LIB_OK: {unset: true}}}"))
+    emptied = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert emptied.returncode == 0, emptied.stderr
+    assert not list(site.glob(f"{MODULE}.*")) and not list((site / "__pycache__").glob(f"{MODULE}.*"))
+    assert site.is_dir()  # the live site-packages stays, whatever it holds
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "<unset>\n"
+    assert not {"EK014", "EK031"} & set(_findings(prefix))
