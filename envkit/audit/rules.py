@@ -9,6 +9,7 @@ from __future__ import annotations
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
 from envkit.audit.inventory import Inventory
@@ -343,8 +344,19 @@ def activation_from_older_envkit(inv: Inventory) -> list[str]:
         if s.current is not None and s.current != s.expected and s.as_written
     ]
     # a file the record does not name: envkit writes one more now, such as the startup files that
-    # give a python started without activation the settings (envkit.activation.startup)
-    return older + [f"{s.path} is not there: this envkit writes it too" for s in inv.envkit_scripts if s.current is None and not s.listed]
+    # give a python started without activation the settings (envkit.activation.startup), or the
+    # env's python moved since (`conda install python=3.12`), away from the site-packages they are in
+    activation = (inv.record or {}).get("activation")
+    listed = activation.get("files") if isinstance(activation, dict) else None
+    where = {PurePosixPath(str(f)).name: str(PurePosixPath(str(f)).parent) for f in listed} if isinstance(listed, list) else {}
+    for s in inv.envkit_scripts:
+        if s.current is None and not s.listed:
+            name, folder = PurePosixPath(s.path).name, str(PurePosixPath(s.path).parent)
+            if where.get(name, folder) != folder:
+                older.append(f"{s.path} is not there: the env's python moved, and the file is in {where[name]}, which it no longer reads")
+            else:
+                older.append(f"{s.path} is not there: this envkit writes it too")
+    return older
 
 
 def unreadable_records(inv: Inventory) -> list[str]:

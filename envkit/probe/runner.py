@@ -1,5 +1,5 @@
 """Run the in-env probe package with the env's own python under the env's activation, and stop it
-whole when envkit is interrupted."""
+whole when envkit is interrupted; then the one check made without activation (unactivated.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from envkit.fsutil import scratch_dir
 from envkit.installed import conda_packages, pip_dists, torch_build
 from envkit.probe.inenv.proctree import kill_tree
 from envkit.probe.model import ProbeReport, parse_report
+from envkit.probe.unactivated import check_unactivated
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import ProbeSpec, Recipe
 from envkit.record import read_record
@@ -177,4 +178,5 @@ def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
         shutil.rmtree(scratch, ignore_errors=True)
     if child.returncode != 0:
         raise ProbeError(f"the probe crashed in {prefix}: {(stderr.strip().splitlines() or ['no output'])[-1]}")
-    return parse_report(stdout)
+    report = parse_report(stdout)
+    return replace(report, checks=(*report.checks, check_unactivated(python, expected_threading(prefix))))

@@ -49,6 +49,13 @@ def _findings(prefix: Path) -> dict[str, str]:
     return found
 
 
+def _unactivated(prefix: Path, **shell: str) -> tuple[str, str]:
+    """The probe's `unactivated` check: its status and the first part of its evidence."""
+    proc = run_envkit("probe", "-p", str(prefix), "--json", env={**os.environ, **shell})
+    (check,) = [c for c in json.loads(proc.stdout)["data"]["checks"] if c["id"] == "unactivated"]
+    return check["status"], check["evidence"].split(": a job script")[0]
+
+
 def _as_an_older_envkit_left_it(prefix: Path) -> None:
     """An env made before envkit wrote startup files: the same scripts, and a record (scripts
     format 3) that names them alone."""
@@ -155,9 +162,12 @@ def test_the_files_follow_the_settings_through_audit_fix_and_sync(tmp_path: Path
     drift = _findings(prefix)["EK014"]  # an error: the audit exits 1
     assert f"{SITE}/{MODULE}.pth is missing" in drift
     assert f"{SITE}/{MODULE}.py differs from what the env's record (etc/envkit/record.json) asks for" in drift
+    assert _unactivated(prefix) == ("warn", "MKL_THREADING_LAYER is unset, not 'GNU'")
     fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
+    # the probe's check starts the python as a job would, whatever the shell envkit runs in has set
+    assert _unactivated(prefix, MKL_THREADING_LAYER="INTEL") == ("pass", f"MKL_THREADING_LAYER=GNU, from site-packages/{MODULE}.pth")
 
     recipe.write_text(recipe.read_text().replace("{mkl_threading_layer: gnu}", "{mkl_threading_layer: sequential}"))
     synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)

@@ -392,3 +392,43 @@ def test_a_sync_that_changes_a_clone_gives_its_activation_a_tag_of_its_own(conda
     recipe.write_text(recipe.read_text().replace("ENVKIT_EXTRA: '1'", "ENVKIT_EXTRA: '2'"))
     assert run_envkit("sync", "-p", str(renamed), "--yes", "--no-probe").returncode == 0
     assert (read_record(renamed) or {})["activation"]["tag"] == prefix_tag(clone)
+
+
+def test_conda_moving_the_python_of_an_envkit_env_is_named_and_the_fix_moves_the_startup_files(conda: Conda, tmp_path: Path) -> None:
+    """`conda install python=3.12` in an env envkit made with 3.11: conda links the new python and
+    leaves envkit's startup files in lib/python3.11, which nothing reads any more, so the new python
+    started without activation has no settings. The audit says where the files are, and its fix
+    writes them for the new python and takes the old folder away."""
+    import sys
+
+    from tests.support.pipchannel import two_pythons_pip_channel
+
+    channel, _, other = two_pythons_pip_channel(tmp_path)
+    host = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    recipe = write_recipe(
+        tmp_path / "recipes",
+        "moves",
+        f'envkit: 1\nname: moves\nchannels: [{channel.as_uri()}]\npython: "{host}"\npackages: [python]\n'
+        "threading: {mkl_threading_layer: gnu}\n",
+    )
+    prefix = tmp_path / "envs" / "moves"
+    made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
+    assert made.returncode == 0, made.stderr
+    conda.ok("install", "-y", "-q", "--offline", "-p", str(prefix), "--override-channels", "-c", channel.as_uri(), f"python={other}")
+    show = "import os, sys; print(sys.version_info[:2], os.environ.get('MKL_THREADING_LAYER'))"
+    bare = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "MKL_"))}
+    major, minor = other.split(".")
+    lost = subprocess.run([str(prefix / "bin" / "python"), "-c", show], capture_output=True, text=True, env=bare, check=False)
+    assert lost.stdout == f"({major}, {minor}) None\n", lost.stderr
+    audited = run_envkit("audit", "-p", str(prefix), "--json")
+    evidence = [f["evidence"] for a in json.loads(audited.stdout)["data"]["audits"] for f in a["findings"] if f["rule_id"] == "EK031"]
+    assert (
+        f"lib/python{other}/site-packages/_envkit_settings.pth is not there: the env's python moved, and the file is in "
+        f"lib/python{host}/site-packages, which it no longer reads"
+    ) in evidence, audited.stdout
+    fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    back = subprocess.run([str(prefix / "bin" / "python"), "-c", show], capture_output=True, text=True, env=bare, check=False)
+    assert back.stdout == f"({major}, {minor}) GNU\n", back.stderr
+    assert not (prefix / "lib" / f"python{host}").exists()
+    conda.ok("doctor", "-p", str(prefix))
