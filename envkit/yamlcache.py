@@ -24,7 +24,7 @@ from typing import Any
 
 from envkit import __version__, paths
 
-FORMAT = 1
+FORMAT = 2  # bumped whenever a parse accepts less (2: a lone surrogate is refused), so no entry kept before skips the new check
 KEEP_AT_MOST = 256  # entries; beyond it the oldest half goes (recipes are a few KB each)
 
 

@@ -105,6 +105,11 @@ def _parse(text: str, file: str) -> YamlDocument:
     return YamlDocument(file, data, positions)
 
 
+def _lone_surrogate(text: str) -> str | None:
+    """The first U+D800..U+DFFF in `text`: a YAML escape can give one, UTF-8 cannot encode it."""
+    return next((c for c in text if "\ud800" <= c <= "\udfff"), None)
+
+
 def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location], budget: list[int]) -> None:
     import yaml  # loaded by _parse already
 
@@ -116,6 +121,9 @@ def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location
     out.setdefault(path, _loc(file, node))
     if isinstance(node, yaml.ScalarNode) and "\x00" in node.value:
         raise RecipeError([Problem(_loc(file, node), dotted(path), "contains a NUL byte (\\0): no shell can hold one in a variable")])
+    if isinstance(node, yaml.ScalarNode) and (lone := _lone_surrogate(node.value)):
+        # YAML's "\ud800" escape: no UTF-8 file (a script, the record) and no environment can hold it
+        raise RecipeError([Problem(_loc(file, node), dotted(path), f"contains the lone surrogate \\u{ord(lone):04x}, which no file or environment can hold")])
     if isinstance(node, yaml.MappingNode):
         seen: dict[object, Location] = {}
         for key_node, value_node in node.value:
