@@ -123,7 +123,13 @@ def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location
         raise RecipeError([Problem(_loc(file, node), dotted(path), "contains a NUL byte (\\0): no shell can hold one in a variable")])
     if isinstance(node, yaml.ScalarNode) and (lone := _lone_surrogate(node.value)):
         # YAML's "\ud800" escape: no UTF-8 file (a script, the record) and no environment can hold it
-        raise RecipeError([Problem(_loc(file, node), dotted(path), f"contains the lone surrogate \\u{ord(lone):04x}, which no file or environment can hold")])
+        raise RecipeError(
+            [
+                Problem(
+                    _loc(file, node), dotted(path), f"contains the lone surrogate \\u{ord(lone):04x}, which no file or environment can hold"
+                )
+            ]
+        )
     if isinstance(node, yaml.MappingNode):
         seen: dict[object, Location] = {}
         for key_node, value_node in node.value:

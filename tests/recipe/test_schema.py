@@ -162,7 +162,10 @@ HEAD = "envkit: 1\nname: r\nchannels: [c]\n"
         ('threading: {env: {X: "a\\0b"}}', "threading.env.X: contains a NUL byte"),
         ('threading: {env: {P: {prepend: ["/a\\0"]}}}', "contains a NUL byte"),
         # YAML's \u escape makes a lone surrogate, which no UTF-8 script or record can hold: create failed at its first write
-        ('threading: {env: {X: "a\\ud800b"}}', "threading.env.X: contains the lone surrogate \\ud800, which no file or environment can hold"),
+        (
+            'threading: {env: {X: "a\\ud800b"}}',
+            "threading.env.X: contains the lone surrogate \\ud800, which no file or environment can hold",
+        ),
         ('threading: {env: {P: {prepend: ["/\\udfff"]}}}', "contains the lone surrogate \\udfff"),
         ("threading: {env: {yes: v}}", "the key 'yes' is read as a bool, not a name: quote it"),
         ("threading: {env: {1: v}}", "the key '1' is read as a int, not a name"),
