@@ -3,11 +3,12 @@ shebang, an IDE's run button, a console script such as `ENV/bin/yolo`. Nothing s
 etc/conda/activate.d there, so the seed crash comes back wherever the env's python is run that way.
 
 Three files in the env's site-packages do what activation would have done for the variables it
-sets: a stdlib-only module holding the values, a `.pth` whose import line runs it at every
-interpreter start, and a `.start` entry point (PEP 829) that replaces that line on the Pythons
-that read `.start` files (3.15 and later) and ignore import lines in `.pth` files (3.18 and later).
+sets: a `.pth` whose import line sets them at every interpreter start, a stdlib-only module that
+does the same, and a `.start` entry point (PEP 829) that calls it in that line's place on the
+Pythons that read `.start` files (3.15 and later; 3.18 and later ignore import lines in `.pth`
+files).
 
-The module sets a variable only where the process does not have it: a value given on the command
+Both set a variable only where the process does not have it: a value given on the command
 line, by a job script or by an activation (this env's, or another's) wins, as it should when
 nothing activated this env; what activation alone does (unset, prepend, append) stays its own, as
 a process cannot change its own loader path after it started."""
@@ -51,7 +52,9 @@ def site_dir(prefix: Path) -> Path | None:
 
 def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...]) -> dict[str, str]:
     """File name -> text, for the variables activation sets (the last value wins, as in the
-    scripts); none for settings that set nothing."""
+    scripts); none for settings that set nothing. The .pth line sets the values itself, so the
+    Pythons that run it import nothing and write no bytecode at each start; the module is what the
+    .start entry point calls."""
     values = {op.name: op.value for op in ops if op.action == "set"}
     if not values:
         return {}
@@ -61,8 +64,8 @@ def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...]) -> dict[str, 
         f"{comments}"
         '"""The env\'s activation settings for a python started without `conda activate` (a job\n'
         "script, a shebang, an IDE, a console script): each variable activation sets is set here\n"
-        "too, unless the process already has it. Run at interpreter start by the .pth file of the\n"
-        'same name, or by its .start file where Python reads those (PEP 829)."""\n'
+        "too, unless the process already has it. Called at interpreter start through the .start\n"
+        'file of the same name (PEP 829); the .pth file of that name does the same on older Pythons."""\n'
         "\n"
         "import os\n"
         "\n"
@@ -71,12 +74,12 @@ def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...]) -> dict[str, 
         "\n"
         "def apply():\n"
         "    for name, value in SETTINGS:\n"
-        "        if name not in os.environ:\n"
-        "            os.environ[name] = value\n"
+        "        os.environ.setdefault(name, value)\n"
     )
+    line = "; ".join(["import os", *(f"os.environ.setdefault({name!r}, {value!r})" for name, value in values.items())])
     return {
         f"{MODULE}.py": module,
-        f"{MODULE}.pth": f"{comments}import {MODULE}; {MODULE}.apply()\n",
+        f"{MODULE}.pth": f"{comments}{line}\n",  # repr() keeps a value with a newline on this one line
         f"{MODULE}.start": f"{comments}{MODULE}:apply\n",
     }
 

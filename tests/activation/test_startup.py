@@ -154,7 +154,9 @@ def test_the_files_follow_the_settings_through_audit_fix_and_sync(tmp_path: Path
     files out, with the bytecode Python wrote for the module."""
     recipe, prefix, env = _shim_env(tmp_path, "{mkl_threading_layer: gnu}")
     site = prefix / SITE
-    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"  # and Python wrote its bytecode
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
+    assert not (site / "__pycache__").exists()  # the .pth line imports nothing on this Python
+    assert _run(prefix, "-c", f"import {MODULE}").returncode == 0  # as a .start entry point does, bytecode and all
     assert list((site / "__pycache__").glob(f"{MODULE}.*.pyc"))
     (site / f"{MODULE}.pth").unlink()
     module = site / f"{MODULE}.py"
