@@ -16,7 +16,6 @@ a process cannot change its own loader path after it started."""
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
 from envkit.recipe.model import EnvOp
@@ -26,24 +25,20 @@ NAMES = (f"{MODULE}.py", f"{MODULE}.pth", f"{MODULE}.start")
 
 
 def site_dir(prefix: Path) -> Path | None:
-    """The site-packages the env's python reads at start: where its conda record says (CEP 17),
-    else the layout for its version; None for an env without python."""
+    """The site-packages the env's python reads at start, from its conda record's file name
+    (python-VERSION-BUILD.json: no JSON read, as python's record lists thousands of files); None
+    for an env without python."""
     for meta in sorted((prefix / "conda-meta").glob("python-[0-9]*.json")):
-        try:
-            record = json.loads(meta.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # a damaged record is the audit's to report (EK026)
+        parts = meta.name[: -len(".json")].split("-")
+        if len(parts) != 3:
             continue
-        if not isinstance(record, dict) or record.get("name") != "python":
-            continue
-        version = str(record.get("version", "")).split(".")
-        major_minor = ".".join(version[:2])
-        free_threaded = str(record.get("build", "")).endswith("t")  # conda-forge's cp313t builds
-        candidates = [
-            str(record.get("python_site_packages_path") or ""),
+        major_minor = ".".join(parts[1].split(".")[:2])
+        free_threaded = parts[2].endswith("t")  # conda-forge's cp313t builds read lib/python3.13t
+        candidates = (
             f"lib/python{major_minor}t/site-packages" if free_threaded else "",
             f"lib/python{major_minor}/site-packages",
             "Lib/site-packages",
-        ]
+        )
         for rel in filter(None, candidates):
             if (prefix / rel).is_dir():
                 return prefix / rel

@@ -8,6 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from envkit.activation.startup import MODULE, NAMES
 from envkit.record import read_record
 from tests.conftest import payload_recipe, run_envkit, write_recipe
@@ -185,3 +187,31 @@ def test_the_files_follow_the_settings_through_audit_fix_and_sync(tmp_path: Path
     assert site.is_dir()  # the live site-packages stays, whatever it holds
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "<unset>\n"
     assert not {"EK014", "EK031"} & set(_findings(prefix))
+
+
+@pytest.mark.parametrize(
+    ("records", "folders", "found"),
+    [
+        (["python-3.11.7-hab00c5b_0_cpython.json"], ["lib/python3.11/site-packages"], "lib/python3.11/site-packages"),
+        # conda-forge's free-threaded build reads lib/python3.13t, beside which a 3.13 folder may sit
+        (
+            ["python-3.13.0-h9ebbce0_100_cp313t.json"],
+            ["lib/python3.13/site-packages", "lib/python3.13t/site-packages"],
+            "lib/python3.13t/site-packages",
+        ),
+        (["python-3.12.4-h889d299_0_cpython.json"], ["Lib/site-packages"], "Lib/site-packages"),  # a win-64 layout
+        (["python-dateutil-2.9.0-pyhd8ed1ab_0.json", "numpy-2.1.0-py312_0.json"], ["lib/python3.12/site-packages"], None),
+        (["python-3.12.4-h889d299_0_cpython.json"], [], None),  # its folder is gone: nothing to write into
+    ],
+)
+def test_the_site_packages_is_the_one_the_env_s_python_reads(
+    tmp_path: Path, records: list[str], folders: list[str], found: str | None
+) -> None:
+    from envkit.activation.startup import site_dir
+
+    (tmp_path / "conda-meta").mkdir()
+    for name in records:
+        (tmp_path / "conda-meta" / name).write_text("{}")
+    for folder in folders:
+        (tmp_path / folder).mkdir(parents=True)
+    assert site_dir(tmp_path) == (tmp_path / found if found else None)
