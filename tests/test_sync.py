@@ -148,7 +148,7 @@ def test_sync_writes_anew_the_scripts_an_older_envkit_wrote(tmp_path: Path) -> N
 
     proc = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
     assert proc.returncode == 0, proc.stderr
-    assert "wrote 1 activation script(s) anew from its recorded settings (they were not as this envkit writes them)" in proc.stdout, (
+    assert f"wrote 1 activation file(s) anew from its recorded settings (they were not as this envkit writes them): {rel}" in proc.stdout, (
         proc.stdout
     )
     assert (prefix / rel).read_text() == current

@@ -171,7 +171,8 @@ def _sync_locked(
         said = f"{prefix} already matches its {changes.source}"
         if rewritten:
             said += (
-                f"; wrote {len(rewritten)} activation script(s) anew from its recorded settings (they were not as this envkit writes them)"
+                f"; wrote {len(rewritten)} activation file(s) anew from its recorded settings (they were not as this envkit writes them): "
+                + ", ".join(str(path.relative_to(prefix)) for path in rewritten)
             )
         return Result("sync", replace(changes, noop=True), messages=(said if rewritten else f"{said}: nothing to do",)), None
     if show is not None:

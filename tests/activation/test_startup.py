@@ -215,3 +215,17 @@ def test_the_site_packages_is_the_one_the_env_s_python_reads(
     for folder in folders:
         (tmp_path / folder).mkdir(parents=True)
     assert site_dir(tmp_path) == (tmp_path / found if found else None)
+
+
+def test_a_sync_of_an_env_an_older_envkit_made_writes_the_startup_files_and_names_them(tmp_path: Path) -> None:
+    _, prefix, env = _shim_env(tmp_path, "{mkl_threading_layer: gnu}")
+    _as_an_older_envkit_left_it(prefix)
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "<unset>\n"
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    assert synced.returncode == 0, synced.stderr
+    written = ", ".join(f"{SITE}/{name}" for name in NAMES)
+    assert (
+        f"wrote 3 activation file(s) anew from its recorded settings (they were not as this envkit writes them): {written}" in synced.stdout
+    )
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
+    assert "nothing to do" in run_envkit("sync", "-p", str(prefix), env=env).stdout
