@@ -44,7 +44,9 @@ def activated_environment(prefix: Path, base: dict[str, str] | None = None) -> d
     for item in proc.stdout.split(b"\0"):
         if item:
             key, _, value = item.partition(b"=")
-            out[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+            # as os.environ decodes them, so that a child started with them gets these very bytes
+            # (under a locale that is not UTF-8, a UTF-8 decode made values subprocess cannot encode)
+            out[os.fsdecode(key)] = os.fsdecode(value)
     for noise in ("PWD", "OLDPWD", "SHLVL", "_"):
         if noise in out and noise not in env:
             del out[noise]

@@ -45,6 +45,14 @@ def site_dir(prefix: Path) -> Path | None:
     return None
 
 
+def _literal(value: str) -> str:
+    """The value as Python source that gives the process the same bytes the shell scripts give it
+    (UTF-8), whatever the locale: under an ASCII one a str with `é` cannot go into os.environ
+    (UnicodeEncodeError, and site skips the rest of the line), so a non-ASCII value goes through
+    os.fsdecode. ASCII throughout, as Python before 3.13 reads a .pth file in the locale's encoding."""
+    return ascii(value) if value.isascii() else f"os.fsdecode({value.encode('utf-8')!a})"
+
+
 def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...]) -> dict[str, str]:
     """File name -> text, for the variables activation sets (the last value wins, as in the
     scripts); none for settings that set nothing. The .pth line sets the values itself, so the
@@ -54,7 +62,7 @@ def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...]) -> dict[str, 
     if not values:
         return {}
     comments = "".join(f"# {line}\n" for line in header)
-    settings = "".join(f"    ({name!r}, {value!r}),\n" for name, value in values.items())
+    settings = "".join(f"        ({name!r}, {_literal(value)}),\n" for name, value in values.items())
     module = (
         f"{comments}"
         '"""The env\'s activation settings for a python started without `conda activate` (a job\n'
@@ -64,17 +72,15 @@ def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...]) -> dict[str, 
         "\n"
         "import os\n"
         "\n"
-        f"SETTINGS = (\n{settings})\n"
-        "\n"
         "\n"
         "def apply():\n"
-        "    for name, value in SETTINGS:\n"
+        f"    for name, value in (\n{settings}    ):\n"
         "        os.environ.setdefault(name, value)\n"
     )
-    line = "; ".join(["import os", *(f"os.environ.setdefault({name!r}, {value!r})" for name, value in values.items())])
+    line = "; ".join(["import os", *(f"os.environ.setdefault({name!r}, {_literal(value)})" for name, value in values.items())])
     return {
         f"{MODULE}.py": module,
-        f"{MODULE}.pth": f"{comments}{line}\n",  # repr() keeps a value with a newline on this one line
+        f"{MODULE}.pth": f"{comments}{line}\n",  # ascii() keeps a value with a newline on this one line
         f"{MODULE}.start": f"{comments}{MODULE}:apply\n",
     }
 

@@ -14,7 +14,11 @@ from envkit.probe.model import CheckResult
 
 CHECK_ID = "unactivated"
 TITLE = "a python started without activation gets the settings"
-SHOW = "import json, os, sys; print(json.dumps({name: os.environ.get(name) for name in sys.argv[1:]}))"
+# each value as the UTF-8 text of its bytes, whatever the locale the python runs under
+SHOW = (
+    "import json, os, sys; "
+    "print(json.dumps({n: None if os.getenv(n) is None else os.fsencode(os.getenv(n)).decode('utf-8', 'replace') for n in sys.argv[1:]}))"
+)
 
 
 def check_unactivated(python: Path, expected: dict[str, str], timeout: float = 60) -> CheckResult:

@@ -132,6 +132,20 @@ def test_each_value_arrives_exact_and_one_the_process_has_wins(tmp_path: Path) -
     assert sorted(p.name for p in (prefix / SITE).glob(f"{MODULE}.*")) == sorted(NAMES)
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
     assert _run(prefix, "-c", SHOW, "ODD_VALUE").stdout == ODD + "\n"
+    # under an ASCII locale (Python 3.11 reads .pth files in it, os.environ encodes in it) the
+    # process gets the value's UTF-8 bytes, as from the shell scripts; a UTF-8 `é` in the file made
+    # site skip it, and an `é` in a str cannot go into os.environ there (the line failed midway)
+    plain = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    as_bytes = "import os, sys; sys.stdout.buffer.write(os.environb[b'ODD_VALUE'] + b'|' + os.environb[b'MKL_THREADING_LAYER'])"
+    assert _run(prefix, "-c", as_bytes, **plain).stdout.encode("utf-8", "surrogateescape") == ODD.encode() + b"|GNU"
+    shell = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import subprocess; subprocess.run(['sh', '-c', 'printf %s \"$ODD_VALUE\"'])"],
+        capture_output=True,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("CONDA_")}, **plain},
+        check=False,
+    )
+    assert shell.stdout == ODD.encode()  # and so do the processes it starts
+    assert _unactivated(prefix, **plain)[0] == "pass"  # the probe's check compares those bytes
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER", MKL_THREADING_LAYER="INTEL").stdout == "INTEL\n"
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER", MKL_THREADING_LAYER="").stdout == "\n"
     assert _run(prefix, "-S", "-c", SHOW, "MKL_THREADING_LAYER").stdout == "<unset>\n"
