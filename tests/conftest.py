@@ -145,6 +145,25 @@ def run_envkit(
     )
 
 
+def python_env(tmp_path: Path, name: str, threading: str) -> tuple[Path, Path]:
+    """(recipe, prefix) of an env envkit made from the tiny channel with a `python` over the host's
+    interpreter and the given `threading:`: made in a second, and a real python to start."""
+    from tests.support.condapkg import index_channel
+    from tests.support.tiny import tiny_channel
+    from tests.support.wheelchannel import python_shim
+
+    channel = tiny_channel(tmp_path)
+    python_shim(channel)
+    index_channel(channel)
+    recipe = write_recipe(
+        tmp_path / "r", name, f"envkit: 1\nname: {name}\nchannels: [{channel.as_uri()}]\npackages: [python, tool]\nthreading: {threading}\n"
+    )
+    prefix = tmp_path / name
+    made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
+    assert made.returncode == 0, made.stderr
+    return recipe, prefix
+
+
 @pytest.fixture(scope="session")
 def seed_env(tmp_path_factory: pytest.TempPathFactory, wheel_channel: Path, session_pkgs: Path) -> Iterator[Path]:
     """A real env from the wheel channel, created by envkit (activation written, probe not run)."""

@@ -14,11 +14,8 @@ import pytest
 from envkit.audit.engine import findings_for
 from envkit.audit.inventory import read_inventory
 from envkit.kernels import escaped, installed_kernels, kernel_dirs, kernels_of, unescaped
-from tests.conftest import run_envkit, write_recipe
+from tests.conftest import python_env, run_envkit
 from tests.support.conda import tool_exe
-from tests.support.condapkg import index_channel
-from tests.support.tiny import tiny_channel
-from tests.support.wheelchannel import python_shim
 
 # a value Jupyter would change were its `$` not doubled in the spec: $HOME expanded, $$ made one $
 ODD = "a $HOME b $$ c"
@@ -151,18 +148,11 @@ def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path:
     the server has (another env's settings, in the shell it was started from) wins; after it the
     kernel's own env gives each of the env's values exactly, `$` included, and the audit has
     nothing more to say."""
-    channel = tiny_channel(tmp_path)
-    python_shim(channel)
-    index_channel(channel)
-    recipe = write_recipe(
-        tmp_path / "r",
+    recipe, prefix = python_env(
+        tmp_path,
         "nb",
-        f"envkit: 1\nname: nb\nchannels: [{channel.as_uri()}]\npackages: [python, tool]\n"
-        f"threading: {{mkl_threading_layer: gnu, omp_num_threads: 2, env: {{ODD: {json.dumps(ODD)}, KMP_DUPLICATE_LIB_OK: {{unset: true}}}}}}\n",
+        f"{{mkl_threading_layer: gnu, omp_num_threads: 2, env: {{ODD: {json.dumps(ODD)}, KMP_DUPLICATE_LIB_OK: {{unset: true}}}}}}",
     )
-    prefix = tmp_path / "nb"
-    made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
-    assert made.returncode == 0, made.stderr
     env = {
         **os.environ,
         "PYTHONPATH": _tools_site(),

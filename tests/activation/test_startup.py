@@ -12,10 +12,8 @@ import pytest
 
 from envkit.activation.startup import MODULE, NAMES
 from envkit.record import read_record
-from tests.conftest import payload_recipe, run_envkit, write_recipe
-from tests.support.condapkg import index_channel
-from tests.support.tiny import tiny_channel
-from tests.support.wheelchannel import PY_VER, python_shim
+from tests.conftest import payload_recipe, python_env, run_envkit
+from tests.support.wheelchannel import PY_VER
 
 SITE = f"lib/python{PY_VER}/site-packages"
 
@@ -106,17 +104,7 @@ def test_the_seed_crash_comes_back_where_the_env_s_python_runs_without_activatio
 
 
 def _shim_env(tmp_path: Path, threading: str) -> tuple[Path, Path, dict[str, str]]:
-    channel = tiny_channel(tmp_path)
-    python_shim(channel)
-    index_channel(channel)
-    recipe = write_recipe(
-        tmp_path / "r",
-        "direct",
-        f"envkit: 1\nname: direct\nchannels: [{channel.as_uri()}]\npackages: [python, tool]\nthreading: {threading}\n",
-    )
-    prefix = tmp_path / "env"
-    made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe")
-    assert made.returncode == 0, made.stderr
+    recipe, prefix = python_env(tmp_path, "direct", threading)
     return recipe, prefix, dict(os.environ)
 
 
