@@ -16,6 +16,7 @@ from envkit.audit.inventory import read_inventory
 from envkit.kernels import escaped, installed_kernels, kernel_dirs, kernels_of, unescaped
 from tests.conftest import python_env, run_envkit
 from tests.support.conda import tool_exe
+from tests.support.seed import SEED_SCENARIO
 
 # a value Jupyter would change were its `$` not doubled in the spec: $HOME expanded, $$ made one $
 ODD = "a $HOME b $$ c"
@@ -226,16 +227,6 @@ def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path:
     assert gone.returncode == 0 and not spec.exists(), gone.stderr
 
 
-# the seed crash's two halves: the parent imports MKL through mkl-service (which sets
-# MKL_THREADING_LAYER=INTEL for its children where it is unset), a child imports torch, then MKL
-DDP_FROM_A_NOTEBOOK = """
-import json, subprocess, sys
-import mkl
-child = subprocess.run([sys.executable, "-c", "import torch; import mkl"], capture_output=True, text=True)
-print(json.dumps({"rc": child.returncode, "stderr": child.stderr[-500:]}))
-"""
-
-
 def test_the_seed_crash_comes_back_in_a_notebook_until_the_kernel_has_the_settings(seed_env: Path, isolated: Path) -> None:
     """The env has MKL_THREADING_LAYER=GNU at activation and in its startup files, and a DDP-style
     child started from its Jupyter kernel still crashes where the server's environment has INTEL:
@@ -245,7 +236,7 @@ def test_the_seed_crash_comes_back_in_a_notebook_until_the_kernel_has_the_settin
     setting into the kernelspec (and nothing into the env), the same child runs."""
     env = {**os.environ, "PYTHONPATH": _tools_site(), "MKL_THREADING_LAYER": "INTEL"}
     _install_kernel(seed_env, "seed", env)
-    crashed = _in_kernel("seed", DDP_FROM_A_NOTEBOOK, env)
+    crashed = _in_kernel("seed", SEED_SCENARIO, env)
     assert crashed["rc"] != 0 and "MKL_THREADING_LAYER=INTEL is incompatible with libgomp" in crashed["stderr"], crashed
     record = (seed_env / "etc" / "envkit" / "record.json").read_bytes()
     fixed = run_envkit("audit", "-p", str(seed_env), "--fix", "--yes", "--json")
@@ -253,5 +244,5 @@ def test_the_seed_crash_comes_back_in_a_notebook_until_the_kernel_has_the_settin
     (plan,) = json.loads(fixed.stdout)["data"]["fixes"]
     assert plan["reasons"] == ["EK036: write the env's activation settings into its Jupyter kernels"], plan
     assert (seed_env / "etc" / "envkit" / "record.json").read_bytes() == record  # the env itself was right
-    ran = _in_kernel("seed", DDP_FROM_A_NOTEBOOK, env)
+    ran = _in_kernel("seed", SEED_SCENARIO, env)
     assert ran["rc"] == 0, ran

@@ -13,19 +13,11 @@ import pytest
 from envkit.activation.startup import MODULE, NAMES
 from envkit.record import read_record
 from tests.conftest import payload_recipe, python_env, run_envkit
+from tests.support.seed import SEED_SCENARIO
 from tests.support.wheelchannel import PY_VER
 
 SITE = f"lib/python{PY_VER}/site-packages"
 
-# the seed crash's two halves, with no activation anywhere: the parent imports MKL through
-# mkl-service (which sets MKL_THREADING_LAYER=INTEL for its children where it is unset), a child
-# imports torch, then MKL
-DDP_WITHOUT_ACTIVATION = """
-import json, subprocess, sys
-import mkl
-child = subprocess.run([sys.executable, "-c", "import torch; import mkl"], capture_output=True, text=True)
-print(json.dumps({"rc": child.returncode, "stderr": child.stderr[-500:]}))
-"""
 
 SHOW = "import os, sys; print(os.environ.get(sys.argv[1], '<unset>'))"
 
@@ -86,11 +78,11 @@ def test_the_seed_crash_comes_back_where_the_env_s_python_runs_without_activatio
     )
     assert made.returncode == 0, made.stderr
     assert "site-packages/_envkit_settings" in made.stdout  # the plan says where the settings go
-    fresh = _run(prefix, "-c", DDP_WITHOUT_ACTIVATION)
+    fresh = _run(prefix, "-c", SEED_SCENARIO)
     assert fresh.returncode == 0 and json.loads(fresh.stdout)["rc"] == 0, fresh.stdout + fresh.stderr
 
     _as_an_older_envkit_left_it(prefix)
-    crashed = json.loads(_run(prefix, "-c", DDP_WITHOUT_ACTIVATION).stdout)
+    crashed = json.loads(_run(prefix, "-c", SEED_SCENARIO).stdout)
     assert crashed["rc"] != 0 and "MKL_THREADING_LAYER=INTEL is incompatible with libgomp" in crashed["stderr"], crashed
     found = _findings(prefix)
     assert f"{SITE}/{MODULE}.pth is not there: this envkit writes it too" in found["EK031"], found
@@ -98,7 +90,7 @@ def test_the_seed_crash_comes_back_where_the_env_s_python_runs_without_activatio
 
     fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    ran = _run(prefix, "-c", DDP_WITHOUT_ACTIVATION)
+    ran = _run(prefix, "-c", SEED_SCENARIO)
     assert ran.returncode == 0 and json.loads(ran.stdout)["rc"] == 0, ran.stdout + ran.stderr
     assert not {"EK014", "EK031"} & set(_findings(prefix))
 

@@ -13,6 +13,7 @@ from tests.support.conda import Conda
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 from tests.support.httpchannel import auth_file, served
 from tests.support.pipchannel import git_project, offline_pip_env, pip_channel
+from tests.support.seed import SEED_SCENARIO
 from tests.support.tiny import tiny_channel
 
 SECRET = "tk-4a4a99ba1801"
@@ -22,6 +23,15 @@ def probe(prefix: Path) -> tuple[int, dict[str, str]]:
     proc = run_envkit("probe", "-p", str(prefix), "--json", timeout=600)
     doc = json.loads(proc.stdout)
     return proc.returncode, {c["id"]: c["status"] for c in doc["data"]["checks"]} if doc["data"] else {}
+
+
+def _ddp_without_activation(prefix: Path) -> dict[str, object]:
+    bare = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "MKL_"))}
+    proc = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", SEED_SCENARIO], capture_output=True, text=True, env=bare, timeout=300, check=False
+    )
+    result: dict[str, object] = json.loads(proc.stdout)
+    return result
 
 
 def test_the_seed_env_as_conda_made_it(conda: Conda, wheel_channel: Path, tmp_path: Path) -> None:
@@ -45,10 +55,13 @@ def test_the_seed_env_as_conda_made_it(conda: Conda, wheel_channel: Path, tmp_pa
     assert any(f.endswith("torch/lib/libgomp.so.1") for f in openmp["pytorch"]["files"])
     assert "EK001" in [c["rule_id"] for c in doc["conflicts"]]
 
+    assert _ddp_without_activation(prefix)["rc"] != 0  # a job script's `srun ENV/bin/python train.py`
     fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     code, checks = probe(prefix)
     assert code == 0 and checks["ddp-seed"] == "pass" and checks["ddp-gloo"] == "pass", checks
+    # the fix wrote the startup files too: the same job, with no activation, runs
+    assert checks["unactivated"] == "pass" and _ddp_without_activation(prefix)["rc"] == 0
 
     # conda still owns the env: list, activation (with the fix), run, install and remove, doctor
     assert "mkl-service" in conda.ok("list", "-p", str(prefix))
@@ -62,6 +75,7 @@ def test_the_seed_env_as_conda_made_it(conda: Conda, wheel_channel: Path, tmp_pa
     conda.ok("install", "-y", "-q", "-p", str(prefix), "--override-channels", "-c", wheel_channel.as_uri(), "threadpoolctl")
     conda.ok("remove", "-y", "-q", "-p", str(prefix), "threadpoolctl")
     assert {json.loads(p.read_text())["name"] for p in (prefix / "conda-meta").glob("*.json")} == before
+    assert _ddp_without_activation(prefix)["rc"] == 0  # conda's transactions leave the startup files alone
     assert "❌" not in conda.ok("doctor", "-p", str(prefix))
     assert run_envkit("audit", "-p", str(prefix), "--min-severity", "error").returncode == 0
 
