@@ -58,6 +58,15 @@ def test_a_packed_env_keeps_its_settings_where_it_is_unpacked(conda: Conda, tmp_
     assert fish.returncode == 0 and fish.stdout.strip() == "GNU", fish.stderr
     shown = conda.ok("run", "-p", str(moved), "python", "-c", "import os, sys; print(sys.prefix, os.environ['MKL_THREADING_LAYER'])")
     assert shown.split() == [str(moved), "GNU"]
+    # a job on the node runs the unpacked python itself, with no activation: the startup files travelled too
+    direct = subprocess.run(
+        [str(moved / "bin" / "python"), "-c", "import os, sys; print(sys.prefix, os.environ.get('MKL_THREADING_LAYER'))"],
+        capture_output=True,
+        text=True,
+        env=clean,
+        check=False,
+    )
+    assert direct.stdout.split() == [str(moved), "GNU"], direct.stderr
     audit = run_envkit("audit", "-p", str(moved), "--min-severity", "warning", env=env)
     assert audit.returncode == 0, audit.stdout
     probe = run_envkit("probe", "-p", str(moved), env=env)
