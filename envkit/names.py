@@ -1,11 +1,13 @@
-"""The one rule for names envkit gives out and accepts: recipes, recipe sources, envs. Kept apart
-from the recipe model so the quick commands can check a name without loading it."""
+"""The one rule for names envkit gives out and accepts: recipes, recipe sources, envs, and the
+variables activation sets. Kept apart from the recipe model so the quick commands can check a name
+without loading it."""
 
 from __future__ import annotations
 
 import re
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # an environment variable every shell can name
 
 # what conda refuses in an env's name, and so in the folder of an env it makes
 # (conda.base.constants.PREFIX_NAME_DISALLOWED_CHARS)

@@ -107,3 +107,27 @@ def test_a_write_opens_a_record_an_older_envkit_kept_private(tmp_path: Path) -> 
         assert record_path(prefix).stat().st_mode & 0o777 == 0o664
     finally:
         os.umask(old)
+
+
+def test_a_record_edited_to_write_elsewhere_or_to_inject_shell_text_is_refused(tmp_path: Path) -> None:
+    """The record names the scripts (envkit-RECIPE.sh) and the variables they set. One edited by
+    hand to a recipe name with `../` made `audit --fix`, run by whoever fixes a shared env, write
+    its scripts outside the env; a variable name holding shell text went into every script as code."""
+    prefix = make_tiny(tmp_path)
+    original = record_path(prefix).read_text()
+    for edit, needle in (
+        (
+            lambda r: r["recipe"].update(name="x/../../../../../escaped"),
+            "the recipe name 'x/../../../../../escaped' in etc/envkit/record.json",
+        ),
+        (lambda r: r["activation"]["ops"].append({"name": "A=1; touch /tmp/x #", "action": "set", "value": "v"}), "activation operation"),
+    ):
+        record = json.loads(original)
+        edit(record)
+        record_path(prefix).write_text(json.dumps(record))
+        (prefix / "etc" / "conda" / "activate.d" / "envkit-tiny.sh").unlink(missing_ok=True)  # something for the fix to do
+        fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+        # the audit names the env it could not read, as for any damaged record, and fixes nothing
+        assert fixed.returncode == 1, fixed.stdout + fixed.stderr
+        assert needle in fixed.stdout and "is not one envkit writes" in fixed.stdout and "Traceback" not in fixed.stderr
+        assert not list(tmp_path.glob("escaped*")) and not (prefix / "etc" / "conda" / "activate.d" / "envkit-x").exists()

@@ -15,6 +15,7 @@ from envkit.activation.startup import NAMES as STARTUP_NAMES
 from envkit.activation.startup import drop_leftovers, site_dir, startup_texts
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, read_exact
+from envkit.names import NAME_RE, VAR_RE
 from envkit.recipe.model import EnvOp
 
 MARK = "envkit-settings-sha256:"
@@ -54,7 +55,13 @@ def ops_from_json(data: object) -> tuple[EnvOp, ...]:
         entries = item.get("entries") or []
         action = item.get("action")
         name = item.get("name")
-        if not isinstance(name, str) or not isinstance(entries, list) or action not in ("set", "unset", "prepend", "append"):
+        # a name that is no variable name would be shell text in the scripts (a record edited by hand)
+        if (
+            not isinstance(name, str)
+            or not VAR_RE.match(name)
+            or not isinstance(entries, list)
+            or action not in ("set", "unset", "prepend", "append")
+        ):
             raise UsageError(f"activation operation {item!r} {bad}", hint="recreate the env")
         out.append(
             EnvOp(
@@ -164,6 +171,8 @@ def recorded_activation(prefix: Path, record: dict[str, Any]) -> RecordedActivat
     if not isinstance(activation, dict) or not isinstance(recipe, dict):
         raise UsageError("the activation or recipe section of etc/envkit/record.json is not one envkit writes", hint="recreate the env")
     name = str(recipe.get("name") or "audit")
+    if not NAME_RE.match(name):  # it names the scripts: `../x` would write them outside the env
+        raise UsageError(f"the recipe name {name!r} in etc/envkit/record.json is not one envkit writes", hint="recreate the env")
     ops = ops_from_json(activation.get("ops") or [])
     tag = activation.get("tag")
     if not (isinstance(tag, str) and re.fullmatch(r"[0-9a-f]{8}", tag)):

@@ -15,7 +15,7 @@ import rattler
 from envkit.activation.reserved import why_reserved
 from envkit.channels import credentials_in, where_credentials_go
 from envkit.errors import Location, Problem
-from envkit.names import NAME_RE, is_relative_path
+from envkit.names import NAME_RE, VAR_RE, is_relative_path
 from envkit.recipe.model import (
     BLAS_CHOICES,
     KNOWN_PLATFORMS,
@@ -30,7 +30,6 @@ from envkit.recipe.model import (
 )
 from envkit.recipe.yamlsource import PathKey, YamlDocument, dotted
 
-VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 VERSIONISH_RE = re.compile(r"^[0-9][0-9A-Za-z.*_+!-]*$")
 
