@@ -115,15 +115,13 @@ def test_a_record_edited_to_write_elsewhere_or_to_inject_shell_text_is_refused(t
     its scripts outside the env; a variable name holding shell text went into every script as code."""
     prefix = make_tiny(tmp_path)
     original = record_path(prefix).read_text()
-    for edit, needle in (
-        (
-            lambda r: r["recipe"].update(name="x/../../../../../escaped"),
-            "the recipe name 'x/../../../../../escaped' in etc/envkit/record.json",
-        ),
-        (lambda r: r["activation"]["ops"].append({"name": "A=1; touch /tmp/x #", "action": "set", "value": "v"}), "activation operation"),
+    escaping, injecting = json.loads(original), json.loads(original)
+    escaping["recipe"]["name"] = "x/../../../../../escaped"
+    injecting["activation"]["ops"].append({"name": "A=1; touch /tmp/x #", "action": "set", "value": "v"})
+    for record, needle in (
+        (escaping, "the recipe name 'x/../../../../../escaped' in etc/envkit/record.json"),
+        (injecting, "activation operation"),
     ):
-        record = json.loads(original)
-        edit(record)
         record_path(prefix).write_text(json.dumps(record))
         (prefix / "etc" / "conda" / "activate.d" / "envkit-tiny.sh").unlink(missing_ok=True)  # something for the fix to do
         fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
