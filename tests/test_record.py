@@ -110,9 +110,10 @@ def test_a_write_opens_a_record_an_older_envkit_kept_private(tmp_path: Path) -> 
 
 
 def test_a_record_edited_to_write_elsewhere_or_to_inject_shell_text_is_refused(tmp_path: Path) -> None:
-    """The record names the scripts (envkit-RECIPE.sh) and the variables they set. One edited by
-    hand to a recipe name with `../` made `audit --fix`, run by whoever fixes a shared env, write
-    its scripts outside the env; a variable name holding shell text went into every script as code."""
+    """The record names the scripts (envkit-RECIPE.sh) and the variables they set. A recipe name
+    edited by hand to hold `/` and `..` was taken as a path: `audit --fix`, run by whoever fixes a
+    shared env, made folders in the env from it and stopped with an internal error (exit 70); a
+    variable name holding shell text would go into every script as code."""
     prefix = make_tiny(tmp_path)
     original = record_path(prefix).read_text()
     escaping, injecting = json.loads(original), json.loads(original)
