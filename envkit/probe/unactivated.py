@@ -36,7 +36,7 @@ def check_unactivated(python: Path, expected: dict[str, str], timeout: float = 6
     wrong = {name: seen.get(name) for name, value in expected.items() if seen.get(name) != value}
     if not wrong:
         shown = ", ".join(f"{name}={value}" for name, value in expected.items())
-        return CheckResult(CHECK_ID, TITLE, "pass", f"{shown}, from site-packages/{MODULE}.pth", "", {"seen": seen})
+        return CheckResult(CHECK_ID, TITLE, "pass", f"{shown}, from the startup files (site-packages/{MODULE}.*)", "", {"seen": seen})
     evidence = "; ".join(f"{name} is {'unset' if got is None else repr(got)}, not {expected[name]!r}" for name, got in wrong.items())
     return CheckResult(
         CHECK_ID,
