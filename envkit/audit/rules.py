@@ -916,8 +916,11 @@ RULES: tuple[Rule, ...] = (
         "also writes startup files into the env's site-packages (_envkit_settings.py, .pth and .start), so that a python "
         "started without activation (a job script's `srun ENV/bin/python`, a console script such as ENV/bin/yolo, a "
         "shebang, an IDE) gets the settings; an env made before has none, and a multi-GPU train started that way meets the "
-        "seed crash. Files edited by hand are EK014's.",
-        "envkit audit --fix rewrites them from etc/envkit/record.json (the settings stay the same); so does envkit sync.",
+        "seed crash. They also go missing when conda moves the env's python (`conda install python=3.12`): they stay in "
+        "the old python's site-packages, which the new one does not read, and the finding says where. Files edited by "
+        "hand are EK014's.",
+        "envkit audit --fix rewrites them from etc/envkit/record.json (the settings stay the same; startup files in an old "
+        "python's folder move to the new one's); so does envkit sync.",
         (
             "https://fishshell.com/docs/current/cmds/set.html",
             "https://docs.python.org/3/library/site.html",
