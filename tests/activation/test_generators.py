@@ -94,7 +94,7 @@ def test_every_way_out_of_a_cmd_script_says_errorlevel_0() -> None:
 FORMAT_DIGESTS = {
     2: "dbee94581816e0146c76328c9e6649fc68b569bcdd8fdd795d86c755b2ae7f5c",
     3: "d78f7d9f8fee53823ddf23a93499bf930898830d9ae1b25a24f2b9e7d76a3f68",
-    4: "c429d8d980470a7bd5298559a5fc5f6524f8540c2c52a72e0226b03d7e5a9b3a",
+    4: "331faee091c040a164f29fd2f5392f060138b2c17156fe447c57a9a24605387c",
 }
 
 
