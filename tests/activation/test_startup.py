@@ -17,8 +17,6 @@ from tests.support.seed import SEED_SCENARIO
 from tests.support.wheelchannel import PY_VER
 
 SITE = f"lib/python{PY_VER}/site-packages"
-
-
 SHOW = "import os, sys; print(os.environ.get(sys.argv[1], '<unset>'))"
 
 
@@ -95,11 +93,6 @@ def test_the_seed_crash_comes_back_where_the_env_s_python_runs_without_activatio
     assert not {"EK014", "EK031"} & set(_findings(prefix))
 
 
-def _shim_env(tmp_path: Path, threading: str) -> tuple[Path, Path, dict[str, str]]:
-    recipe, prefix = python_env(tmp_path, "direct", threading)
-    return recipe, prefix, dict(os.environ)
-
-
 ODD = 'it\'s "100%" $HOME `x` \\ é\nsecond line'
 
 
@@ -108,7 +101,7 @@ def test_each_value_arrives_exact_and_one_the_process_has_wins(tmp_path: Path) -
     when nothing activated the env; a missing one is set byte for byte; `python -S` (no site) gets
     nothing; the PEP 829 entry point, resolved as Python 3.15's site resolves it, does the same as
     the .pth line."""
-    _, prefix, _ = _shim_env(tmp_path, f"{{mkl_threading_layer: gnu, env: {{ODD_VALUE: {json.dumps(ODD)}}}}}")
+    _, prefix = python_env(tmp_path, "direct", f"{{mkl_threading_layer: gnu, env: {{ODD_VALUE: {json.dumps(ODD)}}}}}")
     assert sorted(p.name for p in (prefix / SITE).glob(f"{MODULE}.*")) == sorted(NAMES)
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
     assert _run(prefix, "-c", SHOW, "ODD_VALUE").stdout == ODD + "\n"
@@ -148,7 +141,7 @@ def test_the_files_follow_the_settings_through_audit_fix_and_sync(tmp_path: Path
     """One deleted is missing (EK014, an error) and one edited differs; the fix writes both back.
     A sync that changes a value rewrites the module, and one that leaves nothing to set takes the
     files out, with the bytecode Python wrote for the module."""
-    recipe, prefix, env = _shim_env(tmp_path, "{mkl_threading_layer: gnu}")
+    recipe, prefix = python_env(tmp_path, "direct", "{mkl_threading_layer: gnu}")
     site = prefix / SITE
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
     assert not (site / "__pycache__").exists()  # the .pth line imports nothing on this Python
@@ -171,14 +164,14 @@ def test_the_files_follow_the_settings_through_audit_fix_and_sync(tmp_path: Path
     )
 
     recipe.write_text(recipe.read_text().replace("{mkl_threading_layer: gnu}", "{mkl_threading_layer: sequential}"))
-    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
     assert synced.returncode == 0, synced.stderr
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "SEQUENTIAL\n"
     record = read_record(prefix)
     assert record is not None and f"{SITE}/{MODULE}.start" in record["activation"]["files"]
 
     recipe.write_text(recipe.read_text().replace("{mkl_threading_layer: sequential}", "{env: {KMP_DUPLICATE_LIB_OK: {unset: true}}}"))
-    emptied = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    emptied = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
     assert emptied.returncode == 0, emptied.stderr
     assert not list(site.glob(f"{MODULE}.*")) and not list((site / "__pycache__").glob(f"{MODULE}.*"))
     assert site.is_dir()  # the live site-packages stays, whatever it holds
@@ -215,14 +208,14 @@ def test_the_site_packages_is_the_one_the_env_s_python_reads(
 
 
 def test_a_sync_of_an_env_an_older_envkit_made_writes_the_startup_files_and_names_them(tmp_path: Path) -> None:
-    _, prefix, env = _shim_env(tmp_path, "{mkl_threading_layer: gnu}")
+    _, prefix = python_env(tmp_path, "direct", "{mkl_threading_layer: gnu}")
     _as_an_older_envkit_left_it(prefix)
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "<unset>\n"
-    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe", env=env)
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
     assert synced.returncode == 0, synced.stderr
     written = ", ".join(f"{SITE}/{name}" for name in NAMES)
     assert (
         f"wrote 3 activation file(s) anew from its recorded settings (they were not as this envkit writes them): {written}" in synced.stdout
     )
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
-    assert "nothing to do" in run_envkit("sync", "-p", str(prefix), env=env).stdout
+    assert "nothing to do" in run_envkit("sync", "-p", str(prefix)).stdout
