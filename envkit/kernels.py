@@ -152,21 +152,30 @@ class KernelsGiven:
     failed: tuple[str, ...] = ()  # "PATH: why", each left as it was
 
 
-def give_settings(prefix: Path, settings: Mapping[str, str | None], before: Mapping[str, str | None] | None = None) -> KernelsGiven:
-    """Write `settings` into each of `prefix`'s kernels that lacks them, each file whole or not at
-    all (it keeps its mode); one that cannot be written is said, not fatal: the env is what matters.
-    `before`: the settings the env had, whose values a kernel still holds for names `settings` no
-    longer has are taken out (envkit wrote them)."""
-    from envkit.fsutil import atomic_write_text
-
+def settings_writes(
+    prefix: Path, settings: Mapping[str, str | None], before: Mapping[str, str | None] | None = None
+) -> tuple[tuple[KernelSpec, str], ...]:
+    """Each of `prefix`'s kernels whose environment is not what `settings` give, with the
+    kernel.json that gives them. `before`: the settings the env had, whose values a kernel still
+    holds for names `settings` no longer has are taken out (envkit wrote them)."""
     dropped = {name: escaped(value) for name, value in (before or {}).items() if name not in settings and value is not None}
-    written, failed = [], []
+    out = []
     for kernel in env_kernels(prefix) if settings or dropped else ():
         drop = [name for name, value in dropped.items() if kernel.env.get(name) == value]
-        if not (kernel.differences(settings) or drop):
-            continue
+        if kernel.differences(settings) or drop:
+            out.append((kernel, kernel.with_settings(settings, drop)))
+    return tuple(out)
+
+
+def give_settings(prefix: Path, settings: Mapping[str, str | None], before: Mapping[str, str | None] | None = None) -> KernelsGiven:
+    """settings_writes, written: each file whole or not at all (it keeps its mode); one that cannot
+    be written is said, not fatal, as the env is what matters here (`audit --fix` stops instead)."""
+    from envkit.fsutil import atomic_write_text
+
+    written, failed = [], []
+    for kernel, text in settings_writes(prefix, settings, before):
         try:
-            atomic_write_text(kernel.path, kernel.with_settings(settings, drop))
+            atomic_write_text(kernel.path, text)
         except OSError as exc:
             failed.append(f"{kernel.path}: {exc.strerror or exc}")
             continue

@@ -30,7 +30,7 @@ from envkit.audit.inventory import private_records
 from envkit.audit.rules import RULES_BY_ID
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, read_exact
-from envkit.kernels import KernelSpec, env_kernels, settings_of
+from envkit.kernels import KernelSpec, env_kernels, settings_of, settings_writes
 from envkit.recipe.model import EnvOp
 from envkit.record import (
     FIX_SOURCE,
@@ -118,7 +118,7 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
         if safe_fix == "open-records":
             opening = private_records(prefix)
     activation = RecordedActivation(activation.recipe_name, ops, activation.tag)
-    kernels = _kernel_writes(prefix, ops)
+    kernels = settings_writes(prefix, settings_of(ops))
     if kernels:  # also where no EK036 was found: settings this fix adds reach the kernels too
         reasons.append(f"EK036: {SAFE_FIXES['kernel-settings'][1]}")
     files = activation.files(prefix) if ops else []
@@ -135,15 +135,6 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
             "".join(difflib.unified_diff(kernel.text.splitlines(True), text.splitlines(True), f"a{kernel.path}", f"b{kernel.path}"))
         )
     return FixPlan(prefix, activation, tuple(files), move, "".join(diff_parts), tuple(dict.fromkeys(reasons)), opening, basis, kernels)
-
-
-def _kernel_writes(prefix: Path, ops: tuple[EnvOp, ...]) -> tuple[tuple[KernelSpec, str], ...]:
-    """Each of the env's Jupyter kernels whose environment differs from the settings `ops` give,
-    with the kernel.json that gives them."""
-    settings = settings_of(ops)
-    if not settings:
-        return ()
-    return tuple((k, k.with_settings(settings)) for k in env_kernels(prefix) if k.differences(settings))
 
 
 def _who(bits: int) -> str:
