@@ -85,6 +85,14 @@ def write_record(prefix: Path, record: dict[str, Any]) -> None:
         os.unlink(legacy_record_path(prefix))
 
 
+def drop_record(prefix: Path) -> None:
+    """Take out the record of an env envkit only fixed, once it keeps nothing: the env is conda's
+    again, as it was before `audit --fix` (the folder goes too, when nothing else is in it)."""
+    record_path(prefix).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        record_path(prefix).parent.rmdir()
+
+
 def existing_record_path(prefix: Path) -> Path | None:
     for path in (record_path(prefix), legacy_record_path(prefix)):
         if path.is_file():

@@ -116,12 +116,15 @@ def test_a_record_edited_to_write_elsewhere_or_to_inject_shell_text_is_refused(t
     variable name holding shell text would go into every script as code."""
     prefix = make_tiny(tmp_path)
     original = record_path(prefix).read_text()
-    escaping, injecting = json.loads(original), json.loads(original)
+    escaping, injecting, carrying = json.loads(original), json.loads(original), json.loads(original)
     escaping["recipe"]["name"] = "x/../../../../../escaped"
     injecting["activation"]["ops"].append({"name": "A=1; touch /tmp/x #", "action": "set", "value": "v"})
+    # the values the startup files carry from conda's activation (EK037) are threading ones, as text
+    carrying["activation"]["carried"] = {"LD_PRELOAD": "/tmp/evil.so"}
     for record, needle in (
         (escaping, "the recipe name 'x/../../../../../escaped' in etc/envkit/record.json"),
         (injecting, "activation operation"),
+        (carrying, "the carried activation values {'LD_PRELOAD': '/tmp/evil.so'}"),
     ):
         record_path(prefix).write_text(json.dumps(record))
         (prefix / "etc" / "conda" / "activate.d" / "envkit-tiny.sh").unlink(missing_ok=True)  # something for the fix to do

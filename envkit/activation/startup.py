@@ -11,17 +11,31 @@ files).
 Both set a variable only where the process does not have it: a value given on the command
 line, by a job script or by an activation (this env's, or another's) wins, as it should when
 nothing activated this env; what activation alone does (unset, prepend, append) stays its own, as
-a process cannot change its own loader path after it started."""
+a process cannot change its own loader path after it started.
+
+They also carry the threading values an env's activation sets from outside envkit's record
+(`conda env config vars set MKL_THREADING_LAYER=GNU`, the forums' fix, or the `variables:` of an
+environment.yml `conda env create` read): those reach an activated python only (EK037)."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 
 from envkit.recipe.model import EnvOp
 
 MODULE = "_envkit_settings"  # sorted ahead of most .pth files, so it runs before theirs
 NAMES = (f"{MODULE}.py", f"{MODULE}.pth", f"{MODULE}.start")
+
+# The variables whose activation-only values the startup files carry (EK037): those of the BLAS and
+# OpenMP runtimes, NCCL's and the user-site switch, the ones envkit's rules judge. Not every
+# variable conda's activation sets: a project's own (WANDB_PROJECT) is the project's business.
+CARRIED_RE = re.compile(r"^(?:(?:MKL|OMP|KMP|GOMP|OPENBLAS|GOTO|BLIS|VECLIB|NUMEXPR|NCCL)_[A-Z0-9_]+|PYTHONNOUSERSITE)$")
+
+
+def carried_name(name: str) -> bool:
+    return CARRIED_RE.match(name) is not None
 
 
 def site_dir(prefix: Path) -> Path | None:
@@ -53,12 +67,13 @@ def _literal(value: str) -> str:
     return ascii(value) if value.isascii() else f"os.fsdecode({value.encode('utf-8')!a})"
 
 
-def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...]) -> dict[str, str]:
+def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...], carried: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
     """File name -> text, for the variables activation sets (the last value wins, as in the
-    scripts); none for settings that set nothing. The .pth line sets the values itself, so the
-    Pythons that run it import nothing and write no bytecode at each start; the module is what the
-    .start entry point calls."""
-    values = {op.name: op.value for op in ops if op.action == "set"}
+    scripts) and those `carried` from the rest of the env's activation, which won there; none for
+    settings that set nothing. The .pth line sets the values itself, so the Pythons that run it
+    import nothing and write no bytecode at each start; the module is what the .start entry point
+    calls."""
+    values = {op.name: op.value for op in ops if op.action == "set"} | dict(carried)
     if not values:
         return {}
     comments = "".join(f"# {line}\n" for line in header)

@@ -12,7 +12,7 @@ from typing import Any
 from envkit.activation import FILE_PREFIX, SCRIPTS_FORMAT
 from envkit.activation.shells import GENERATORS, ScriptContext
 from envkit.activation.startup import NAMES as STARTUP_NAMES
-from envkit.activation.startup import drop_leftovers, site_dir, startup_texts
+from envkit.activation.startup import carried_name, drop_leftovers, site_dir, startup_texts
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, read_exact
 from envkit.names import NAME_RE, VAR_RE
@@ -76,6 +76,23 @@ def ops_from_json(data: object) -> tuple[EnvOp, ...]:
     return tuple(out)
 
 
+Carried = tuple[tuple[str, str], ...]  # (name, value) pairs the startup files carry beside envkit's settings
+
+
+def carried_from_json(data: object) -> Carried:
+    """The record's carried values (see envkit.activation.startup), checked like its operations."""
+    if data is None:
+        return ()
+    if not isinstance(data, dict) or not all(
+        isinstance(name, str) and carried_name(name) and isinstance(value, str) for name, value in data.items()
+    ):
+        raise UsageError(
+            f"the carried activation values {data!r} in etc/envkit/record.json: that set is not one envkit writes",
+            hint="recreate the env",
+        )
+    return tuple(data.items())
+
+
 @dataclass(frozen=True)
 class ActivationFile:
     """One script as it is to be on disk: the audit compares the file there with `text`."""
@@ -92,11 +109,13 @@ def render_files(
     *,
     tag: str | None = None,
     startup: bool = True,
+    carried: Carried = (),
 ) -> list[ActivationFile]:
     """The exact files envkit would write for these operations: each shell's scripts, and the
-    startup files in the env's site-packages (envkit.activation.startup) where it has a python.
-    The text depends on the recipe name, the operations and the tag only, so an env that is moved
-    or copied still matches."""
+    startup files in the env's site-packages (envkit.activation.startup) where it has a python,
+    with the `carried` values too. Values carried alone need no scripts: conda's activation sets
+    them already. The text depends on the recipe name, the operations, the carried values and the
+    tag only, so an env that is moved or copied still matches."""
     ctx = ScriptContext(
         tag=tag or prefix_tag(prefix),
         header=(
@@ -106,14 +125,14 @@ def render_files(
         ),
     )
     files = []
-    for suffix in suffixes:
+    for suffix in suffixes if ops or not carried else ():
         pair = GENERATORS[suffix](ctx, ops)
         name = f"{FILE_PREFIX}{recipe_name}.{suffix}"
         files.append(ActivationFile(prefix / "etc" / "conda" / "activate.d" / name, pair.activate))
         files.append(ActivationFile(prefix / "etc" / "conda" / "deactivate.d" / name, pair.deactivate))
     site = site_dir(prefix) if startup else None
     if site is not None:
-        files.extend(ActivationFile(site / name, text) for name, text in startup_texts(ctx.header, ops).items())
+        files.extend(ActivationFile(site / name, text) for name, text in startup_texts(ctx.header, ops, carried).items())
     return files
 
 
@@ -158,9 +177,10 @@ class RecordedActivation:
     recipe_name: str
     ops: tuple[EnvOp, ...]
     tag: str
+    carried: Carried = ()  # what else the startup files give a python started without activation (EK037)
 
     def files(self, prefix: Path, suffixes: tuple[str, ...] = tuple(GENERATORS), *, startup: bool = True) -> list[ActivationFile]:
-        return render_files(prefix, self.recipe_name, self.ops, suffixes, tag=self.tag, startup=startup)
+        return render_files(prefix, self.recipe_name, self.ops, suffixes, tag=self.tag, startup=startup, carried=self.carried)
 
 
 def recorded_activation(prefix: Path, record: dict[str, Any]) -> RecordedActivation:
@@ -179,7 +199,7 @@ def recorded_activation(prefix: Path, record: dict[str, Any]) -> RecordedActivat
         script = read_exact(prefix / "etc" / "conda" / "activate.d" / f"{FILE_PREFIX}{name}.sh") or ""
         found = TAG_RE.search(script)
         tag = found.group(1) if found else prefix_tag(prefix)
-    return RecordedActivation(name, ops, tag)
+    return RecordedActivation(name, ops, tag, carried_from_json(activation.get("carried")))
 
 
 def tag_sharers(prefix: Path, tag: str) -> tuple[Path, ...]:
@@ -232,6 +252,7 @@ def activation_json(activation: RecordedActivation, prefix: Path, files: list[Ac
     """The record's `activation` section."""
     return {
         "ops": ops_to_json(activation.ops),
+        **({"carried": dict(activation.carried)} if activation.carried else {}),
         "tag": activation.tag,
         "format": SCRIPTS_FORMAT,
         "files": [str(f.path.relative_to(prefix)) for f in files],

@@ -26,7 +26,7 @@ from envkit.activation.writer import (
     write_files,
 )
 from envkit.audit.engine import Finding
-from envkit.audit.inventory import private_records
+from envkit.audit.inventory import carried_values, private_records, read_activation
 from envkit.audit.rules import RULES_BY_ID
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, read_exact
@@ -36,8 +36,10 @@ from envkit.record import (
     FIX_SOURCE,
     LEGACY_RECORD_REL,
     RECORD_REL,
+    drop_record,
     legacy_record_path,
     move_legacy_record,
+    only_fixed,
     read_record,
     record_path,
     write_record,
@@ -79,6 +81,7 @@ SAFE_FIXES: dict[str, tuple[Callable[[tuple[EnvOp, ...]], tuple[EnvOp, ...]], st
     "move-record": (lambda ops: ops, f"move {LEGACY_RECORD_REL} to {RECORD_REL}, where conda does not read it"),
     "open-records": (lambda ops: ops, "let the others who can reach the env read its records"),
     "kernel-settings": (lambda ops: ops, "write the env's activation settings into its Jupyter kernels"),
+    "carry-activation": (lambda ops: ops, "give a python started without activation the threading values activation sets"),
 }
 
 
@@ -117,14 +120,27 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
         reasons.append(f"{finding.rule_id}: {says}")
         if safe_fix == "open-records":
             opening = private_records(prefix)
-    activation = RecordedActivation(activation.recipe_name, ops, activation.tag)
+    carried = activation.carried
+    if any(RULES_BY_ID[f.rule_id].safe_fix == "carry-activation" for f in findings if f.rule_id in RULES_BY_ID):
+        # as the activation leaves them now; a name envkit's settings now set is theirs there
+        own = {op.name for op in ops}
+        carried = tuple((n, v) for n, v in carried_values(read_activation(prefix, record)).items() if n not in own)
+    activation = RecordedActivation(activation.recipe_name, ops, activation.tag, carried)
     kernels = settings_writes(prefix, settings_of(ops))
     if kernels:  # also where no EK036 was found: settings this fix adds reach the kernels too
         reasons.append(f"EK036: {SAFE_FIXES['kernel-settings'][1]}")
-    files = activation.files(prefix) if ops else []
+    files = activation.files(prefix) if ops or carried else []
     move = legacy_record_path(prefix).is_file()
     diff_parts = [f"rename {LEGACY_RECORD_REL} -> {RECORD_REL}\n"] if move else []
     diff_parts += [f"chmod {_who(bits)}+r {rel}\n" for rel, bits in opening]
+    # files the record lists that these settings no longer need (carried values activation dropped)
+    keep = {str(f.path.relative_to(prefix)) for f in files}
+    listed = ((record or {}).get("activation") or {}).get("files")
+    diff_parts += (
+        [f"delete {rel}\n" for rel in listed if isinstance(rel, str) and rel not in keep and (prefix / rel).is_file()]
+        if isinstance(listed, list)
+        else []
+    )
     for f in files:
         old = read_exact(f.path) or ""
         if old != f.text:
@@ -187,9 +203,13 @@ def _write_fix(plan: FixPlan) -> list[Path]:
             ) from None
         changed.append(path)
     changed += _write_kernels(plan.kernels)
-    if not plan.files or not scripts:  # the settings are as recorded (a fix of kernels or modes alone): the record stays
+    existing = read_record(plan.prefix)
+    if not scripts or not (plan.files or existing):  # settings as recorded (a fix of kernels or modes alone)
         return changed
-    record: dict[str, Any] = read_record(plan.prefix) or {
+    if existing is not None and only_fixed(existing) and not plan.activation.ops and not plan.activation.carried:
+        drop_record(plan.prefix)  # an env envkit did not make, where envkit now writes nothing
+        return [*changed, plan.prefix / RECORD_REL]
+    record: dict[str, Any] = existing or {
         "envkit_version": None,
         "created": None,
         "recipe": {"name": plan.activation.recipe_name, "source": FIX_SOURCE, "path": None, "commit": None},

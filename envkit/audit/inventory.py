@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envkit.activation import FILE_PREFIX
+from envkit.activation.startup import carried_name, site_dir
 from envkit.fsutil import read_exact
 from envkit.installed import (
     STATE,
@@ -105,6 +106,10 @@ class Inventory:
     envkit_settings: dict[str, str | None] = field(default_factory=dict)
     # Jupyter kernelspecs whose kernel is this env's python, started without activation
     kernels: tuple[KernelSpec, ...] = ()
+    # what envkit's startup files carry from the rest of the activation, as its record keeps it (EK037)
+    carried: dict[str, str] = field(default_factory=dict)
+    # the env has a python, whose site-packages can hold envkit's startup files
+    startup_site: bool = False
 
     def advice_setting(self, name: str) -> tuple[str, str] | None:
         """(value, where it comes from) of a variable the env's processes will see: its activation
@@ -216,6 +221,22 @@ def _read_activation(
     if not applied:  # its script is missing or renamed (EK014 says so): what the record asks for
         out.update({name: ActivationVar(value, "envkit") for name, value in envkit.items()})
     return out, tuple(files), envkit
+
+
+def read_activation(prefix: Path, record: dict[str, Any] | None) -> dict[str, ActivationVar]:
+    """What the env's activation sets, and where each value comes from, as the audit reads it."""
+    return _read_activation(prefix, record, conda_activation_vars(prefix))[0]
+
+
+def carried_values(activation: dict[str, ActivationVar]) -> dict[str, str]:
+    """The threading values the env's activation sets from outside envkit's settings (conda's env
+    vars, other activate.d scripts): a python started without activation has them only if envkit's
+    startup files carry them (envkit.activation.startup)."""
+    return {
+        name: var.value
+        for name, var in sorted(activation.items())
+        if var.value is not None and var.source != "envkit" and carried_name(name)
+    }
 
 
 def _numpy_imports_mkl(prefix: Path) -> bool:
@@ -395,6 +416,7 @@ def read_inventory(
 ) -> Inventory:
     """`kernels`: every kernelspec Jupyter finds (envkit.kernels.installed_kernels), read once for
     an audit of many envs; None: looked up for this one."""
+    from envkit.activation.writer import recorded_activation
     from envkit.kernels import env_kernels, kernels_of  # an env on disk only: plans have no kernels
 
     try:
@@ -425,4 +447,6 @@ def read_inventory(
         private_records=private_records(prefix),
         user_site=user_site_modules(prefix),
         kernels=env_kernels(prefix) if kernels is None else kernels_of(prefix, kernels),
+        carried=dict(recorded_activation(prefix, record).carried) if record is not None else {},
+        startup_site=site_dir(prefix) is not None,
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
-from envkit.audit.inventory import Inventory
+from envkit.audit.inventory import Inventory, carried_values
 from envkit.cpus import usable_cpus
 from envkit.installed import dependents, wheel_torch_build
 from envkit.record import RECORD_REL
@@ -466,6 +466,31 @@ def kernel_settings(inv: Inventory) -> list[str]:
         for k in inv.kernels
         if (differences := k.differences(inv.envkit_settings))
     ]
+
+
+WITHOUT_ACTIVATION = "a python started without activation (a job script's `srun ENV/bin/python`, a console script, a kernel)"
+
+
+def activation_only_settings(inv: Inventory) -> list[str]:
+    # the threading values conda's env vars or another activate.d script set, against what envkit's
+    # startup files give a python started without activation (envkit's own settings are EK031's)
+    wanted = carried_values(inv.activation)
+    if inv.planned or not inv.startup_site or not (wanted or inv.carried):
+        return []
+    startup = {name: value for name, value in inv.envkit_settings.items() if value is not None} | inv.carried
+    out = []
+    for name in sorted(wanted.keys() | inv.carried.keys()):
+        now, given = inv.setting(name), startup.get(name)
+        if now == given:
+            continue
+        source = inv.activation[name].source if name in inv.activation else ""
+        if given is None:
+            out.append(f"{name}={now} is set by {source} at activation only: {WITHOUT_ACTIVATION} does not get it")
+        elif now is None:
+            out.append(f"{name}={given} reaches {WITHOUT_ACTIVATION} through envkit's startup files, but activation no longer sets it")
+        else:
+            out.append(f"{name} is {now} at activation ({source}) but {given} for {WITHOUT_ACTIVATION}, from envkit's startup files")
+    return out
 
 
 def cuda_without_driver(inv: Inventory) -> list[str]:
@@ -1011,6 +1036,32 @@ RULES: tuple[Rule, ...] = (
         ),
         kernel_settings,
         "kernel-settings",
+    ),
+    Rule(
+        "EK037",
+        "activation-only-settings",
+        "warning",
+        "threading settings that only an activated python gets",
+        "`conda env config vars set MKL_THREADING_LAYER=GNU` (the fix the forums give for the seed crash), the `variables:` "
+        "of an environment.yml that `conda env create` read (envkit's own export writes them there), a package's "
+        "etc/conda/env_vars.d and a hand-written activate.d script all set their values when the env is activated, and only "
+        "then. A python started without activation gets none of them: a Slurm job's `srun ENV/bin/python train.py`, a "
+        "console script such as ENV/bin/yolo or ENV/bin/torchrun, a shebang, an IDE's run button, a Jupyter kernel. The "
+        "audit and the probe of the activated env pass, and the multi-GPU run started that way meets the seed crash "
+        "(mkl-service: MKL_THREADING_LAYER=INTEL is incompatible with libgomp). Only the variables of the BLAS and OpenMP "
+        "runtimes, NCCL's and PYTHONNOUSERSITE are looked at; a project's own variables are the project's business. Values "
+        "carried before and changed since (`conda env config vars set` again, or `unset`) are found too.",
+        "envkit audit --fix writes the values into envkit's startup files in the env's site-packages (_envkit_settings.pth, "
+        ".py and .start), which set each one only where the process does not have it, so an activation's value still wins, "
+        "and records them in etc/envkit/record.json; after a later `conda env config vars set` or `unset`, the audit finds "
+        "the difference and --fix writes them again. conda's own settings stay where they are.",
+        (
+            "https://docs.conda.io/projects/conda/en/stable/user-guide/tasks/manage-environments.html#setting-environment-variables",
+            "https://docs.python.org/3/library/site.html",
+            "https://github.com/pytorch/pytorch/issues/37377",
+        ),
+        activation_only_settings,
+        "carry-activation",
     ),
 )
 

@@ -390,7 +390,11 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         added = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for key, p in after.items() if key not in before]
         gone = [Linked(str(p.get("channel", "")), str(p.get("subdir", "")), *key) for key, p in before.items() if key not in after]
         append_block(prefix, block(["envkit", "sync", "-p", str(prefix)], added, gone, [s.spec for s in plan.specs]))
-        activation = RecordedActivation(plan.recipe, plan.activation, own_tag(prefix, recorded_activation(prefix, record).tag))
+        # the values the startup files carry stay until the audit finds them changed (EK037), but
+        # where the new settings set one, envkit's activation script wins, and so do they
+        recorded, own = recorded_activation(prefix, record), {op.name for op in plan.activation}
+        carried = tuple((name, value) for name, value in recorded.carried if name not in own)
+        activation = RecordedActivation(plan.recipe, plan.activation, own_tag(prefix, recorded.tag), carried)
         files = activation.files(prefix)
         write_files(files)
         remove_stale(prefix, files)

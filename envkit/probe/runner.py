@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from envkit.activation.runenv import activated_environment
+from envkit.activation.startup import carried_name
 from envkit.activation.writer import ops_from_json
 from envkit.cpus import usable_cpus
 from envkit.errors import EnvkitError, ProbeError
 from envkit.fsutil import scratch_dir
-from envkit.installed import conda_packages, pip_dists, torch_build
+from envkit.installed import conda_activation_vars, conda_packages, pip_dists, torch_build
 from envkit.probe.inenv.proctree import kill_tree
 from envkit.probe.model import ProbeReport, parse_report
 from envkit.probe.unactivated import check_unactivated
@@ -103,10 +104,15 @@ def probe_config(spec: ProbeSpec, threading: dict[str, str], workdir: str | None
 
 
 def expected_threading(prefix: Path) -> dict[str, str]:
+    """What a python started without activation should have: the threading values conda's env vars
+    set (packages' env_vars.d, `conda env config vars`), then envkit's settings, which its
+    activation script applies over them."""
+    conda = {name: value for name, (value, _) in conda_activation_vars(prefix).items() if carried_name(name)}
     record = read_record(prefix)
     if not record:
-        return {}
-    return {op.name: op.value for op in ops_from_json((record.get("activation") or {}).get("ops", [])) if op.action == "set"}
+        return conda
+    ops = ops_from_json((record.get("activation") or {}).get("ops", []))
+    return conda | {op.name: op.value for op in ops if op.action == "set"}
 
 
 SCRATCH_PREFIX = "envkit-probe-"  # its scratch dirs: see envkit.fsutil.scratch_dir

@@ -22,7 +22,8 @@ SHOW = (
 
 
 def check_unactivated(python: Path, expected: dict[str, str], timeout: float = 60) -> CheckResult:
-    """`expected`: the variables the env's activation sets. They are taken out of the environment
+    """`expected`: the variables the env's activation sets (envkit's settings, and the threading
+    values of conda's env vars). They are taken out of the environment
     envkit runs in (the shell may have activated the env, or set them itself, which the audit
     judges), so that what the python has comes from the env alone."""
     if not expected:
@@ -43,6 +44,6 @@ def check_unactivated(python: Path, expected: dict[str, str], timeout: float = 6
         TITLE,
         "warn",
         f"{evidence}: a job script's `ENV/bin/python`, a console script or an IDE runs without the env's settings",
-        "envkit audit --fix writes the startup files into the env's site-packages (EK031); so does envkit sync",
+        "envkit audit --fix writes the startup files into the env's site-packages (EK031), with the values conda's env vars set (EK037)",
         {"seen": seen},
     )

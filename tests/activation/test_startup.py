@@ -219,3 +219,51 @@ def test_a_sync_of_an_env_an_older_envkit_made_writes_the_startup_files_and_name
     )
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
     assert "nothing to do" in run_envkit("sync", "-p", str(prefix)).stdout
+
+
+def test_a_threading_value_from_another_activate_script_is_carried_until_envkit_sets_it(tmp_path: Path) -> None:
+    """The conda docs' way: an etc/conda/activate.d/env_vars.sh of one's own, beside envkit's. Its
+    threading value reaches an activated python only (EK037); the fix carries it, a project's own
+    variable stays the script's, a sync keeps what is carried, and once the recipe sets the same
+    variable envkit's script wins at activation and its value is the one the files give."""
+    recipe, prefix = python_env(tmp_path, "direct", "{mkl_threading_layer: gnu}")
+    own = prefix / "etc" / "conda" / "activate.d" / "env_vars.sh"  # sourced before envkit-direct.sh
+    own.write_text("export OMP_NUM_THREADS=4\nexport WANDB_PROJECT=yolo\n")
+    assert _findings(prefix)["EK037"] == (
+        "OMP_NUM_THREADS=4 is set by etc/conda/activate.d/env_vars.sh at activation only: a python started without activation "
+        "(a job script's `srun ENV/bin/python`, a console script, a kernel) does not get it\n"
+    )
+    assert _unactivated(prefix)[0] == "pass"  # the probe compares what conda's env vars and envkit set; the audit reads scripts
+    assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes").returncode == 0
+    assert _run(prefix, "-c", SHOW, "OMP_NUM_THREADS").stdout == "4\n"
+    assert _run(prefix, "-c", SHOW, "WANDB_PROJECT").stdout == "<unset>\n"
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
+    assert "EK037" not in _findings(prefix)
+
+    recipe.write_text(recipe.read_text().replace("{mkl_threading_layer: gnu}", "{mkl_threading_layer: sequential}"))
+    assert run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe").returncode == 0
+    assert [_run(prefix, "-c", SHOW, name).stdout for name in ("MKL_THREADING_LAYER", "OMP_NUM_THREADS")] == ["SEQUENTIAL\n", "4\n"]
+    assert "EK037" not in _findings(prefix)
+
+    recipe.write_text(recipe.read_text().replace("{mkl_threading_layer: sequential}", "{mkl_threading_layer: gnu, omp_num_threads: 2}"))
+    assert run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe").returncode == 0
+    assert _run(prefix, "-c", SHOW, "OMP_NUM_THREADS").stdout == "2\n"
+    record = read_record(prefix)
+    assert record is not None and "carried" not in record["activation"]
+    assert not {"EK014", "EK031", "EK037"} & set(_findings(prefix))
+
+
+def test_values_carried_alone_need_no_scripts_and_win_over_the_settings_in_the_files(tmp_path: Path) -> None:
+    from envkit.activation.writer import render_files
+    from envkit.recipe.model import EnvOp
+
+    prefix = tmp_path / "env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "python-3.11.7-0.json").write_text("{}")
+    (prefix / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    carried_only = render_files(prefix, "audit", (), carried=(("OMP_NUM_THREADS", "4"),))
+    assert sorted(f.path.name for f in carried_only) == sorted(NAMES)
+    both = render_files(prefix, "r", (EnvOp("OMP_NUM_THREADS", "set", value="2"),), carried=(("OMP_NUM_THREADS", "4"),))
+    (pth,) = [f.text for f in both if f.path.name == f"{MODULE}.pth"]
+    assert pth.splitlines()[-1] == "import os; os.environ.setdefault('OMP_NUM_THREADS', '4')"
+    assert len(both) == 13  # each shell's two scripts, and the three startup files

@@ -15,6 +15,7 @@ from tests.support.httpchannel import auth_file, served
 from tests.support.pipchannel import git_project, offline_pip_env, pip_channel
 from tests.support.seed import SEED_SCENARIO
 from tests.support.tiny import tiny_channel
+from tests.support.wheelchannel import PY_VER, python_shim
 
 SECRET = "tk-4a4a99ba1801"
 
@@ -89,6 +90,94 @@ def test_the_seed_env_as_conda_made_it(conda: Conda, wheel_channel: Path, tmp_pa
     assert "MKL_THREADING_LAYER" in exported.stdout
     sync = run_envkit("sync", "-p", str(prefix), "--yes")
     assert sync.returncode == 2 and "was not made by envkit (audit --fix only added its activation settings)" in sync.stderr
+
+
+def _audit(prefix: Path) -> dict[str, list[dict[str, object]]]:
+    """Rule id -> its findings, from the audit's JSON."""
+    doc = json.loads(run_envkit("audit", "-p", str(prefix), "--json").stdout)
+    found: dict[str, list[dict[str, object]]] = {}
+    for finding in doc["data"]["audits"][0]["findings"]:
+        found.setdefault(finding["rule_id"], []).append(finding)
+    return found
+
+
+def test_the_forums_fix_reaches_an_activated_python_only_until_the_audit_carries_it(
+    conda: Conda, wheel_channel: Path, tmp_path: Path
+) -> None:
+    """`conda env config vars set MKL_THREADING_LAYER=GNU` is the fix the forums give for the seed
+    crash. conda sets it at activation, so the activated audit and probe pass, and a job script's
+    `srun ENV/bin/python` still crashes: EK037 says so, and --fix carries the value into the
+    startup files."""
+    prefix = conda.create(tmp_path / "seed", [wheel_channel], ["python=3.11", "pytorch=2.13.0", "numpy", "mkl-service"])
+    conda.ok("env", "config", "vars", "set", "-p", str(prefix), "MKL_THREADING_LAYER=GNU")
+
+    found = _audit(prefix)
+    assert "EK001" not in found  # activation sets GNU
+    (only,) = found["EK037"]
+    assert only["severity"] == "warning" and only["fixable"] is True
+    assert str(only["evidence"]).startswith("MKL_THREADING_LAYER=GNU is set by conda-meta/state at activation only")
+    code, checks = probe(prefix)
+    assert checks["ddp-seed"] == "pass" and checks["unactivated"] == "warn", checks
+    crashed = _ddp_without_activation(prefix)
+    assert crashed["rc"] != 0 and "MKL_THREADING_LAYER=INTEL is incompatible with libgomp" in str(crashed["stderr"])
+
+    fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert _ddp_without_activation(prefix)["rc"] == 0
+    assert "EK037" not in _audit(prefix)
+    code, checks = probe(prefix)
+    assert code == 0 and checks["unactivated"] == "pass", checks
+    # conda's activation is left to conda: envkit wrote no activate.d script, only the startup files
+    assert not list((prefix / "etc" / "conda").glob("*/envkit-*"))
+    script = f'eval "$({conda.exe} shell.bash hook)"; conda activate {prefix}; printf %s "$MKL_THREADING_LAYER"'
+    activated = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=conda.environ(), timeout=120, check=False)
+    assert activated.stdout == "GNU", activated.stderr
+    assert "mkl-service" in conda.ok("list", "-p", str(prefix))
+
+    # unset since: the audit finds what activation no longer gives (EK001) and what the files still do
+    conda.ok("env", "config", "vars", "unset", "-p", str(prefix), "MKL_THREADING_LAYER")
+    found = _audit(prefix)
+    assert "EK001" in found and "activation no longer sets it" in str(found["EK037"][0]["evidence"])
+    assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes").returncode == 0
+    assert not {"EK001", "EK037"} & set(_audit(prefix)) and _ddp_without_activation(prefix)["rc"] == 0
+
+
+def test_carried_values_follow_condas_env_vars_and_go_when_they_do(conda: Conda, tmp_path: Path) -> None:
+    """A threading value is carried, a project's own variable is not; a value set again is carried
+    anew, and once none is left the startup files go, and the record the fix had written with them."""
+    channel = tiny_channel(tmp_path)
+    python_shim(channel)
+    index_channel(channel)
+    prefix = conda.create(tmp_path / "env", [channel], ["python"])
+    site = prefix / "lib" / f"python{PY_VER}" / "site-packages"
+    show = "import os; print(os.environ.get('OMP_NUM_THREADS'), os.environ.get('WANDB_PROJECT'))"
+    bare = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "OMP_", "WANDB_"))}
+
+    def direct() -> str:
+        return subprocess.run([str(prefix / "bin" / "python"), "-c", show], capture_output=True, text=True, env=bare, check=True).stdout
+
+    conda.ok("env", "config", "vars", "set", "-p", str(prefix), "OMP_NUM_THREADS=4", "WANDB_PROJECT=yolo")
+    assert [str(f["evidence"]).split(" at ")[0] for f in _audit(prefix)["EK037"]] == ["OMP_NUM_THREADS=4 is set by conda-meta/state"]
+    assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes").returncode == 0
+    assert direct() == "4 None\n"
+
+    conda.ok("env", "config", "vars", "set", "-p", str(prefix), "OMP_NUM_THREADS=8")
+    (changed,) = _audit(prefix)["EK037"]
+    assert str(changed["evidence"]).startswith("OMP_NUM_THREADS is 8 at activation (conda-meta/state) but 4 for a python started")
+    assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes").returncode == 0
+    assert direct() == "8 None\n"
+
+    conda.ok("env", "config", "vars", "unset", "-p", str(prefix), "OMP_NUM_THREADS")
+    (gone,) = _audit(prefix)["EK037"]
+    assert "activation no longer sets it" in str(gone["evidence"])
+    fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+    assert fixed.returncode == 0 and f"delete lib/python{PY_VER}/site-packages/_envkit_settings.pth" in fixed.stdout, fixed.stdout
+    assert direct() == "None None\n" and not list(site.glob("_envkit_settings*"))
+    assert not (prefix / "etc" / "envkit").exists()  # envkit keeps nothing in the env now: conda's alone, as before the fix
+    assert _audit(prefix).keys().isdisjoint({"EK014", "EK031", "EK037"})
+    listed = json.loads(run_envkit("list", "--json", env=conda.environ()).stdout)["data"]
+    assert next(e for e in listed if e["prefix"] == str(prefix))["source"] is None
+    assert "python" in conda.ok("list", "-p", str(prefix))
 
 
 def test_envkit_run_sets_condas_env_vars_as_conda_run_does(conda: Conda, tmp_path: Path) -> None:

@@ -61,6 +61,16 @@ def test_conda_env_create_keeps_the_activation_settings(conda: Conda, tmp_path: 
     assert "# not kept exactly: TRICKY holds a single quote" in yml.read_text()
     run = conda.ok("run", "-p", str(made), "python", "-c", "import os; print(os.environ.get('MKL_THREADING_LAYER'))")
     assert run.strip() == "GNU"
+    # conda keeps the variables for its activation alone: the made env's python started directly
+    # (a job script's `srun ENV/bin/python`) has none until the audit carries the threading one
+    direct = [str(made / "bin" / "python"), "-c", "import os; print(os.environ.get('MKL_THREADING_LAYER'), os.environ.get('TRICKY'))"]
+    assert subprocess.run(direct, capture_output=True, text=True, env=env, check=True).stdout == "None None\n"
+    audit = json.loads(run_envkit("audit", "-p", str(made), "--json").stdout)["data"]["audits"][0]
+    assert [f["evidence"].split(" at ")[0] for f in audit["findings"] if f["rule_id"] == "EK037"] == [
+        "MKL_THREADING_LAYER=GNU is set by conda-meta/state"
+    ]
+    assert run_envkit("audit", "-p", str(made), "--fix", "--yes").returncode == 0
+    assert subprocess.run(direct, capture_output=True, text=True, env=env, check=True).stdout == "GNU None\n"
 
 
 def test_conda_create_from_the_explicit_list(conda: Conda, tmp_path: Path) -> None:
