@@ -63,11 +63,13 @@ class KernelSpec:
         return json.dumps(data, indent=1, ensure_ascii=False) + ("\n" if self.text.endswith("\n") else "")
 
 
-def settings_of(ops: Iterable[EnvOp]) -> dict[str, str | None]:
+def settings_of(ops: Iterable[EnvOp], carried: Iterable[tuple[str, str]] = ()) -> dict[str, str | None]:
     """What a kernelspec's env can carry of an activation: the values it sets, and the names it
-    unsets (None). A prepend or append is left out: the spec's env cannot add to a variable the
-    server may not have (Jupyter leaves a `${NAME}` it cannot fill as it is)."""
-    return {op.name: op.value if op.action == "set" else None for op in ops if op.action in ("set", "unset")}
+    unsets (None), with the values envkit's startup files carry from conda's activation (EK037).
+    A prepend or append is left out: the spec's env cannot add to a variable the server may not
+    have (Jupyter leaves a `${NAME}` it cannot fill as it is)."""
+    own: dict[str, str | None] = {op.name: op.value if op.action == "set" else None for op in ops if op.action in ("set", "unset")}
+    return own | dict(carried)
 
 
 def escaped(value: str) -> str:

@@ -227,6 +227,35 @@ def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path:
     assert gone.returncode == 0 and not spec.exists(), gone.stderr
 
 
+def test_a_kernel_gets_the_threading_values_the_startup_files_carry_and_loses_them_with_them(tmp_path: Path, isolated: Path) -> None:
+    """A threading value the env's activation sets outside envkit's settings (here an activate.d
+    script of one's own) goes into the kernel with the fix that carries it (EK037), follows a
+    change, and is taken out of the kernel once activation no longer sets it."""
+    _, prefix = python_env(tmp_path, "nbc", "{mkl_threading_layer: gnu}")
+    own = prefix / "etc" / "conda" / "activate.d" / "env_vars.sh"
+    own.write_text("export OMP_NUM_THREADS=4\n")
+    env = {**os.environ, "PYTHONPATH": _tools_site(), "OMP_NUM_THREADS": "8"}  # the server's: it wins over the startup files
+    _install_kernel(prefix, "nbc-kernel", env)
+    names = ["MKL_THREADING_LAYER", "OMP_NUM_THREADS"]
+    assert _kernel_sees("nbc-kernel", names, env) == {"MKL_THREADING_LAYER": "GNU", "OMP_NUM_THREADS": "8"}
+
+    def fix() -> set[str]:
+        audit = json.loads(run_envkit("audit", "-p", str(prefix), "--json").stdout)
+        fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+        assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+        return {f["rule_id"] for a in audit["data"]["audits"] for f in a["findings"]} & {"EK036", "EK037"}
+
+    assert fix() == {"EK036", "EK037"}
+    assert _kernel_sees("nbc-kernel", names, env) == {"MKL_THREADING_LAYER": "GNU", "OMP_NUM_THREADS": "4"}
+    own.write_text("export OMP_NUM_THREADS=6\n")
+    assert fix() == {"EK037"}  # the kernel holds what was carried; the fix carries the new value to both
+    assert _kernel_sees("nbc-kernel", names, env)["OMP_NUM_THREADS"] == "6"
+    own.unlink()
+    assert fix() == {"EK037"}
+    assert _kernel_sees("nbc-kernel", names, env) == {"MKL_THREADING_LAYER": "GNU", "OMP_NUM_THREADS": "8"}
+    assert not {"EK036", "EK037"} & {f.rule_id for f in findings_for(read_inventory(prefix))}
+
+
 def test_the_seed_crash_comes_back_in_a_notebook_until_the_kernel_has_the_settings(seed_env: Path, isolated: Path) -> None:
     """The env has MKL_THREADING_LAYER=GNU at activation and in its startup files, and a DDP-style
     child started from its Jupyter kernel still crashes where the server's environment has INTEL:

@@ -126,7 +126,8 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
         own = {op.name for op in ops}
         carried = tuple((n, v) for n, v in carried_values(read_activation(prefix, record)).items() if n not in own)
     activation = RecordedActivation(activation.recipe_name, ops, activation.tag, carried)
-    kernels = settings_writes(prefix, settings_of(ops))
+    before = recorded_activation(prefix, record) if record else None
+    kernels = settings_writes(prefix, settings_of(ops, carried), settings_of(before.ops, before.carried) if before else None)
     if kernels:  # also where no EK036 was found: settings this fix adds reach the kernels too
         reasons.append(f"EK036: {SAFE_FIXES['kernel-settings'][1]}")
     files = activation.files(prefix) if ops or carried else []

@@ -459,12 +459,13 @@ def shared_env_private_records(inv: Inventory) -> list[str]:
 
 
 def kernel_settings(inv: Inventory) -> list[str]:
-    # only what envkit's activation sets: conda's own env vars and other scripts miss the kernel too,
-    # but they are not envkit's to write
+    # what envkit's activation sets and the threading values its startup files carry (EK037): the
+    # rest of conda's env vars and other scripts miss the kernel too, but they are not envkit's to write
+    settings = inv.envkit_settings | inv.carried
     return [
         f"{k.path} (kernel '{k.name}') starts {k.python} without activation: " + "; ".join(differences)
         for k in inv.kernels
-        if (differences := k.differences(inv.envkit_settings))
+        if (differences := k.differences(settings))
     ]
 
 
@@ -1029,7 +1030,9 @@ RULES: tuple[Rule, ...] = (
         "activated and not looked at. The spec's `env` cannot unset a variable the server has.",
         "envkit audit --fix writes envkit's settings into each such kernel.json's env (the rest of the file as it was; a `$` "
         "written as `$$`, since Jupyter expands $NAME there); from then on envkit sync, and create over the env, write the "
-        "settings they change there too. A prepend or append is not written: the spec's env cannot add to a variable.",
+        "settings they change there too. The threading values the startup files carry from conda's own activation "
+        "(EK037) go into the kernel with them, and come out once activation no longer sets them. A prepend or append is not "
+        "written: the spec's env cannot add to a variable.",
         (
             "https://jupyter-client.readthedocs.io/en/stable/kernels.html#kernel-specs",
             "https://github.com/anaconda/nb_conda_kernels/issues/54",

@@ -432,7 +432,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
     # Jupyter runs no activation: the env's kernels carry its settings themselves (envkit.kernels)
     from envkit.kernels import give_settings, settings_of
 
-    given = give_settings(prefix, settings_of(plan.activation), before=settings_of(recorded_activation(prefix, record).ops))
+    given = give_settings(prefix, settings_of(plan.activation, carried), before=settings_of(recorded.ops, recorded.carried))
     return replace(seen.changes, applied=True, kernels=given.written, kernels_failed=given.failed)
 
 
