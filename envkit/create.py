@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from envkit import __version__, backend, condameta, envs, pkgcache
-from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, write_files
+from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, recorded_activation, write_files
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, filesystem_error
 from envkit.fsutil import LockBusy, may_create_in
 from envkit.history import Linked, append_block, block
@@ -89,6 +89,20 @@ def ensure_creatable(prefix: Path, *, force: bool) -> None:
         raise UsageError(f"{prefix} already exists", hint="pass --force to replace it; the old env is restored if the new one fails")
 
 
+def _kernel_settings_of(prefix: Path) -> dict[str, str | None] | None:
+    """What the env a --force create replaces gave its Jupyter kernels (envkit.kernels), so that a
+    value for a setting the new recipe has not is taken out of them; None where there is no such
+    env, or its record cannot be read (its kernels then keep what they hold)."""
+    from envkit.kernels import settings_of
+
+    try:
+        record = read_record(prefix)
+        activation = recorded_activation(prefix, record) if record else None
+    except EnvkitError:
+        return None
+    return settings_of(activation.ops, activation.carried) if activation else None
+
+
 def create_env(
     plan: Plan,
     records: list[Any],
@@ -103,6 +117,7 @@ def create_env(
     with env_lock(prefix):
         recover(prefix)
         ensure_creatable(prefix, force=force)
+        replaced = _kernel_settings_of(prefix)
         cache = envs.pkgs_dir()
         for path in pkgcache.sweep(cache):
             notify(f"removed {path.name} from the package cache, left by an interrupted install")
@@ -144,7 +159,7 @@ def create_env(
             remove_tree(old)
     from envkit.kernels import give_settings, settings_of  # kernels made for an env at this prefix before
 
-    given = give_settings(prefix, settings_of(plan.activation))
+    given = give_settings(prefix, settings_of(plan.activation), before=replaced)
     return CreatedEnv(prefix, tuple(f.path for f in files), old is not None, given.written, given.failed)
 
 

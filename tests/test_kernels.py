@@ -210,12 +210,15 @@ def test_a_kernel_ipykernel_installed_gets_the_settings_from_audit_fix(tmp_path:
         "MINE": "kept",
     }
 
-    # so does a create over the env (one the user may not write: tests/test_shared_env.py)
+    # so does a create over the env (one the user may not write: tests/test_shared_env.py), and it
+    # takes out what the env it replaces wrote for a setting the new recipe has not
     spec.write_text(spec.read_text().replace('"3"', '"1"'))
     spec.chmod(0o444)
+    recipe.write_text(recipe.read_text().replace("ODD2: '$$', ", ""))
     remade = run_envkit("create", str(recipe), "-p", str(prefix), "--force", "--yes", "--no-probe", "--json")
     assert json.loads(remade.stdout)["data"]["created"]["kernels"] == [str(spec)], remade.stdout
     assert json.loads(spec.read_text())["env"]["OMP_NUM_THREADS"] == "3" and spec.stat().st_mode & 0o777 == 0o444
+    assert "ODD2" not in json.loads(spec.read_text())["env"] and json.loads(spec.read_text())["env"]["MINE"] == "kept"
 
     # removed, the env leaves its kernel to its user, named with the command that removes it
     removed = run_envkit("remove", "-p", str(prefix), "--yes")
