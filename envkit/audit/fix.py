@@ -107,7 +107,8 @@ def fix_basis(prefix: Path) -> str:
 def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
     basis = fix_basis(prefix)  # before reading: a change while planning shows as a mismatch
     record = read_record(prefix)
-    activation = recorded_activation(prefix, record) if record else RecordedActivation("audit", (), prefix_tag(prefix))
+    recorded = recorded_activation(prefix, record) if record else None
+    activation = recorded or RecordedActivation("audit", (), prefix_tag(prefix))
     ops = activation.ops
     reasons = []
     opening: tuple[tuple[str, int], ...] = ()
@@ -122,12 +123,11 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
             opening = private_records(prefix)
     carried = activation.carried
     if any(RULES_BY_ID[f.rule_id].safe_fix == "carry-activation" for f in findings if f.rule_id in RULES_BY_ID):
-        # as the activation leaves them now; a name envkit's settings now set is theirs there
-        own = {op.name for op in ops}
-        carried = tuple((n, v) for n, v in carried_values(read_activation(prefix, record)).items() if n not in own)
+        carried = tuple(carried_values(read_activation(prefix, record)).items())  # as the activation leaves them now
+    own = {op.name for op in ops}  # envkit's script sets these after conda's env vars: its values are the ones to give
+    carried = tuple((name, value) for name, value in carried if name not in own)
     activation = RecordedActivation(activation.recipe_name, ops, activation.tag, carried)
-    before = recorded_activation(prefix, record) if record else None
-    kernels = settings_writes(prefix, settings_of(ops, carried), settings_of(before.ops, before.carried) if before else None)
+    kernels = settings_writes(prefix, settings_of(ops, carried), settings_of(recorded.ops, recorded.carried) if recorded else None)
     if kernels:  # also where no EK036 was found: settings this fix adds reach the kernels too
         reasons.append(f"EK036: {SAFE_FIXES['kernel-settings'][1]}")
     files = activation.files(prefix) if ops or carried else []

@@ -473,23 +473,26 @@ WITHOUT_ACTIVATION = "a python started without activation (a job script's `srun 
 
 
 def activation_only_settings(inv: Inventory) -> list[str]:
-    # the threading values conda's env vars or another activate.d script set, against what envkit's
-    # startup files give a python started without activation (envkit's own settings are EK031's)
-    wanted = carried_values(inv.activation)
+    # what envkit's startup files should carry (the threading values conda's env vars or another
+    # activate.d script set, less the names envkit's settings set: EK031, EK033 and EK034 judge
+    # those), against what its record says they carry
+    own = inv.envkit_settings
+    wanted = {name: value for name, value in carried_values(inv.activation).items() if name not in own}
     if inv.planned or not inv.startup_site or not (wanted or inv.carried):
         return []
-    startup = {name: value for name, value in inv.envkit_settings.items() if value is not None} | inv.carried
     out = []
     for name in sorted(wanted.keys() | inv.carried.keys()):
-        now, given = inv.setting(name), startup.get(name)
+        now, given = wanted.get(name), inv.carried.get(name)
         if now == given:
             continue
-        source = inv.activation[name].source if name in inv.activation else ""
-        if given is None:
-            out.append(f"{name}={now} is set by {source} at activation only: {WITHOUT_ACTIVATION} does not get it")
+        if name in own:  # a record that carries a name envkit sets itself: the files give it over envkit's value
+            out.append(f"{name}={given} reaches {WITHOUT_ACTIVATION} through envkit's startup files, over envkit's own setting")
+        elif given is None:
+            out.append(f"{name}={now} is set by {inv.activation[name].source} at activation only: {WITHOUT_ACTIVATION} does not get it")
         elif now is None:
             out.append(f"{name}={given} reaches {WITHOUT_ACTIVATION} through envkit's startup files, but activation no longer sets it")
         else:
+            source = inv.activation[name].source
             out.append(f"{name} is {now} at activation ({source}) but {given} for {WITHOUT_ACTIVATION}, from envkit's startup files")
     return out
 

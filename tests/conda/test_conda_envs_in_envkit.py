@@ -134,12 +134,17 @@ def test_the_forums_fix_reaches_an_activated_python_only_until_the_audit_carries
     assert activated.stdout == "GNU", activated.stderr
     assert "mkl-service" in conda.ok("list", "-p", str(prefix))
 
-    # unset since: the audit finds what activation no longer gives (EK001) and what the files still do
-    conda.ok("env", "config", "vars", "unset", "-p", str(prefix), "MKL_THREADING_LAYER")
+    # set to INTEL since (the advice some write-ups give): EK001 and EK037 both. The fix's own
+    # GNU wins at activation (envkit's script runs after conda's env vars), so it is the value the
+    # files give: carrying conda's INTEL there would bring the crash back without activation
+    conda.ok("env", "config", "vars", "set", "-p", str(prefix), "MKL_THREADING_LAYER=INTEL")
     found = _audit(prefix)
-    assert "EK001" in found and "activation no longer sets it" in str(found["EK037"][0]["evidence"])
+    assert "EK001" in found and str(found["EK037"][0]["evidence"]).startswith("MKL_THREADING_LAYER is INTEL at activation")
     assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes").returncode == 0
-    assert not {"EK001", "EK037"} & set(_audit(prefix)) and _ddp_without_activation(prefix)["rc"] == 0
+    assert not {"EK001", "EK037"} & set(_audit(prefix)) and "EK033" in _audit(prefix)
+    assert _ddp_without_activation(prefix)["rc"] == 0
+    activated = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=conda.environ(), timeout=120, check=False)
+    assert activated.stdout == "GNU", activated.stderr
 
 
 def test_carried_values_follow_condas_env_vars_and_go_when_they_do(conda: Conda, tmp_path: Path) -> None:
