@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from envkit import __version__
+from envkit.activation.startup import carried_name
 from envkit.recipe.model import EnvOp
 from envkit.yamltext import quoted, text
 
@@ -137,6 +138,11 @@ def environment_yml(env: EnvSnapshot) -> str:
     for op in lost:
         what = "unsets" if op.action == "unset" else f"{op.action}s {op.separator.join(op.entries)} to"
         lines.append(f"# not kept: envkit's activation {what} {op.name}; conda's variables are literal values and cannot")
+    if any(carried_name(op.name) for op in settable):
+        lines.append(
+            "# conda sets these at activation only: a python started without it (srun ENV/bin/python, a console script)"
+            " gets the threading ones once `envkit audit -p ENV --fix` has run in the new env (EK037)"
+        )
     return text(lines + env.editable_notes())
 
 

@@ -69,6 +69,7 @@ def test_conda_env_create_keeps_the_activation_settings(conda: Conda, tmp_path: 
     assert [f["evidence"].split(" at ")[0] for f in audit["findings"] if f["rule_id"] == "EK037"] == [
         "MKL_THREADING_LAYER=GNU is set by conda-meta/state"
     ]
+    assert "gets the threading ones once `envkit audit -p ENV --fix` has run in the new env (EK037)" in yml.read_text()
     assert run_envkit("audit", "-p", str(made), "--fix", "--yes").returncode == 0
     assert subprocess.run(direct, capture_output=True, text=True, env=env, check=True).stdout == "GNU None\n"
 
