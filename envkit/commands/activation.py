@@ -39,6 +39,12 @@ def show(prefix: Path, shell: str) -> Result:
         )
     activation = recorded_activation(prefix, record)
     files = activation.files(prefix, (suffix,), startup=False)
+    if not files:  # values carried alone (EK037): conda's own activation sets them, envkit writes no script
+        carried = ", ".join(f"{name}={value}" for name, value in activation.carried)
+        raise UsageError(
+            f"{prefix} has no envkit activation scripts: conda's activation sets what envkit's startup files carry ({carried})",
+            hint="conda env config vars list -p PREFIX shows them",
+        )
     view = ActivationView(str(prefix), activation.recipe_name, activation.ops, shell, files[0].text, files[1].text)
     return Result("activation show", view)
 

@@ -165,6 +165,8 @@ def test_carried_values_follow_condas_env_vars_and_go_when_they_do(conda: Conda,
     assert [str(f["evidence"]).split(" at ")[0] for f in _audit(prefix)["EK037"]] == ["OMP_NUM_THREADS=4 is set by conda-meta/state"]
     assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes").returncode == 0
     assert direct() == "4 None\n"
+    shown = run_envkit("activation", "show", "-p", str(prefix))
+    assert shown.returncode == 2 and "conda's activation sets what envkit's startup files carry (OMP_NUM_THREADS=4)" in shown.stderr
 
     conda.ok("env", "config", "vars", "set", "-p", str(prefix), "OMP_NUM_THREADS=8")
     (changed,) = _audit(prefix)["EK037"]
