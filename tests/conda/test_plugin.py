@@ -14,8 +14,10 @@ import pytest
 
 from tests.conftest import run_envkit
 from tests.support.conda import Conda
+from tests.support.condapkg import index_channel
 from tests.support.pipchannel import editable_project, offline_pip_env, pip_channel
 from tests.support.tiny import tiny_channel
+from tests.support.wheelchannel import python_shim
 
 
 @pytest.fixture
@@ -83,6 +85,24 @@ def test_doctor_on_a_clean_env(plugged: Conda, tmp_path: Path) -> None:
     prefix = plugged.create(tmp_path / "clean", [tiny_channel(tmp_path)], ["tool"])
     report = plugged.run("doctor", "-p", str(prefix))
     assert report.returncode == 0 and "✅ No BLAS, OpenMP or threading hazards found by envkit's audit rules." in report.stdout
+
+
+def test_doctor_carries_condas_own_threading_value_to_a_python_started_without_activation(plugged: Conda, tmp_path: Path) -> None:
+    """`conda env config vars set MKL_THREADING_LAYER=GNU` in conda alone: its doctor names EK037,
+    and its fixer gives the value to the env's python started directly, as a job script does."""
+    channel = tiny_channel(tmp_path)
+    python_shim(channel)
+    index_channel(channel)
+    prefix = plugged.create(tmp_path / "env", [channel], ["python"])
+    plugged.ok("env", "config", "vars", "set", "-p", str(prefix), "MKL_THREADING_LAYER=GNU")
+    report = plugged.run("doctor", "-p", str(prefix))
+    assert "EK037 warning: threading settings that only an activated python gets" in report.stdout, report.stdout
+    fixed = plugged.run("doctor", "--fix", "envkit-toolchain", "--yes", "-p", str(prefix))
+    assert fixed.returncode == 0 and "_envkit_settings.pth" in fixed.stdout, fixed.stdout + fixed.stderr
+    bare = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "MKL_"))}
+    show = [str(prefix / "bin" / "python"), "-c", "import os; print(os.environ.get('MKL_THREADING_LAYER'))"]
+    assert subprocess.run(show, capture_output=True, text=True, env=bare, check=True).stdout == "GNU\n"
+    assert "✅ No BLAS, OpenMP or threading hazards" in plugged.run("doctor", "-p", str(prefix)).stdout
 
 
 def guard_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
