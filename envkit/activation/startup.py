@@ -67,6 +67,22 @@ def _literal(value: str) -> str:
     return ascii(value) if value.isascii() else f"os.fsdecode({value.encode('utf-8')!a})"
 
 
+# PYTHONNOUSERSITE keeps the user site (`pip install --user`, EK032) off only if it is there when
+# the interpreter starts: site has put that folder on sys.path before it reads any .pth file. Where
+# the startup files set it, they take the folder out again as site would have left it out (its
+# own .pth files have run by then: those stay done).
+USER_SITE_OFF_LINE = (
+    "import site, sys; os.environ.get('PYTHONNOUSERSITE') and site.ENABLE_USER_SITE and "
+    "(setattr(site, 'ENABLE_USER_SITE', False), site.USER_SITE in sys.path and sys.path.remove(site.USER_SITE))"
+)
+USER_SITE_OFF_MODULE = (
+    "    if os.environ.get('PYTHONNOUSERSITE') and site.ENABLE_USER_SITE:  # too late for site: done as it would have\n"
+    "        site.ENABLE_USER_SITE = False\n"
+    "        if site.USER_SITE in sys.path:\n"
+    "            sys.path.remove(site.USER_SITE)\n"
+)
+
+
 def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...], carried: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
     """File name -> text, for the variables activation sets (the last value wins, as in the
     scripts) and those `carried` from the rest of the env's activation, which won there; none for
@@ -77,6 +93,7 @@ def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...], carried: tupl
     if not values:
         return {}
     comments = "".join(f"# {line}\n" for line in header)
+    user_site_off = "PYTHONNOUSERSITE" in values
     settings = "".join(f"        ({name!r}, {_literal(value)}),\n" for name, value in values.items())
     module = (
         f"{comments}"
@@ -85,14 +102,19 @@ def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...], carried: tupl
         "too, unless the process already has it. Called at interpreter start through the .start\n"
         'file of the same name (PEP 829); the .pth file of that name does the same on older Pythons."""\n'
         "\n"
-        "import os\n"
-        "\n"
+        "import os\n" + ("import site\nimport sys\n" if user_site_off else "") + "\n"
         "\n"
         "def apply():\n"
         f"    for name, value in (\n{settings}    ):\n"
-        "        os.environ.setdefault(name, value)\n"
+        "        os.environ.setdefault(name, value)\n" + (USER_SITE_OFF_MODULE if user_site_off else "")
     )
-    line = "; ".join(["import os", *(f"os.environ.setdefault({name!r}, {_literal(value)})" for name, value in values.items())])
+    line = "; ".join(
+        [
+            "import os",
+            *(f"os.environ.setdefault({name!r}, {_literal(value)})" for name, value in values.items()),
+            *([USER_SITE_OFF_LINE] if user_site_off else []),
+        ]
+    )
     return {
         f"{MODULE}.py": module,
         f"{MODULE}.pth": f"{comments}{line}\n",  # ascii() keeps a value with a newline on this one line

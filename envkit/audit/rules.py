@@ -968,7 +968,8 @@ RULES: tuple[Rule, ...] = (
         "replaces the env's in every env of that Python version, with its own BLAS and OpenMP runtimes, whatever the env's "
         "packages say. The probe's `origin` check shows it at run time.",
         "Uninstall them from the user site (with the env active, python -m pip uninstall NAME removes the copy found first), "
-        "or keep this env off the user site: PYTHONNOUSERSITE: '1' under the recipe's threading.env.",
+        "or keep this env off the user site: PYTHONNOUSERSITE: '1' under the recipe's threading.env (envkit's startup files "
+        "take the user site out of a python started without activation too).",
         ("https://peps.python.org/pep-0370/", "https://docs.python.org/3/library/site.html"),
         user_site_shadow,
     ),

@@ -12,7 +12,7 @@ import pytest
 
 from envkit.activation.startup import MODULE, NAMES
 from envkit.record import read_record
-from tests.conftest import payload_recipe, python_env, run_envkit
+from tests.conftest import payload_recipe, python_env, run_envkit, write_recipe
 from tests.support.seed import SEED_SCENARIO
 from tests.support.wheelchannel import PY_VER
 
@@ -267,3 +267,46 @@ def test_values_carried_alone_need_no_scripts_and_win_over_the_settings_in_the_f
     (pth,) = [f.text for f in both if f.path.name == f"{MODULE}.pth"]
     assert pth.splitlines()[-1] == "import os; os.environ.setdefault('OMP_NUM_THREADS', '4')"
     assert len(both) == 13  # each shell's two scripts, and the three startup files
+
+
+def test_a_python_started_without_activation_keeps_the_user_site_out_where_the_settings_say_so(tmp_path: Path) -> None:
+    """PYTHONNOUSERSITE, EK032's way out of `pip install --user` shadows, works only if it is there
+    when the interpreter starts: site has put the user site on sys.path before it reads the env's
+    .pth files. In an env whose python is no venv (as conda's is not), the startup files take that
+    folder out again; a value the process has wins, empty included (Python reads empty as unset)."""
+    from tests.support.condapkg import index_channel
+    from tests.support.tiny import tiny_channel
+    from tests.support.wheelchannel import python_plain
+
+    channel = tiny_channel(tmp_path)
+    python_plain(channel)
+    index_channel(channel)
+    recipe = f"envkit: 1\nname: nouser\nchannels: [{channel.as_uri()}]\npackages: [python, tool]\nthreading: {{env: {{PYTHONNOUSERSITE: '1'}}}}\n"
+    prefix = tmp_path / "nouser"
+    made = run_envkit("create", str(write_recipe(tmp_path / "r", "nouser", recipe)), "-p", str(prefix), "--yes", "--no-probe")
+    assert made.returncode == 0, made.stderr
+    user_site = tmp_path / "userbase" / "lib" / f"python{PY_VER}" / "site-packages"
+    user_site.mkdir(parents=True)
+    (user_site / "threadpoolctl.py").write_text("WHERE = 'user site'\n")  # `pip install --user threadpoolctl`
+    probe = (
+        "import importlib.util, site, sys; spec = importlib.util.find_spec('threadpoolctl'); "
+        "print(sys.prefix == sys.argv[1], site.ENABLE_USER_SITE, spec.origin if spec else None)"
+    )
+    base = {"PYTHONUSERBASE": str(tmp_path / "userbase")}
+    assert _run(prefix, "-c", probe, str(prefix), **base).stdout == "True False None\n"
+    assert _run(prefix, "-c", SHOW, "PYTHONNOUSERSITE", **base).stdout == "1\n"
+    kept = _run(prefix, "-c", probe, str(prefix), **base, PYTHONNOUSERSITE="")
+    assert kept.stdout == f"True True {user_site / 'threadpoolctl.py'}\n", kept.stderr
+    # the module, which the Pythons that read .start files (3.15 on) call in the line's place, from
+    # the state site leaves before it reads the env's site-packages (no 3.15 runs here)
+    started = _run(
+        prefix,
+        "-S",
+        "-c",
+        "import site, sys; site.ENABLE_USER_SITE = True; sys.path.insert(0, site.getusersitepackages()); "
+        "sys.path.append(sys.argv[1]); import _envkit_settings; _envkit_settings.apply(); "
+        "print(site.ENABLE_USER_SITE, site.USER_SITE in sys.path)",
+        str(prefix / SITE),
+        **base,
+    )
+    assert started.stdout == "False False\n", started.stderr

@@ -180,6 +180,29 @@ def python_shim(channel: Path, interpreter: tuple[Path, str] | None = None) -> P
     return write_conda(channel, meta, files)
 
 
+def python_plain(channel: Path) -> Path:
+    """A `python` package that is no venv, as conda's own python is not: a copy of the host's
+    interpreter binary (its libpython is found by its absolute run path) over the host's standard
+    library, linked entry by entry, with a site-packages of its own. Python finds its prefix from
+    the binary's place, so the env is sys.prefix, and the user site (`pip install --user`) is on
+    sys.path ahead of the env's site-packages, as in a conda env."""
+    real = host_interpreter()
+    version = PY_VER
+    stdlib = Path(sys.base_prefix) / "lib" / f"python{version}"
+    files = [
+        PkgFile(f"bin/python{version}", real.read_bytes(), mode=0o755),
+        PkgFile("bin/python", link_target=f"python{version}"),
+        *(
+            PkgFile(f"lib/python{version}/{entry.name}", link_target=str(entry))
+            for entry in sorted(stdlib.iterdir())
+            if entry.name != "site-packages"
+        ),
+        PkgFile(f"lib/python{version}/site-packages/README.envkit-plain", b"site-packages of a python that is no venv\n"),
+    ]
+    full = ".".join(map(str, sys.version_info[:3]))
+    return write_conda(channel, PkgMeta("python", full, "0_envkit_plain", depends=[]), files)
+
+
 def build_wheel_channel() -> Path:
     """Download (once), convert (once per wheel set) and index; returns the channel directory."""
     wheels = download_wheels(cache_root() / "wheels")
