@@ -43,7 +43,7 @@ def show(prefix: Path, shell: str) -> Result:
         carried = ", ".join(f"{name}={value}" for name, value in activation.carried)
         raise UsageError(
             f"{prefix} has no envkit activation scripts: conda's activation sets what envkit's startup files carry ({carried})",
-            hint="conda env config vars list -p PREFIX shows them",
+            hint="they come from conda's env vars or another activate.d script; envkit run -p PREFIX -- env shows them",
         )
     view = ActivationView(str(prefix), activation.recipe_name, activation.ops, shell, files[0].text, files[1].text)
     return Result("activation show", view)

@@ -106,13 +106,15 @@ def probe_config(spec: ProbeSpec, threading: dict[str, str], workdir: str | None
 def expected_threading(prefix: Path) -> dict[str, str]:
     """What a python started without activation should have: the threading values conda's env vars
     set (packages' env_vars.d, `conda env config vars`), then envkit's settings, which its
-    activation script applies over them."""
-    conda = {name: value for name, (value, _) in conda_activation_vars(prefix).items() if carried_name(name)}
+    activation script applies over them (an unset there takes conda's value out)."""
+    expected = {name: value for name, (value, _) in conda_activation_vars(prefix).items() if carried_name(name)}
     record = read_record(prefix)
-    if not record:
-        return conda
-    ops = ops_from_json((record.get("activation") or {}).get("ops", []))
-    return conda | {op.name: op.value for op in ops if op.action == "set"}
+    for op in ops_from_json((record.get("activation") or {}).get("ops", [])) if record else ():
+        if op.action == "set":
+            expected[op.name] = op.value
+        elif op.action == "unset":
+            expected.pop(op.name, None)
+    return expected
 
 
 SCRATCH_PREFIX = "envkit-probe-"  # its scratch dirs: see envkit.fsutil.scratch_dir

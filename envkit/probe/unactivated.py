@@ -23,9 +23,9 @@ SHOW = (
 
 def check_unactivated(python: Path, expected: dict[str, str], timeout: float = 60) -> CheckResult:
     """`expected`: the variables the env's activation sets (envkit's settings, and the threading
-    values of conda's env vars). They are taken out of the environment
-    envkit runs in (the shell may have activated the env, or set them itself, which the audit
-    judges), so that what the python has comes from the env alone."""
+    values of conda's env vars). They are taken out of the environment envkit runs in (the shell
+    may have activated the env, or set them itself, which the audit judges), so that what the
+    python has comes from the env alone."""
     if not expected:
         return CheckResult(CHECK_ID, TITLE, "skip", "the env's activation sets no variable", "", {})
     env = {k: v for k, v in os.environ.items() if k not in expected and not k.startswith("CONDA_")}

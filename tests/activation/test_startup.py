@@ -310,3 +310,28 @@ def test_a_python_started_without_activation_keeps_the_user_site_out_where_the_s
         **base,
     )
     assert started.stdout == "False False\n", started.stderr
+
+
+def test_a_packages_env_vars_are_carried_and_what_envkit_unsets_is_not_expected(tmp_path: Path) -> None:
+    """A package's etc/conda/env_vars.d values are set by conda's activation alone, before envkit's
+    script, which unsets one of them here: the audit and the probe ask the startup files for the
+    other (EK037) and not for the one activation takes out."""
+    from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
+    from tests.support.tiny import tiny_channel
+    from tests.support.wheelchannel import python_shim
+
+    channel = tiny_channel(tmp_path)
+    python_shim(channel)
+    shipped = json.dumps({"KMP_DUPLICATE_LIB_OK": "TRUE", "OMP_NUM_THREADS": "3"}).encode()
+    write_tar_bz2(channel, PkgMeta("shipsvars", "1.0", "0"), [PkgFile("etc/conda/env_vars.d/shipsvars.json", shipped)])
+    index_channel(channel)
+    threading = "{mkl_threading_layer: gnu, env: {KMP_DUPLICATE_LIB_OK: {unset: true}}}"
+    body = f"envkit: 1\nname: ships\nchannels: [{channel.as_uri()}]\npackages: [python, tool, shipsvars]\nthreading: {threading}\n"
+    prefix = tmp_path / "ships"
+    made = run_envkit("create", str(write_recipe(tmp_path / "r", "ships", body)), "-p", str(prefix), "--yes", "--no-probe")
+    assert made.returncode == 0, made.stderr
+    assert _findings(prefix)["EK037"].startswith("OMP_NUM_THREADS=3 is set by etc/conda/env_vars.d/shipsvars.json at activation only")
+    assert _unactivated(prefix) == ("warn", "OMP_NUM_THREADS is unset, not '3'")
+    assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes").returncode == 0
+    assert [_run(prefix, "-c", SHOW, name).stdout for name in ("OMP_NUM_THREADS", "KMP_DUPLICATE_LIB_OK")] == ["3\n", "<unset>\n"]
+    assert _unactivated(prefix)[0] == "pass" and "EK037" not in _findings(prefix)
