@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -269,23 +270,29 @@ def test_values_carried_alone_need_no_scripts_and_win_over_the_settings_in_the_f
     assert len(both) == 13  # each shell's two scripts, and the three startup files
 
 
-def test_a_python_started_without_activation_keeps_the_user_site_out_where_the_settings_say_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("minor", sorted({sys.version_info[1], 12, 13}), ids=lambda m: f"3.{m}")
+def test_a_python_started_without_activation_keeps_the_user_site_out_where_the_settings_say_so(tmp_path: Path, minor: int) -> None:
     """PYTHONNOUSERSITE, EK032's way out of `pip install --user` shadows, works only if it is there
     when the interpreter starts: site has put the user site on sys.path before it reads the env's
     .pth files. In an env whose python is no venv (as conda's is not), the startup files take that
-    folder out again; a value the process has wins, empty included (Python reads empty as unset)."""
+    folder out again; a value the process has wins, empty included (Python reads empty as unset).
+    On each CPython here whose site the ML envs run (3.12 and 3.13 from pyenv, beside the host's)."""
     from tests.support.condapkg import index_channel
     from tests.support.tiny import tiny_channel
     from tests.support.wheelchannel import python_plain
 
     channel = tiny_channel(tmp_path)
-    python_plain(channel)
+    python_plain(channel, minor)
     index_channel(channel)
-    recipe = f"envkit: 1\nname: nouser\nchannels: [{channel.as_uri()}]\npackages: [python, tool]\nthreading: {{env: {{PYTHONNOUSERSITE: '1'}}}}\n"
+    threading = "{mkl_threading_layer: gnu, env: {PYTHONNOUSERSITE: '1'}}"
+    recipe = f"envkit: 1\nname: nouser\nchannels: [{channel.as_uri()}]\npackages: [python, tool]\nthreading: {threading}\n"
     prefix = tmp_path / "nouser"
     made = run_envkit("create", str(write_recipe(tmp_path / "r", "nouser", recipe)), "-p", str(prefix), "--yes", "--no-probe")
     assert made.returncode == 0, made.stderr
-    user_site = tmp_path / "userbase" / "lib" / f"python{PY_VER}" / "site-packages"
+    site_dir = prefix / "lib" / f"python3.{minor}" / "site-packages"
+    assert sorted(p.name for p in site_dir.glob(f"{MODULE}.*")) == sorted(NAMES)
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
+    user_site = tmp_path / "userbase" / "lib" / f"python3.{minor}" / "site-packages"
     user_site.mkdir(parents=True)
     (user_site / "threadpoolctl.py").write_text("WHERE = 'user site'\n")  # `pip install --user threadpoolctl`
     probe = (
@@ -306,7 +313,7 @@ def test_a_python_started_without_activation_keeps_the_user_site_out_where_the_s
         "import site, sys; site.ENABLE_USER_SITE = True; sys.path.insert(0, site.getusersitepackages()); "
         "sys.path.append(sys.argv[1]); import _envkit_settings; _envkit_settings.apply(); "
         "print(site.ENABLE_USER_SITE, site.USER_SITE in sys.path)",
-        str(prefix / SITE),
+        str(site_dir),
         **base,
     )
     assert started.stdout == "False False\n", started.stderr

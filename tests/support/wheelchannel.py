@@ -180,15 +180,25 @@ def python_shim(channel: Path, interpreter: tuple[Path, str] | None = None) -> P
     return write_conda(channel, meta, files)
 
 
-def python_plain(channel: Path) -> Path:
-    """A `python` package that is no venv, as conda's own python is not: a copy of the host's
-    interpreter binary (its libpython is found by its absolute run path) over the host's standard
-    library, linked entry by entry, with a site-packages of its own. Python finds its prefix from
-    the binary's place, so the env is sys.prefix, and the user site (`pip install --user`) is on
-    sys.path ahead of the env's site-packages, as in a conda env."""
-    real = host_interpreter()
-    version = PY_VER
-    stdlib = Path(sys.base_prefix) / "lib" / f"python{version}"
+def cpython(minor: int) -> tuple[Path, str]:
+    """The interpreter binary of CPython 3.`minor` (the host's, or pyenv's beside it) and its full
+    version; one that is not here is an error, as the tests that ask for it are about that version."""
+    if (3, minor) == sys.version_info[:2]:
+        return host_interpreter(), ".".join(map(str, sys.version_info[:3]))
+    for binary in sorted(host_interpreter().parents[2].glob(f"3.{minor}.*/bin/python3.{minor}")):
+        return binary.resolve(), binary.parents[1].name
+    raise RuntimeError(f"no CPython 3.{minor} here (pyenv's versions beside {host_interpreter()})")
+
+
+def python_plain(channel: Path, minor: int = sys.version_info[1]) -> Path:
+    """A `python` package that is no venv, as conda's own python is not: a copy of CPython
+    3.`minor`'s interpreter binary (its libpython is found by its absolute run path) over that
+    Python's standard library, linked entry by entry, with a site-packages of its own. Python finds
+    its prefix from the binary's place, so the env is sys.prefix, and the user site (`pip install
+    --user`) is on sys.path ahead of the env's site-packages, as in a conda env."""
+    real, full = cpython(minor)
+    version = f"3.{minor}"
+    stdlib = real.parents[1] / "lib" / f"python{version}"
     files = [
         PkgFile(f"bin/python{version}", real.read_bytes(), mode=0o755),
         PkgFile("bin/python", link_target=f"python{version}"),
@@ -199,7 +209,6 @@ def python_plain(channel: Path) -> Path:
         ),
         PkgFile(f"lib/python{version}/site-packages/README.envkit-plain", b"site-packages of a python that is no venv\n"),
     ]
-    full = ".".join(map(str, sys.version_info[:3]))
     return write_conda(channel, PkgMeta("python", full, "0_envkit_plain", depends=[]), files)
 
 
