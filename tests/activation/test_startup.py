@@ -270,13 +270,8 @@ def test_values_carried_alone_need_no_scripts_and_win_over_the_settings_in_the_f
     assert len(both) == 13  # each shell's two scripts, and the three startup files
 
 
-@pytest.mark.parametrize("minor", sorted({sys.version_info[1], 12, 13}), ids=lambda m: f"3.{m}")
-def test_a_python_started_without_activation_keeps_the_user_site_out_where_the_settings_say_so(tmp_path: Path, minor: int) -> None:
-    """PYTHONNOUSERSITE, EK032's way out of `pip install --user` shadows, works only if it is there
-    when the interpreter starts: site has put the user site on sys.path before it reads the env's
-    .pth files. In an env whose python is no venv (as conda's is not), the startup files take that
-    folder out again; a value the process has wins, empty included (Python reads empty as unset).
-    On each CPython here whose site the ML envs run (3.12 and 3.13 from pyenv, beside the host's)."""
+def _plain_env(tmp_path: Path, minor: int, threading: str) -> Path:
+    """An env envkit made whose python is CPython 3.`minor` and no venv (python_plain)."""
     from tests.support.condapkg import index_channel
     from tests.support.tiny import tiny_channel
     from tests.support.wheelchannel import python_plain
@@ -284,11 +279,21 @@ def test_a_python_started_without_activation_keeps_the_user_site_out_where_the_s
     channel = tiny_channel(tmp_path)
     python_plain(channel, minor)
     index_channel(channel)
-    threading = "{mkl_threading_layer: gnu, env: {PYTHONNOUSERSITE: '1'}}"
-    recipe = f"envkit: 1\nname: nouser\nchannels: [{channel.as_uri()}]\npackages: [python, tool]\nthreading: {threading}\n"
-    prefix = tmp_path / "nouser"
-    made = run_envkit("create", str(write_recipe(tmp_path / "r", "nouser", recipe)), "-p", str(prefix), "--yes", "--no-probe")
+    recipe = f"envkit: 1\nname: plain\nchannels: [{channel.as_uri()}]\npackages: [python, tool]\nthreading: {threading}\n"
+    prefix = tmp_path / "plain"
+    made = run_envkit("create", str(write_recipe(tmp_path / "r", "plain", recipe)), "-p", str(prefix), "--yes", "--no-probe")
     assert made.returncode == 0, made.stderr
+    return prefix
+
+
+@pytest.mark.parametrize("minor", sorted({sys.version_info[1], 12, 13}), ids=lambda m: f"3.{m}")
+def test_a_python_started_without_activation_keeps_the_user_site_out_where_the_settings_say_so(tmp_path: Path, minor: int) -> None:
+    """PYTHONNOUSERSITE, EK032's way out of `pip install --user` shadows, works only if it is there
+    when the interpreter starts: site has put the user site on sys.path before it reads the env's
+    .pth files. In an env whose python is no venv (as conda's is not), the startup files take that
+    folder out again; a value the process has wins, empty included (Python reads empty as unset).
+    On each CPython here whose site the ML envs run (3.12 and 3.13 from pyenv, beside the host's)."""
+    prefix = _plain_env(tmp_path, minor, "{mkl_threading_layer: gnu, env: {PYTHONNOUSERSITE: '1'}}")
     site_dir = prefix / "lib" / f"python3.{minor}" / "site-packages"
     assert sorted(p.name for p in site_dir.glob(f"{MODULE}.*")) == sorted(NAMES)
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "GNU\n"
@@ -317,6 +322,21 @@ def test_a_python_started_without_activation_keeps_the_user_site_out_where_the_s
         **base,
     )
     assert started.stdout == "False False\n", started.stderr
+
+
+@pytest.mark.parametrize("minor", [12, 13], ids=lambda m: f"3.{m}")
+def test_each_value_arrives_exact_on_the_newer_pythons_too(tmp_path: Path, minor: int) -> None:
+    """3.13 reads .pth files as UTF-8 first, 3.12 and 3.11 in the locale's encoding: the ASCII text
+    gives the same bytes under a UTF-8 and an ASCII locale on each, and `-S` gets nothing."""
+    prefix = _plain_env(tmp_path, minor, f"{{mkl_threading_layer: gnu, env: {{ODD_VALUE: {json.dumps(ODD)}}}}}")
+    as_bytes = "import os, sys; sys.stdout.buffer.write(os.environb[b'ODD_VALUE'] + b'|' + os.environb[b'MKL_THREADING_LAYER'])"
+    plain = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    for locale in ({}, plain):
+        got = _run(prefix, "-c", as_bytes, **locale)
+        assert got.stdout.encode("utf-8", "surrogateescape") == ODD.encode() + b"|GNU", (locale, got.stderr)
+    assert _run(prefix, "-c", "import sys; print(sys.version_info[:2])").stdout == f"(3, {minor})\n"
+    assert _run(prefix, "-S", "-c", SHOW, "MKL_THREADING_LAYER").stdout == "<unset>\n"
+    assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER", MKL_THREADING_LAYER="INTEL").stdout == "INTEL\n"
 
 
 def test_a_packages_env_vars_are_carried_and_what_envkit_unsets_is_not_expected(tmp_path: Path) -> None:
