@@ -22,7 +22,7 @@ from envkit.activation.writer import ops_from_json
 from envkit.cpus import usable_cpus
 from envkit.errors import EnvkitError, ProbeError
 from envkit.fsutil import scratch_dir
-from envkit.installed import conda_activation_vars, conda_packages, pip_dists, torch_build
+from envkit.installed import conda_packages, pip_dists, torch_build
 from envkit.probe.inenv.proctree import kill_tree
 from envkit.probe.model import ProbeReport, parse_report
 from envkit.probe.unactivated import check_unactivated
@@ -104,17 +104,23 @@ def probe_config(spec: ProbeSpec, threading: dict[str, str], workdir: str | None
 
 
 def expected_threading(prefix: Path) -> dict[str, str]:
-    """What a python started without activation should have: the threading values conda's env vars
-    set (packages' env_vars.d, `conda env config vars`), then envkit's settings, which its
-    activation script applies over them (an unset there takes conda's value out)."""
-    expected = {name: value for name, (value, _) in conda_activation_vars(prefix).items() if carried_name(name)}
+    """The values envkit's settings (the recipe's) set, which the activated env must have."""
     record = read_record(prefix)
-    for op in ops_from_json((record.get("activation") or {}).get("ops", [])) if record else ():
-        if op.action == "set":
-            expected[op.name] = op.value
-        elif op.action == "unset":
-            expected.pop(op.name, None)
-    return expected
+    if not record:
+        return {}
+    return {op.name: op.value for op in ops_from_json((record.get("activation") or {}).get("ops", [])) if op.action == "set"}
+
+
+def unactivated_expected(prefix: Path) -> dict[str, str]:
+    """What a python started without activation should have, the startup files' part of what
+    activation sets: envkit's settings and the threading values (envkit.activation.startup), as
+    conda's env vars and every activate.d script, envkit's and a hand-written one alike, leave them
+    when sourced over an environment that has none of them."""
+    own = expected_threading(prefix)
+    clean = {name: value for name, value in os.environ.items() if name not in own and not carried_name(name)}
+    activated = activated_environment(prefix, clean)
+    # as the text of their UTF-8 bytes, which the check compares whatever the locale envkit runs under
+    return {name: os.fsencode(value).decode("utf-8", "replace") for name, value in activated.items() if name in own or carried_name(name)}
 
 
 SCRATCH_PREFIX = "envkit-probe-"  # its scratch dirs: see envkit.fsutil.scratch_dir
@@ -187,4 +193,4 @@ def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
     if child.returncode != 0:
         raise ProbeError(f"the probe crashed in {prefix}: {(stderr.strip().splitlines() or ['no output'])[-1]}")
     report = parse_report(stdout)
-    return replace(report, checks=(*report.checks, check_unactivated(python, expected_threading(prefix))))
+    return replace(report, checks=(*report.checks, check_unactivated(python, unactivated_expected(prefix))))

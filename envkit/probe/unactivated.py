@@ -22,10 +22,10 @@ SHOW = (
 
 
 def check_unactivated(python: Path, expected: dict[str, str], timeout: float = 60) -> CheckResult:
-    """`expected`: the variables the env's activation sets (envkit's settings, and the threading
-    values of conda's env vars). They are taken out of the environment envkit runs in (the shell
-    may have activated the env, or set them itself, which the audit judges), so that what the
-    python has comes from the env alone."""
+    """`expected`: the variables the env's activation sets that the startup files give (envkit's
+    settings, and the threading values of conda's env vars and other activate.d scripts). They
+    are taken out of the environment envkit runs in (the shell may have activated the env, or set
+    them itself, which the audit judges), so that what the python has comes from the env alone."""
     if not expected:
         return CheckResult(CHECK_ID, TITLE, "skip", "the env's activation sets no variable", "", {})
     env = {k: v for k, v in os.environ.items() if k not in expected and not k.startswith("CONDA_")}
@@ -44,6 +44,7 @@ def check_unactivated(python: Path, expected: dict[str, str], timeout: float = 6
         TITLE,
         "warn",
         f"{evidence}: a job script's `ENV/bin/python`, a console script or an IDE runs without the env's settings",
-        "envkit audit --fix writes the startup files into the env's site-packages (EK031), with the values conda's env vars set (EK037)",
+        "envkit audit --fix writes the startup files into the env's site-packages (EK031), with the threading values the rest of "
+        "the activation sets (EK037)",
         {"seen": seen},
     )
