@@ -94,6 +94,7 @@ def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...], carried: tupl
         return {}
     comments = "".join(f"# {line}\n" for line in header)
     user_site_off = "PYTHONNOUSERSITE" in values
+    imports = "import os\nimport site\nimport sys\n" if user_site_off else "import os\n"
     settings = "".join(f"        ({name!r}, {_literal(value)}),\n" for name, value in values.items())
     module = (
         f"{comments}"
@@ -101,20 +102,14 @@ def startup_texts(header: tuple[str, ...], ops: tuple[EnvOp, ...], carried: tupl
         "script, a shebang, an IDE, a console script): each variable activation sets is set here\n"
         "too, unless the process already has it. Called at interpreter start through the .start\n"
         'file of the same name (PEP 829); the .pth file of that name does the same on older Pythons."""\n'
-        "\n"
-        "import os\n" + ("import site\nimport sys\n" if user_site_off else "") + "\n"
-        "\n"
+        f"\n{imports}\n\n"
         "def apply():\n"
         f"    for name, value in (\n{settings}    ):\n"
-        "        os.environ.setdefault(name, value)\n" + (USER_SITE_OFF_MODULE if user_site_off else "")
+        "        os.environ.setdefault(name, value)\n"
+        f"{USER_SITE_OFF_MODULE if user_site_off else ''}"
     )
-    line = "; ".join(
-        [
-            "import os",
-            *(f"os.environ.setdefault({name!r}, {_literal(value)})" for name, value in values.items()),
-            *([USER_SITE_OFF_LINE] if user_site_off else []),
-        ]
-    )
+    setdefaults = [f"os.environ.setdefault({name!r}, {_literal(value)})" for name, value in values.items()]
+    line = "; ".join(["import os", *setdefaults, *([USER_SITE_OFF_LINE] if user_site_off else [])])
     return {
         f"{MODULE}.py": module,
         f"{MODULE}.pth": f"{comments}{line}\n",  # ascii() keeps a value with a newline on this one line

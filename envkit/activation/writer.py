@@ -93,6 +93,13 @@ def carried_from_json(data: object) -> Carried:
     return tuple(data.items())
 
 
+def carried_beside(ops: tuple[EnvOp, ...], carried: Carried) -> Carried:
+    """The carried values the startup files give beside `ops`: not those of a name envkit's
+    settings set, as its activation script runs after conda's env vars and its value wins there."""
+    own = {op.name for op in ops}
+    return tuple((name, value) for name, value in carried if name not in own)
+
+
 @dataclass(frozen=True)
 class ActivationFile:
     """One script as it is to be on disk: the audit compares the file there with `text`."""

@@ -20,6 +20,7 @@ from envkit.activation.writer import (
     ActivationFile,
     RecordedActivation,
     activation_json,
+    carried_beside,
     prefix_tag,
     recorded_activation,
     remove_stale,
@@ -109,7 +110,7 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
     record = read_record(prefix)
     recorded = recorded_activation(prefix, record) if record else None
     activation = recorded or RecordedActivation("audit", (), prefix_tag(prefix))
-    ops = activation.ops
+    ops, carried = activation.ops, activation.carried
     reasons = []
     opening: tuple[tuple[str, int], ...] = ()
     for finding in findings:
@@ -121,11 +122,9 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
         reasons.append(f"{finding.rule_id}: {says}")
         if safe_fix == "open-records":
             opening = private_records(prefix)
-    carried = activation.carried
-    if any(RULES_BY_ID[f.rule_id].safe_fix == "carry-activation" for f in findings if f.rule_id in RULES_BY_ID):
-        carried = tuple(carried_values(read_activation(prefix, record)).items())  # as the activation leaves them now
-    own = {op.name for op in ops}  # envkit's script sets these after conda's env vars: its values are the ones to give
-    carried = tuple((name, value) for name, value in carried if name not in own)
+        elif safe_fix == "carry-activation":  # as the activation leaves them now
+            carried = tuple(carried_values(read_activation(prefix, record)).items())
+    carried = carried_beside(ops, carried)
     activation = RecordedActivation(activation.recipe_name, ops, activation.tag, carried)
     kernels = settings_writes(prefix, settings_of(ops, carried), settings_of(recorded.ops, recorded.carried) if recorded else None)
     if kernels:  # also where no EK036 was found: settings this fix adds reach the kernels too

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from envkit import backend, envs
-from envkit.activation.writer import RecordedActivation, activation_json, own_tag, recorded_activation, remove_stale, write_files
+from envkit.activation.writer import (
+    RecordedActivation,
+    activation_json,
+    carried_beside,
+    own_tag,
+    recorded_activation,
+    remove_stale,
+    write_files,
+)
 from envkit.audit.engine import audit_plan
 from envkit.channels import recorded_channels
 from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
@@ -390,10 +398,9 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         added = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for key, p in after.items() if key not in before]
         gone = [Linked(str(p.get("channel", "")), str(p.get("subdir", "")), *key) for key, p in before.items() if key not in after]
         append_block(prefix, block(["envkit", "sync", "-p", str(prefix)], added, gone, [s.spec for s in plan.specs]))
-        # the values the startup files carry stay until the audit finds them changed (EK037), but
-        # where the new settings set one, envkit's activation script wins, and so do they
-        recorded, own = recorded_activation(prefix, record), {op.name for op in plan.activation}
-        carried = tuple((name, value) for name, value in recorded.carried if name not in own)
+        # the values the startup files carry stay until the audit finds them changed (EK037)
+        recorded = recorded_activation(prefix, record)
+        carried = carried_beside(plan.activation, recorded.carried)
         activation = RecordedActivation(plan.recipe, plan.activation, own_tag(prefix, recorded.tag), carried)
         files = activation.files(prefix)
         write_files(files)
