@@ -7,7 +7,8 @@ that, so the two versions take turns, round after round, each timed whole as a u
 `sync` after one package version changed in a torch env (yardstick: bench/run.py's raw rattler
 solve + install), or `lock` of a recipe for three platforms on the replica channel (yardstick: three
 raw solves). Both checkouts are byte-compiled first (PYTHONDONTWRITEBYTECODE would
-otherwise make whichever was edited last recompile on every run). Prints the medians, the ratio of
+otherwise make whichever was edited last recompile on every run), and their commands run without
+it, so a checkout with envkit.codecache reads the dataclass methods its first run compiled. Prints the medians, the ratio of
 the two versions and each round's ratio: a change that helps shows in most rounds, not just in the
 median. The env is created by this checkout, so REV must read this version's env record (a recent
 revision does).

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 PY = sys.executable
 
 # `module`: the real entry (python -m envkit). `finalize`: main() and then an ordinary interpreter
-# exit, which is what envkit did before it ended through envkit.cli.entry.
+# exit, which is what envkit did before it ended through envkit.cli.run (os._exit).
 ENTRIES = {
     "module": [PY, "-m", "envkit"],
     "finalize": [PY, "-c", "import sys; from envkit.cli import main; sys.exit(main())"],

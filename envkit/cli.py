@@ -1,6 +1,6 @@
 """Argument parsing and dispatch only: every command is a plain function in envkit.commands.
 
-The process ends through `entry()`, never through interpreter finalization: py-rattler completes
+The process ends through `run()`, never through interpreter finalization: py-rattler completes
 each awaited future from a tokio worker thread that runs Python code (asyncio's
 call_soon_threadsafe) under the GIL. The main thread can get the GIL back in the middle of that
 call, see its result, print, and finalize the interpreter while the worker is still inside Python;
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, NoReturn
 
-from envkit import __version__, stdio
+from envkit import __version__, codecache, stdio
 from envkit.errors import EnvkitError, ExitCode, Interrupted, OutputError, UsageError, filesystem_error, one_line
 
 if TYPE_CHECKING:
@@ -673,6 +673,7 @@ def hard_exit(code: int) -> NoReturn:
         pass
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
+    codecache.save()  # after the output: whoever waits on it does not wait for this
     if code < 0:
         _end_by_signal(-code)
     os._exit(code)
@@ -717,10 +718,3 @@ def run(argv: Sequence[str] | None = None) -> NoReturn:
     hard_exit(code)
 
 
-def entry() -> NoReturn:
-    """The `envkit` console script and `python -m envkit`."""
-    run()
-
-
-if __name__ == "__main__":
-    entry()
