@@ -716,5 +716,3 @@ def run(argv: Sequence[str] | None = None) -> NoReturn:
         traceback.print_exc()
         code = int(ExitCode.INTERNAL)
     hard_exit(code)
-
-

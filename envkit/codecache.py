@@ -1,4 +1,4 @@
-"""The code Python compiles for dataclass methods, kept between runs beside envkit's bytecode.
+"""The code Python compiles for dataclass methods, kept between runs in the user's cache.
 
 `@dataclass` writes each class's methods (`__init__`, `__repr__`, `__eq__`, `__hash__`, and a
 frozen class's `__setattr__` and `__delattr__`) as source text and compiles that text while the
@@ -8,18 +8,21 @@ of them envkit's, the rest rattler's), the gap between envkit and raw rattler in
 The cache keeps each text's compiled code, keyed by the text itself, so a later start executes the
 same code object that compiling the same text gives, with the same flags (none inherited).
 
-One file, its texts grouped by the module that defines the class, each group decoded only when that
-module creates its first dataclass: `envkit --version` decodes 2 classes' worth, not every
-command's. A module's classes are all created when it is imported, so a run that compiles a new
-text for a module (its classes were edited) keeps just the texts that module used in that run: the
-old versions' code goes, and the file never grows for good.
+One file per envkit install and interpreter, its texts grouped by the module that defines the
+class, each group decoded only when that module creates its first dataclass: `envkit --version`
+decodes 2 classes' worth, not every command's. A module's classes are all created when it is
+imported, so a run that compiles a new text for a module (its classes were edited) keeps just the
+texts that module used in that run: the old versions' code goes, and the file never grows for good.
 
-Trust and place: a file in envkit's own `__pycache__` (or under PYTHONPYCACHEPREFIX), as trusted as
-the `.pyc` files there, since whoever can write one can change envkit's code; headed by this
-interpreter's bytecode magic number and optimization level, so no other Python reads it. Written
-only where Python would write bytecode: not under PYTHONDONTWRITEBYTECODE or `-B`, not where the
-folder is read-only, and never failing the command. A file that is torn or foreign is ignored and
-replaced.
+Place and trust: the user's cache folder (`~/.cache/envkit/methods`, under XDG_CACHE_HOME if set),
+not envkit's own `__pycache__`, which `pip uninstall` would leave behind with the file in it and
+which a shared read-only install never lets its users write. The file is code this process runs, so
+it is read only where it is this user's own and nobody else may write it (checked on the open
+file): a root run whose HOME is still a user's (sudo) reads nothing that user could have written,
+and writes nothing into a folder that is not its own. The file is headed by this interpreter's
+bytecode magic number and optimization level. Written only where Python would write bytecode (not
+under PYTHONDONTWRITEBYTECODE or `-B`), and never failing the command; a file that is torn or
+foreign is ignored and replaced.
 
 Only envkit's own processes use it (the console script and `python -m envkit`: envkit.__main__),
 never a process that merely imports envkit, such as conda with the plugin.
@@ -33,7 +36,8 @@ import dataclasses
 import marshal
 import os
 import sys
-from importlib.util import MAGIC_NUMBER, cache_from_source
+import zlib
+from importlib.util import MAGIC_NUMBER
 from types import CodeType
 from typing import Any
 
@@ -43,14 +47,44 @@ Codes = dict[str, CodeType]  # a text of generated methods -> its compiled code
 
 
 def cache_path() -> str | None:
-    """Where Python would put the bytecode of a module `dataclass-methods.py` in envkit's folder;
-    None where this interpreter keeps no bytecode at all. (os.path, not pathlib: `envkit --version`
-    loads no pathlib, and this runs first in every envkit process.)"""
-    try:
-        pyc = cache_from_source(os.path.join(os.path.dirname(__file__), "dataclass-methods.py"))
-    except NotImplementedError:  # sys.implementation.cache_tag is None
+    """This envkit install's file for this interpreter (as envkit.paths.cache_dir finds the folder,
+    without pathlib: `envkit --version` loads none, and this runs first in every envkit process);
+    None where the interpreter keeps no bytecode at all."""
+    tag = sys.implementation.cache_tag
+    if tag is None:
         return None
-    return pyc.removesuffix(".pyc") + ".bin"
+    flavour = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
+    install = zlib.crc32(os.fsencode(os.path.dirname(os.path.abspath(__file__))))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "envkit", "methods", f"{tag}{flavour}-{install:08x}.bin")
+
+
+def _euid() -> int | None:
+    """Who this process is, where users are told apart by uid (not on Windows)."""
+    return None if sys.platform == "win32" else os.geteuid()
+
+
+def _own(st: os.stat_result) -> bool:
+    """This user's, and nobody else's to write."""
+    euid = _euid()
+    return euid is None or (st.st_uid == euid and not st.st_mode & 0o022)
+
+
+def _own_folder(folder: str) -> bool:
+    """`folder`, or its nearest ancestor that exists, is this user's: a run as root whose HOME is a
+    user's must not leave that user a folder they cannot write. (What is read is checked apart.)"""
+    euid = _euid()
+    while euid is not None:
+        try:
+            return os.stat(folder).st_uid == euid
+        except FileNotFoundError:
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return False
+            folder = parent
+        except OSError:
+            return False
+    return True
 
 
 def header() -> bytes:
@@ -101,10 +135,13 @@ class MethodCache:
         for module, new in self.new.items():
             kept = {text: self.loaded[module][text] for text in self.used.get(module, ())}
             groups[module] = marshal.dumps({**kept, **new})
+        folder = os.path.dirname(self.path)
         temp = f"{self.path}.{os.getpid()}.tmp"
         try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(temp, "wb") as out:
+            if not _own_folder(folder):
+                return
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:  # never through a link
                 out.write(header() + marshal.dumps(groups))
             os.replace(temp, self.path)  # a reader sees the old file or the new one, never part of one
         except OSError:  # read-only, full, gone: the cache is an optimisation, never a failure
@@ -118,6 +155,8 @@ def read_groups(path: str) -> dict[str, bytes]:
     """Each module's marshalled texts; nothing from a file that is absent, torn, or another Python's."""
     try:
         with open(path, "rb") as cached:
+            if not _own(os.fstat(cached.fileno())):  # the file as opened: no swap after the check
+                return {}
             data = cached.read()
     except OSError:
         return {}

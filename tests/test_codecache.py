@@ -1,6 +1,6 @@
 """envkit.codecache: the compiled dataclass methods kept between runs. Every case starts new
-interpreters, as the cache is one process's, installed by envkit's own entry; PYTHONPYCACHEPREFIX
-puts the cache (and the bytecode) in the test's own folder."""
+interpreters, as the cache is one process's, installed by envkit's own entry; XDG_CACHE_HOME puts
+the cache in the test's own folder."""
 
 from __future__ import annotations
 
@@ -103,30 +103,30 @@ print(json.dumps(said))
 """
 
 
-def _python(code: str, *args: str, prefix: Path, python: Path | str = sys.executable, **env: str) -> Any:
+def _python(code: str, *args: str, cache: Path, python: Path | str = sys.executable, **env: str) -> Any:
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    environ.update({"PYTHONPATH": str(ROOT), "PYTHONPYCACHEPREFIX": str(prefix), **env})
+    environ.update({"PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache), **env})
     proc = subprocess.run([str(python), "-c", code, *args], capture_output=True, text=True, env=environ, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
 def test_a_second_start_compiles_no_method_the_first_compiled(tmp_path: Path) -> None:
-    first = _python(LOCK_IMPORTS, prefix=tmp_path / "pycache")
+    first = _python(LOCK_IMPORTS, cache=tmp_path / "cache")
     assert first["used"] == 0 and first["new"] > 100  # envkit's and rattler's classes: hundreds of methods
     assert {"envkit.errors", "envkit.lock", "rattler.repo_data.gateway"} <= set(first["modules"])
     path = Path(first["path"])
-    assert path.is_relative_to(tmp_path / "pycache") and path.is_file()
-    second = _python(LOCK_IMPORTS, prefix=tmp_path / "pycache")
+    assert path.parent == tmp_path / "cache" / "envkit" / "methods" and path.is_file()
+    second = _python(LOCK_IMPORTS, cache=tmp_path / "cache")
     assert (second["new"], second["used"]) == (0, first["new"])
 
 
 def test_the_cached_methods_are_the_ones_python_compiles(tmp_path: Path) -> None:
     (tmp_path / "mod").mkdir()
     (tmp_path / "mod" / "classes.py").write_text(CLASSES)
-    plain = _python(DESCRIBE, str(tmp_path / "mod"), "plain", prefix=tmp_path / "pycache")
-    cold = _python(DESCRIBE, str(tmp_path / "mod"), "cached", prefix=tmp_path / "pycache")
-    warm = _python(DESCRIBE, str(tmp_path / "mod"), "cached", prefix=tmp_path / "pycache")
+    plain = _python(DESCRIBE, str(tmp_path / "mod"), "plain", cache=tmp_path / "cache")
+    cold = _python(DESCRIBE, str(tmp_path / "mod"), "cached", cache=tmp_path / "cache")
+    warm = _python(DESCRIBE, str(tmp_path / "mod"), "cached", cache=tmp_path / "cache")
     cold_cache, warm_cache = cold.pop("cache"), warm.pop("cache")
     assert cold_cache["new"] >= 9 and warm_cache == {"used": cold_cache["new"], "new": 0}
     assert plain == cold == warm
@@ -137,9 +137,9 @@ def test_the_cached_methods_are_the_ones_python_compiles(tmp_path: Path) -> None
 
 def test_envkit_itself_writes_the_cache_once_and_then_reads_it(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     assert run_envkit("audit", "--explain", "EK001", env=env).returncode == 0
-    (path,) = (tmp_path / "pycache").rglob("dataclass-methods.*.bin")
+    (path,) = (tmp_path / "cache" / "envkit" / "methods").glob("*.bin")
     written = path.read_bytes()
     assert run_envkit("audit", "--explain", "EK001", env=env).returncode == 0
     assert path.read_bytes() == written  # nothing new to compile, nothing rewritten
@@ -147,7 +147,7 @@ def test_envkit_itself_writes_the_cache_once_and_then_reads_it(tmp_path: Path) -
 
 
 def test_no_cache_is_written_where_python_writes_no_bytecode(tmp_path: Path) -> None:
-    said = _python(LOCK_IMPORTS, prefix=tmp_path / "pycache", PYTHONDONTWRITEBYTECODE="1")
+    said = _python(LOCK_IMPORTS, cache=tmp_path / "cache", PYTHONDONTWRITEBYTECODE="1")
     assert said["new"] > 100 and not Path(said["path"]).exists()
 
 
@@ -155,7 +155,7 @@ def test_a_cache_that_cannot_be_written_fails_nothing(tmp_path: Path) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(blocked)  # every folder under it is impossible to make
+    env["XDG_CACHE_HOME"] = str(blocked)  # every folder under it is impossible to make
     proc = run_envkit("audit", "--explain", "EK001", "--json", env=env)
     assert proc.returncode == 0 and proc.stderr == "" and json.loads(proc.stdout)["ok"] is True
 
@@ -182,13 +182,60 @@ def _groups(data: bytes, start: bytes) -> dict[str, bytes]:
     ],
 )
 def test_a_torn_or_foreign_cache_is_ignored_and_replaced(tmp_path: Path, spoil: Callable[[bytes, bytes], bytes]) -> None:
-    first = _python(LOCK_IMPORTS, prefix=tmp_path / "pycache")
+    first = _python(LOCK_IMPORTS, cache=tmp_path / "cache")
     path = Path(first["path"])
     data = path.read_bytes()
     path.write_bytes(spoil(data, data[: len(b"envkit dataclass methods 2\n") + 5]))  # the format line, magic, -O level
-    again = _python(LOCK_IMPORTS, prefix=tmp_path / "pycache")
+    again = _python(LOCK_IMPORTS, cache=tmp_path / "cache")
     assert (again["used"], again["new"]) == (0, first["new"])  # read nothing from it
-    assert _python(LOCK_IMPORTS, prefix=tmp_path / "pycache")["used"] == first["new"]  # replaced by a good one
+    assert _python(LOCK_IMPORTS, cache=tmp_path / "cache")["used"] == first["new"]  # replaced by a good one
+
+
+NOBODY = 65534
+
+
+def _root() -> None:
+    if os.geteuid() != 0:
+        pytest.fail("this test gives files to another user: run it as root (tools/test.sh runs the suite as root)")
+
+
+def _give_away(path: Path) -> None:
+    _root()
+    os.chown(path, NOBODY, NOBODY)
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        pytest.param(_give_away, id="another-users"),
+        pytest.param(lambda path: path.chmod(0o620), id="group-writable"),
+        pytest.param(lambda path: path.chmod(0o602), id="world-writable"),
+    ],
+)
+def test_a_cache_file_someone_else_could_have_written_is_not_run(tmp_path: Path, spoil: Callable[[Path], object]) -> None:
+    """The file is code: a root run whose HOME is still a user's (sudo) must not run what that
+    user, or anyone, could have put there."""
+    first = _python(LOCK_IMPORTS, cache=tmp_path / "cache")
+    path = Path(first["path"])
+    assert path.stat().st_mode & 0o777 == 0o600
+    spoil(path)
+    again = _python(LOCK_IMPORTS, cache=tmp_path / "cache")
+    assert (again["used"], again["new"]) == (0, first["new"])
+    assert path.stat().st_uid == os.geteuid() and path.stat().st_mode & 0o777 == 0o600  # replaced by this user's own
+
+
+def test_a_run_as_root_writes_no_cache_into_a_users_home(tmp_path: Path) -> None:
+    _root()
+    home = tmp_path / "users-home"
+    home.mkdir()
+    os.chown(home, NOBODY, NOBODY)
+    said = _python(LOCK_IMPORTS, cache=home / ".cache")  # no .cache yet: root would make it, and it would be root's
+    assert said["new"] > 100 and os.listdir(home) == []
+    (home / ".cache" / "envkit" / "methods").mkdir(parents=True)
+    for folder in (home / ".cache", home / ".cache" / "envkit", home / ".cache" / "envkit" / "methods"):
+        os.chown(folder, NOBODY, NOBODY)
+    _python(LOCK_IMPORTS, cache=home / ".cache")
+    assert os.listdir(home / ".cache" / "envkit" / "methods") == []
 
 
 def test_a_module_whose_classes_changed_keeps_only_its_new_texts(tmp_path: Path) -> None:
@@ -200,10 +247,10 @@ def test_a_module_whose_classes_changed_keeps_only_its_new_texts(tmp_path: Path)
         "codecache.save()\nprint(json.dumps(sorted(codecache.codes_of(codecache.read_groups(codecache.cache_path())['classes']))))"
     )
     module.write_text(CLASSES)
-    before = _python(texts, str(tmp_path / "mod"), prefix=tmp_path / "pycache")
+    before = _python(texts, str(tmp_path / "mod"), cache=tmp_path / "cache")
     module.write_text(CLASSES.replace('    version: str = "0"\n', '    version: str = "0"\n    channel: str = "conda-forge"\n'))
-    after = _python(texts, str(tmp_path / "mod"), prefix=tmp_path / "pycache")
-    fresh = _python(texts, str(tmp_path / "mod"), prefix=tmp_path / "fresh")  # the same classes, cached from nothing
+    after = _python(texts, str(tmp_path / "mod"), cache=tmp_path / "cache")
+    fresh = _python(texts, str(tmp_path / "mod"), cache=tmp_path / "fresh")  # the same classes, cached from nothing
     assert after == fresh and after != before
     assert any("channel" in text for text in after) and set(before) & set(after)  # Plan's and Slot's stayed
 
@@ -215,7 +262,7 @@ def test_the_cache_execs_as_exec_does_without_namespaces(tmp_path: Path) -> None
         "def inside():\n    here = 2\n    cache.exec('there = here + 1; print(json.dumps([here, there]))')\n"
         "x = 1; cache.exec('y = x + 1'); inside(); print(json.dumps(y))"
     )
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONPYCACHEPREFIX": str(tmp_path)}
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, check=False)
     assert proc.returncode == 0 and proc.stdout.splitlines() == ["[2, 3]", "2"], proc.stderr
 
@@ -230,7 +277,7 @@ def test_conda_with_the_plugin_keeps_pythons_own_exec(tmp_path: Path) -> None:
         "import envkit.cli; from envkit import codecache\n"
         "print(json.dumps(['envkit.conda_plugin' in names, 'exec' in vars(dataclasses), codecache.installed() is None]))"
     )
-    said = _python(code, prefix=tmp_path / "pycache", python=conda_exe().parent / "python", PYTHONPATH="")
+    said = _python(code, cache=tmp_path / "cache", python=conda_exe().parent / "python", PYTHONPATH="")
     assert said == [True, False, True]
 
 
@@ -244,6 +291,6 @@ def test_newer_pythons_compile_dataclass_methods_through_the_cache(tmp_path: Pat
         "@dataclass(frozen=True)\nclass Pin:\n    name: str\n    version: str = '0'\n"
         "said = [len(cache.used), len(cache.new), repr(Pin('torch'))]; codecache.save(); print(json.dumps(said))"
     )
-    cold = _python(code, prefix=tmp_path / "pycache", python=python)
-    warm = _python(code, prefix=tmp_path / "pycache", python=python)
+    cold = _python(code, cache=tmp_path / "cache", python=python)
+    warm = _python(code, cache=tmp_path / "cache", python=python)
     assert cold[1] > 0 and warm == [cold[1], 0, "Pin(name='torch', version='0')"]
