@@ -673,7 +673,7 @@ def hard_exit(code: int) -> NoReturn:
         pass
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
-    codecache.save()  # after the output: whoever waits on it does not wait for this
+    codecache.save()  # after the flush: a reader has all of the output before this write
     if code < 0:
         _end_by_signal(-code)
     os._exit(code)
