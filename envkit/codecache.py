@@ -13,6 +13,8 @@ class, each group decoded only when that module creates its first dataclass: `en
 decodes 2 classes' worth, not every command's. A module's classes are all created when it is
 imported, so a run that compiles a new text for a module (its classes were edited) keeps just the
 texts that module used in that run: the old versions' code goes, and the file never grows for good.
+A save also takes away the files beside it that no run has written for STALE_DAYS (the installs of
+deleted venvs and gone CI checkouts), so the folder does not either.
 
 Place and trust: the user's cache folder (`~/.cache/envkit/methods`, under XDG_CACHE_HOME if set),
 not envkit's own `__pycache__`, which `pip uninstall` would leave behind with the file in it and
@@ -36,12 +38,14 @@ import dataclasses
 import marshal
 import os
 import sys
+import time
 import zlib
 from importlib.util import MAGIC_NUMBER
 from types import CodeType
 from typing import Any
 
 FORMAT = b"envkit dataclass methods 2\n"
+STALE_DAYS = 30  # a cache file not written for this long is taken away by the next save beside it
 
 Codes = dict[str, CodeType]  # a text of generated methods -> its compiled code
 
@@ -149,6 +153,19 @@ class MethodCache:
                 os.unlink(temp)
             return
         self.stored, self.loaded, self.used, self.new = groups, {}, {}, {}
+        forget_stale(folder)
+
+
+def forget_stale(folder: str, now: float | None = None) -> None:
+    """Remove the files of envkit installs no run has written for STALE_DAYS (a venv deleted, a CI
+    job's checkout gone) and what a killed save left: every install has its own file, so nothing
+    else bounds the folder. A file still in use but unwritten that long costs one cold start."""
+    cutoff = (time.time() if now is None else now) - STALE_DAYS * 86400
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
 
 
 def read_groups(path: str) -> dict[str, bytes]:

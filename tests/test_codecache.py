@@ -9,6 +9,7 @@ import marshal
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -253,6 +254,23 @@ def test_a_module_whose_classes_changed_keeps_only_its_new_texts(tmp_path: Path)
     fresh = _python(texts, str(tmp_path / "mod"), cache=tmp_path / "fresh")  # the same classes, cached from nothing
     assert after == fresh and after != before
     assert any("channel" in text for text in after) and set(before) & set(after)  # Plan's and Slot's stayed
+
+
+def test_a_save_takes_away_the_files_of_installs_unwritten_for_a_month(tmp_path: Path) -> None:
+    folder = tmp_path / "cache" / "envkit" / "methods"
+    folder.mkdir(parents=True)
+    month_ago = time.time() - 31 * 86400
+    gone_venv, killed_save, other_install = (
+        folder / "cpython-311-0badc0de.bin",
+        folder / "x.bin.123.tmp",
+        folder / "cpython-311-0000beef.bin",
+    )
+    for path in (gone_venv, killed_save, other_install):
+        path.write_bytes(b"x")
+    for path in (gone_venv, killed_save):
+        os.utime(path, (month_ago, month_ago))
+    said = _python(LOCK_IMPORTS, cache=tmp_path / "cache")  # compiles, so it saves
+    assert sorted(p.name for p in folder.iterdir()) == sorted([Path(said["path"]).name, other_install.name])
 
 
 def test_the_cache_execs_as_exec_does_without_namespaces(tmp_path: Path) -> None:
