@@ -210,10 +210,12 @@ def reinstall(
     installed: list[Any],
     specs: list[str] | None = None,
     relink: tuple[str, ...] = (),
+    http: Any | None = None,
 ) -> None:
     """Change an env in place to exactly `records`: rattler unlinks what is no longer wanted, links
     what is new and leaves the rest untouched (installed_packages), but for `relink`: packages
-    linked again though installed (their files were overwritten)."""
+    linked again though installed (their files were overwritten). `http`: a client made ahead
+    (envkit.inplace makes it while it waits: loading the system's certificates takes ~7 ms)."""
     _run(
         rattler.install(
             records,
@@ -222,7 +224,7 @@ def reinstall(
             installed_packages=installed,
             reinstall_packages=set(relink) or None,
             show_progress=False,
-            client=client(),
+            client=http or client(),
             requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs or []],
         ),
         _install_error(f"changing {prefix}"),

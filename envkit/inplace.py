@@ -165,9 +165,9 @@ class Installer:
     """One installer child, started before it is needed: its reading of the env's installed records
     (30-40 ms for a torch env) overlaps the parent's imports and solve. Forked where that is safe
     (rattler is loaded once, for both); else a new interpreter, whose start and imports (about
-    150 ms) overlap them too. It takes one change, then exits; closed unused, it is killed (it has
-    changed nothing: it only reads). Its stdout and stderr are one pipe: announcements are JSON
-    lines, anything else is what it says of a failure."""
+    150 ms) overlap them too. It takes one change, says when it is made, then exits; closed
+    unused, it is killed (it has changed nothing: it only reads). Its stdout and stderr are one
+    pipe: announcements are JSON lines, anything else is what it says of a failure."""
 
     def __init__(self, prefix: Path | None = None) -> None:
         """With `prefix`, the child also reads that env's installed records while it waits (see
@@ -233,8 +233,10 @@ class Installer:
         self.close()
 
     def close(self) -> None:
+        """Stopped for certain: killed unless it has made its change, and reaped either way."""
         if self._child.poll() is None:
-            self._child.kill()
+            if "done" not in self._heard:  # one that has is past its last write, on its way out
+                self._child.kill()
             self._child.wait()
         for pipe in (self._child.stdin, self._child.stdout):
             with contextlib.suppress(OSError):
@@ -242,13 +244,16 @@ class Installer:
                     pipe.close()
 
     def _finish(self, job: str) -> int:
-        """Send the job, take everything the child says until it exits, and its exit code."""
+        """Send the job, take everything the child says until it says the change is made (0) or
+        exits (its exit code)."""
         with contextlib.suppress(OSError):  # a child gone already: its exit code tells
             if self._child.stdin:
                 self._child.stdin.write(job + "\n")
                 self._child.stdin.close()
         for line in self._child.stdout or ():
             self._listen(line)
+            if "done" in self._heard:
+                return 0
         return self._child.wait()
 
     def change(self, records: list[Any], prefix: Path, cache: Path, specs: list[str], relink: tuple[str, ...] = ()) -> None:
@@ -324,8 +329,10 @@ def _child(
     early: tuple[Path, MetaState, list[Any]] | None = None,
     *,
     relink: tuple[str, ...] = (),
+    http: Any | None = None,
 ) -> int:
-    """`early`: the installed records read while waiting, used when the env has not changed since."""
+    """`early`: the installed records read while waiting, used when the env has not changed since;
+    `http`: the client made while waiting."""
     import rattler
 
     from envkit import backend, condameta
@@ -336,7 +343,7 @@ def _child(
     records = [r for recs in (env.conda_repodata_records().values() if env else []) for r in recs]
     before = set(_meta_state(prefix))
     try:
-        backend.reinstall(records, prefix, cache, installed=_installed_now(prefix, early), specs=specs, relink=relink)
+        backend.reinstall(records, prefix, cache, installed=_installed_now(prefix, early), specs=specs, relink=relink, http=http)
     except EnvkitError as exc:  # its kind travels as the exit code (see Installer.change)
         print(f"envkit: error: {exc.message}", file=sys.stderr)
         if exc.hint:
@@ -354,7 +361,10 @@ def _announce(kind: str, **fields: Any) -> None:
 
 def _serve() -> int:
     """Load what an install needs, then wait for the job (none: the parent closed it unused); a
-    request to read an env's installed records may come first."""
+    request to read an env's installed records may come first. Once the change is made (every
+    file linked, every record written), it says so before it exits: a forked child's exit
+    unmaps a copy of the parent's memory, ~10 ms the parent need not wait for (Installer.close
+    still reaps it before the env's lock is let go)."""
     import rattler  # noqa: F401 - loaded now, while the parent solves
 
     from envkit import backend, condameta  # noqa: F401
@@ -369,13 +379,24 @@ def _serve() -> int:
         sha256 = {r.name.normalized: None if r.sha256 is None else bytes(r.sha256).hex() for r in installed}
         # complete: every *.json was a record rattler could read (else the parent says which is not)
         _announce("installed", packages=packages, sha256=sha256, complete=len(installed) == len(state) == len(packages))
+    http = backend.client()  # while the parent solves: not on the way from the job to the install
+    if early is not None:
         line = sys.stdin.readline()
     if not line.strip():
         return 0
     job = json.loads(line)
-    return _child(
-        Path(job["plan"]), Path(job["prefix"]), Path(job["cache"]), list(job["specs"]), early, relink=tuple(job.get("relink", ()))
+    code = _child(
+        Path(job["plan"]),
+        Path(job["prefix"]),
+        Path(job["cache"]),
+        list(job["specs"]),
+        early,
+        relink=tuple(job.get("relink", ())),
+        http=http,
     )
+    if code == 0:
+        _announce("done")
+    return code
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,82 @@ def test_a_forked_and_a_spawned_child_make_the_same_change(tmp_path: Path, how: 
     assert said["installed"] == {"helper": "1.0 0"}
     assert (prefix / "share" / "tool" / "version.txt").read_text() == "v2\n"
     assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == ["helper-1.0-0.json", "tool-1.0-0.json"]
+
+
+WAIT_THEN_CHANGE = """
+import sys
+from pathlib import Path
+import rattler
+from envkit.inplace import ENVIRONMENT, Installer
+plan, prefix, cache = map(Path, sys.argv[1:4])
+env = rattler.LockFile.from_path(plan).environment(ENVIRONMENT)
+records = [r for recs in env.conda_repodata_records().values() for r in recs]
+installer = Installer(prefix)
+assert installer.installed() is not None
+print("read", flush=True)
+sys.stdin.readline()  # the test's go: only now does the child get its job
+installer.change(records, prefix, cache, ["tool"])
+print("changed", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", sorted(HOW))
+def test_the_waiting_child_makes_its_http_client_before_the_job_comes(tmp_path: Path, how: str) -> None:
+    """Making rattler's client loads the system's certificates (~7 ms): the child does it while
+    the parent solves, not between the job and the install. Seen for real: with SSL_CERT_FILE a
+    FIFO, the child opens it (and waits for the certificates) before it has a job."""
+    channel = tiny_channel(tmp_path, payload=b"v2\n")
+    prefix, cache = tmp_path / "env", tmp_path / "cache"
+    change_env(_records(channel, ["helper"]), prefix, cache, ["helper"])
+    plan, certificates = tmp_path / "plan.lock", tmp_path / "certificates.pem"
+    inplace._write_records(_records(channel, ["tool"]), plan)
+    os.mkfifo(certificates)
+    script = subprocess.Popen(
+        [sys.executable, "-c", HOW[how] + WAIT_THEN_CHANGE, str(plan), str(prefix), str(cache)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SSL_CERT_FILE": str(certificates)},
+    )
+    assert script.stdin is not None and script.stdout is not None
+    try:
+        assert script.stdout.readline() == "read\n"
+        writer = None
+        deadline = time.monotonic() + 60
+        while writer is None and time.monotonic() < deadline:
+            try:  # opens only once a reader has: the child making its client
+                writer = os.open(certificates, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                time.sleep(0.05)
+        assert writer is not None, "the child did not make its client while it waited for the job"
+        os.close(writer)  # no certificates: a file:// channel needs none
+        script.stdin.write("go\n")
+        script.stdin.flush()
+        assert script.stdout.readline() == "changed\n"
+    finally:
+        script.kill()
+        script.wait()
+    assert (prefix / "share" / "tool" / "version.txt").read_text() == "v2\n"
+
+
+def test_the_change_is_taken_as_made_when_the_child_says_so(tmp_path: Path) -> None:
+    """The child says `done` once every file is linked and every record written; the parent goes
+    on from there, not from the child's exit (a forked child's exit unmaps a copy of the parent's
+    memory): the exit is reaped on close, before the env's lock is let go, and not killed (exit 0)."""
+    channel = tiny_channel(tmp_path)
+    prefix, cache = tmp_path / "env", tmp_path / "cache"
+    with Installer(prefix) as installer:
+        installer.change(_records(channel, ["tool"]), prefix, cache, ["tool"])
+        assert "done" in installer._heard
+        assert installer._child.returncode is None, "the parent waited for the child's exit"
+        assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == ["helper-1.0-0.json", "tool-1.0-0.json"]
+    assert installer._child.returncode == 0
+    # a failed change says nothing of the kind: its exit code tells what failed
+    with Installer(prefix) as installer:
+        os.kill(installer._child.pid, signal.SIGKILL)
+        with pytest.raises(InstallError):
+            installer.change(_records(channel, []), prefix, cache, [])
+        assert "done" not in installer._heard
 
 
 def _records(channel: Path, specs: list[str]) -> list[Any]:
