@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
 from pathlib import Path
 
@@ -39,13 +40,11 @@ def as_conda_writes(prefix: Path, names: set[str] | None = None) -> list[Path]:
             if mode & ~current:
                 os.chmod(path, current | mode)
         try:
-            raw = path.read_bytes()
+            if not _mentions(path, b'"softlink"'):
+                continue
+            data = json.loads(path.read_bytes())
         except OSError:
             continue
-        if b'"softlink"' not in raw:
-            continue
-        try:
-            data = json.loads(raw)
         except ValueError:
             continue  # not a package record: the audit reports it (EK022)
         paths = ((data.get("paths_data") or {}).get("paths") or []) if isinstance(data, dict) else []
@@ -58,6 +57,16 @@ def as_conda_writes(prefix: Path, names: set[str] | None = None) -> list[Path]:
             atomic_write_text(path, json.dumps(data, indent=2) + "\n")
             changed.append(path)
     return changed
+
+
+def _mentions(path: Path, needle: bytes) -> bool:
+    """Whether the file holds `needle`, searched where it lies in the page cache: a torch env's
+    records are megabytes, which read() would first copy into fresh memory (twice the time)."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return False  # mmap maps no empty file
+        with mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ) as mapped:
+            return mapped.find(needle) >= 0
 
 
 def stamp(prefix: Path) -> dict[str, list[int]]:

@@ -132,7 +132,7 @@ def create_env(
             pip_installed = pip_install(staging, plan.pip_specs, final_prefix=prefix, locked=plan.pip_locked)
             activation = RecordedActivation(plan.recipe, plan.activation, prefix_tag(prefix))
             staged = activation.files(staging)
-            write_files(staged)
+            write_files(staged, staged=True)
             # the same files at the final place: the staging env's python says where its site-packages is
             files = [ActivationFile(prefix / f.path.relative_to(staging), f.text) for f in staged]
             record = {

@@ -47,6 +47,24 @@ def may_create_in(directory: Path) -> Path | None:
     return nearest
 
 
+def write_staged(path: Path, text: str, *, mode: int) -> None:
+    """A file in a tree nobody sees until the whole tree is renamed into place (a staging env):
+    written straight, since that rename is what makes it appear whole; atomic_write_text's temp
+    file and fsync cost ~1 ms a file, and rattler links the package files beside it without.
+    Whatever a package put there goes first: never written through (a hard link into the
+    package cache, a symlink), as the rename of atomic_write_text would not either."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.fchmod(fd, mode)  # the umask narrowed what open() gave
+        with os.fdopen(fd, "w", encoding="utf-8", newline="", closefd=False) as handle:
+            handle.write(text)
+    finally:
+        os.close(fd)
+
+
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None, errors: str = "strict") -> None:
     """Write via a temp file in the same directory and rename over the target. The file keeps the
     mode it had, or gets the one open() would have given it: mkstemp's 0600 would make a shared

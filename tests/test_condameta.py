@@ -67,3 +67,24 @@ def test_read_bits_are_added_never_taken(tmp_path: Path) -> None:
         os.umask(old)
     assert {p.name: p.stat().st_mode & 0o777 for p in meta.iterdir()} == {"a-1-0.json": 0o640, "b-1-0.json": 0o644, "c-1-0.json": 0o664}
     assert (meta / "b-1-0.json").stat().st_mtime_ns == before
+
+
+def test_softlink_hashes_are_dropped_and_what_is_no_record_is_left_alone(tmp_path: Path) -> None:
+    """The records that hold a softlink lose its two fields (conda records neither); an empty
+    file, a torn record that names a softlink, and a folder named like a record are not records:
+    left as they are, for the audit to report (EK022)."""
+    import json
+
+    meta = tmp_path / "conda-meta"
+    meta.mkdir()
+    link = {"_path": "bin/python", "path_type": "softlink", "sha256_in_prefix": "ab" * 32, "size_in_bytes": 9}
+    hard = {"_path": "bin/python3.11", "path_type": "hardlink", "sha256_in_prefix": "cd" * 32, "size_in_bytes": 90}
+    (meta / "python-3.11-0.json").write_text(json.dumps({"name": "python", "paths_data": {"paths": [link, hard]}}))
+    (meta / "plain-1-0.json").write_text(json.dumps({"name": "plain", "paths_data": {"paths": [hard]}}))
+    (meta / "empty-1-0.json").write_bytes(b"")
+    (meta / "torn-1-0.json").write_text('{"paths_data": {"paths": [{"path_type": "softlink"')
+    (meta / "folder-1-0.json").mkdir()
+    assert as_conda_writes(tmp_path) == [meta / "python-3.11-0.json"]
+    paths = json.loads((meta / "python-3.11-0.json").read_text())["paths_data"]["paths"]
+    assert paths == [{"_path": "bin/python", "path_type": "softlink"}, hard]
+    assert (meta / "empty-1-0.json").read_bytes() == b"" and (meta / "torn-1-0.json").read_text().endswith('"softlink"')

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text, sweep_scratch, umask, write_output
+from envkit.fsutil import atomic_write_text, sweep_scratch, umask, write_output, write_staged
 from envkit.probe.runner import SCRATCH_PREFIX
 
 
@@ -42,6 +42,25 @@ def test_a_replaced_file_keeps_its_mode_and_an_explicit_one_wins(tmp_path: Path,
     atomic_write_text(kept, "newer\n", mode=0o644)
     assert kept.stat().st_mode & 0o7777 == 0o644
     assert [p.name for p in kept.parent.iterdir()] == ["kept.txt"]  # no temp file left behind
+
+
+def test_a_staged_file_gets_its_mode_and_never_writes_through_what_a_package_put_there(tmp_path: Path, mask_027: None) -> None:
+    """A staging env's files are written straight (no temp file, no fsync), yet like the rename
+    of an atomic write: a hard link into the package cache or a symlink at the path is replaced,
+    never written through, and the mode is the one asked for, whatever the umask."""
+    cache, staging = tmp_path / "pkgs" / "pkg" / "activate.sh", tmp_path / "staging" / "etc" / "conda" / "activate.d"
+    cache.parent.mkdir(parents=True)
+    cache.write_text("the package's\n")
+    staging.mkdir(parents=True)
+    (staging / "linked.sh").hardlink_to(cache)
+    (staging / "pointing.sh").symlink_to(cache)
+    for name in ("linked.sh", "pointing.sh", "new.sh"):
+        write_staged(staging / name, "export A=1\r\n", mode=0o644)
+        written = staging / name
+        assert not written.is_symlink() and written.read_bytes() == b"export A=1\r\n"  # newlines as given
+        assert written.stat().st_mode & 0o7777 == 0o644 and written.stat().st_nlink == 1
+    assert cache.read_text() == "the package's\n" and cache.stat().st_nlink == 1
+    assert sorted(p.name for p in staging.iterdir()) == ["linked.sh", "new.sh", "pointing.sh"]
 
 
 def test_an_output_that_is_a_link_is_written_where_it_points_and_the_link_stays(tmp_path: Path) -> None:

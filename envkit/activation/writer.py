@@ -14,7 +14,7 @@ from envkit.activation.shells import GENERATORS, ScriptContext
 from envkit.activation.startup import NAMES as STARTUP_NAMES
 from envkit.activation.startup import carried_name, drop_leftovers, site_dir, startup_texts
 from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text, read_exact
+from envkit.fsutil import atomic_write_text, read_exact, write_staged
 from envkit.names import NAME_RE, VAR_RE
 from envkit.recipe.model import EnvOp
 
@@ -143,12 +143,13 @@ def render_files(
     return files
 
 
-def write_files(files: list[ActivationFile]) -> list[Path]:
-    """Replace each file atomically; returns the paths that changed."""
+def write_files(files: list[ActivationFile], *, staged: bool = False) -> list[Path]:
+    """Replace each file atomically (`staged`: into a staging env, written straight, see
+    envkit.fsutil.write_staged); returns the paths that changed."""
     changed = []
     for f in files:
         if read_exact(f.path) != f.text:
-            atomic_write_text(f.path, f.text, mode=0o644)
+            (write_staged if staged else atomic_write_text)(f.path, f.text, mode=0o644)
             changed.append(f.path)
     return changed
 
