@@ -64,6 +64,6 @@ fi
 .venv/bin/mypy
 # The in-env probe at the oldest Python mypy can target (its floor, 3.9, is run for real on PyPy by the tests).
 .venv/bin/mypy --python-version 3.10 -p envkit.probe.inenv
-.venv/bin/mypy bench/run.py bench/ab.py bench/stress_exit.py bench/threads.py
+.venv/bin/mypy bench/run.py bench/ab.py bench/phases.py bench/stress_exit.py bench/threads.py
 # pytest exits 5 when it collects nothing: that must fail here too, and it does (set -e).
 .venv/bin/python -m pytest "$@"
