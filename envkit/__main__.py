@@ -8,8 +8,9 @@ from typing import NoReturn
 
 
 def main() -> NoReturn:
-    from envkit import codecache
+    from envkit import codecache, ownprocess
 
+    ownprocess.claim()
     codecache.install()
     from envkit.cli import run
 

@@ -3,17 +3,22 @@ including Rust panics (BaseException), becomes an envkit error here."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import re
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import rattler
 
 from envkit.errors import ChannelError, EnvkitError, FilesystemError, InstallError, SolveError, filesystem_refusal
+from envkit.ownprocess import asyncio_for_rattler
+
+if TYPE_CHECKING:
+    import asyncio
+else:
+    asyncio = asyncio_for_rattler()
 
 T = TypeVar("T")
 

@@ -18,7 +18,6 @@ announces them on its stdout as one JSON line.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import gc
 import json
@@ -38,9 +37,13 @@ SCRATCH_PREFIX = "envkit-change-"  # the job's records: see envkit.fsutil.scratc
 
 
 def _die_with_parent() -> None:
-    """In the child: SIGKILL when envkit dies, and Ctrl-C is envkit's to handle."""
+    """In the child: SIGKILL when envkit dies, and Ctrl-C is envkit's to handle. ctypes is loaded
+    here, in the forked child (single-threaded), not on envkit's own path; a spawned child's
+    preexec_fn finds it loaded already (_spawn), as nothing may be imported between fork and exec."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
+        import ctypes
+
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
@@ -139,6 +142,8 @@ def _fork() -> _Forked:
 def _spawn() -> subprocess.Popen[str]:
     """The child as a new interpreter: where a fork is not safe (native threads already run, as in
     a rollback after a failed install) or not there."""
+    import ctypes  # noqa: F401 - for _die_with_parent, which runs between fork and exec
+
     return subprocess.Popen(
         [sys.executable, "-m", "envkit.inplace"],
         stdin=subprocess.PIPE,
@@ -400,6 +405,9 @@ def _serve() -> int:
 
 
 if __name__ == "__main__":
+    from envkit import ownprocess
+
+    ownprocess.claim()
     code = _serve()
     sys.stderr.flush()
     os._exit(code)  # past rattler's runtime teardown (see envkit.cli.hard_exit)
