@@ -69,6 +69,21 @@ def _mentions(path: Path, needle: bytes) -> bool:
             return mapped.find(needle) >= 0
 
 
+RecordsState = tuple[tuple[str, int, int, int], ...]
+
+
+def records_state(prefix: Path) -> RecordsState:
+    """conda-meta's records as they are on disk (name, mtime, size, inode): a read or a copy of them
+    taken earlier still holds while this is unchanged."""
+    out = []
+    with contextlib.suppress(OSError), os.scandir(prefix / "conda-meta") as entries:
+        for entry in entries:
+            if entry.name.endswith(".json"):
+                st = entry.stat(follow_symlinks=False)
+                out.append((entry.name, st.st_mtime_ns, st.st_size, st.st_ino))
+    return tuple(sorted(out))
+
+
 def stamp(prefix: Path) -> dict[str, list[int]]:
     """Each package record's size and mtime, as kept in envkit's record: a record rewritten since
     (by hand, by another tool, by a damaged disk) under the same name is then no longer taken for

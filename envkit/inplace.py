@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from envkit.condameta import RecordsState, records_state
 from envkit.errors import ExitCode, FilesystemError, InstallError
 from envkit.fsutil import scratch_dir
 
@@ -185,16 +186,28 @@ class Installer:
         if prefix is not None:
             self.read(prefix)
 
-    def read(self, prefix: Path) -> None:
+    def read(self, prefix: Path, *, journal_draft: Path | None = None) -> None:
         """Have the waiting child read `prefix`'s installed records now (see installed); the
-        caller holds the env's lock, so the read still holds when the change comes."""
+        caller holds the env's lock, so the read still holds when the change comes. With
+        `journal_draft`, the child then copies the records into that sync journal's draft too
+        (envkit.journal.copy_records; see records_copied)."""
+        request = {"read": str(prefix)} | ({"journal_draft": str(journal_draft)} if journal_draft else {})
         try:
             if self._child.stdin:
-                self._child.stdin.write(json.dumps({"read": str(prefix)}) + "\n")
+                self._child.stdin.write(json.dumps(request) + "\n")
                 self._child.stdin.flush()
         except OSError:  # the child is gone: installed() says so, and the change fails in one line
             return
         self._expected.add("installed")
+        if journal_draft:
+            self._expected.add("copied")
+
+    def records_copied(self, prefix: Path) -> bool:
+        """Whether the journal's draft holds `prefix`'s records as they are now: the child copied
+        them all, and conda-meta is still as it was then (a tool that ignores envkit's lock, such
+        as conda, may have changed it since). False: the journal copies them itself."""
+        heard = self._hear("copied")
+        return heard is not None and heard.get("state") == [list(entry) for entry in records_state(prefix)]
 
     def _listen(self, line: str) -> None:
         try:
@@ -291,25 +304,10 @@ def change_env(records: list[Any], prefix: Path, cache: Path, specs: list[str]) 
         installer.change(records, prefix, cache, specs)
 
 
-MetaState = tuple[tuple[str, int, int, int], ...]
-
-
-def _meta_state(prefix: Path) -> MetaState:
-    """conda-meta's records as they are on disk (name, mtime, size, inode): a read of them taken
-    earlier still holds while this is unchanged."""
-    out = []
-    with contextlib.suppress(OSError), os.scandir(prefix / "conda-meta") as entries:
-        for entry in entries:
-            if entry.name.endswith(".json"):
-                st = entry.stat(follow_symlinks=False)
-                out.append((entry.name, st.st_mtime_ns, st.st_size, st.st_ino))
-    return tuple(sorted(out))
-
-
-def _read_installed(prefix: Path) -> tuple[MetaState, list[Any]]:
+def _read_installed(prefix: Path) -> tuple[RecordsState, list[Any]]:
     import rattler
 
-    state = _meta_state(prefix)  # before reading: a change during the read shows as a mismatch
+    state = records_state(prefix)  # before reading: a change during the read shows as a mismatch
     installed = []
     for path in sorted((prefix / "conda-meta").glob("*.json")):
         try:
@@ -319,9 +317,9 @@ def _read_installed(prefix: Path) -> tuple[MetaState, list[Any]]:
     return state, installed
 
 
-def _installed_now(prefix: Path, early: tuple[Path, MetaState, list[Any]] | None) -> list[Any]:
+def _installed_now(prefix: Path, early: tuple[Path, RecordsState, list[Any]] | None) -> list[Any]:
     """The early read while conda-meta is as it was then, else a fresh one."""
-    if early is not None and early[0] == prefix and early[1] == _meta_state(prefix):
+    if early is not None and early[0] == prefix and early[1] == records_state(prefix):
         return early[2]
     return _read_installed(prefix)[1]
 
@@ -331,7 +329,7 @@ def _child(
     prefix: Path,
     cache: Path,
     specs: list[str],
-    early: tuple[Path, MetaState, list[Any]] | None = None,
+    early: tuple[Path, RecordsState, list[Any]] | None = None,
     *,
     relink: tuple[str, ...] = (),
     http: Any | None = None,
@@ -346,7 +344,7 @@ def _child(
     lock = rattler.LockFile.from_path(plan)
     env = lock.environment(ENVIRONMENT)
     records = [r for recs in (env.conda_repodata_records().values() if env else []) for r in recs]
-    before = set(_meta_state(prefix))
+    before = set(records_state(prefix))
     try:
         backend.reinstall(records, prefix, cache, installed=_installed_now(prefix, early), specs=specs, relink=relink, http=http)
     except EnvkitError as exc:  # its kind travels as the exit code (see Installer.change)
@@ -355,7 +353,7 @@ def _child(
             print(f"envkit: hint: {exc.hint}", file=sys.stderr)
         return int(exc.exit_code)
     # only the records this change wrote (new or rewritten: name, mtime, size or inode moved)
-    condameta.as_conda_writes(prefix, {entry[0] for entry in set(_meta_state(prefix)) - before})
+    condameta.as_conda_writes(prefix, {entry[0] for entry in set(records_state(prefix)) - before})
     return 0
 
 
@@ -384,6 +382,14 @@ def _serve() -> int:
         sha256 = {r.name.normalized: None if r.sha256 is None else bytes(r.sha256).hex() for r in installed}
         # complete: every *.json was a record rattler could read (else the parent says which is not)
         _announce("installed", packages=packages, sha256=sha256, complete=len(installed) == len(state) == len(packages))
+    if early is not None and request.get("journal_draft"):  # first: the parent needs it before the job
+        from envkit.journal import copy_records
+
+        try:
+            copied = copy_records(early[0], Path(request["journal_draft"]))
+        except OSError:  # a full disk: the parent's own copy says so, in its words
+            copied = None
+        _announce("copied", state=copied)
     http = backend.client()  # while the parent solves: not on the way from the job to the install
     if early is not None:
         line = sys.stdin.readline()

@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from envkit.condameta import RecordsState, records_state
 from envkit.record import record_path, sync_journal_path, write_record
 
 PATHS = "paths"  # the listing of every path, one a line
@@ -74,17 +75,36 @@ def draft_path(prefix: Path) -> Path:
     return final.with_name(final.name + f".tmp-{os.getpid()}")
 
 
-def write_journal(prefix: Path, *, folders: tuple[str, ...] | None = None) -> None:
+def copy_records(prefix: Path, draft: Path) -> RecordsState | None:
+    """conda-meta's package records copied into a journal's draft (draft_path), times kept: the
+    state they were copied in (envkit.condameta.records_state), or None where conda-meta changed
+    while they were copied. Sync's installer child does this while envkit solves (a torch env's
+    records are some 7 MB), and write_journal then keeps the copy if conda-meta is still in that
+    state."""
+    into = draft / "conda-meta"
+    shutil.rmtree(draft, ignore_errors=True)
+    into.mkdir(parents=True)
+    state = records_state(prefix)
+    for path in (prefix / "conda-meta").glob("*.json"):
+        if path.is_file():
+            shutil.copy2(path, into / path.name)
+    return state if records_state(prefix) == state else None
+
+
+def write_journal(prefix: Path, *, folders: tuple[str, ...] | None = None, records_copied: bool = False) -> None:
     """Copy conda-meta's records and envkit's record aside with the listing, then rename the copy
     into place: the journal exists whole or not at all (a copy left half-made by a kill or a full
     disk is deleted by the next run, envkit.transaction). The listing lets a rollback remove what a
     killed install half-linked (files no conda-meta record owns yet): of `folders` when given (the
-    ones the change can add entries to, envkit.linkscope), else of every path."""
+    ones the change can add entries to, envkit.linkscope), else of every path. `records_copied`:
+    the draft holds conda-meta's records as they are now already (copy_records)."""
     final, tmp = sync_journal_path(prefix), draft_path(prefix)
-    shutil.rmtree(tmp, ignore_errors=True)
+    if not records_copied:
+        shutil.rmtree(tmp, ignore_errors=True)
     try:
-        (tmp / "conda-meta").mkdir(parents=True)
-        for path in [*(prefix / "conda-meta").glob("*.json"), prefix / "conda-meta" / "history"]:
+        (tmp / "conda-meta").mkdir(parents=True, exist_ok=records_copied)
+        records = [] if records_copied else list((prefix / "conda-meta").glob("*.json"))
+        for path in [*records, prefix / "conda-meta" / "history"]:
             if path.is_file():
                 shutil.copy2(path, tmp / "conda-meta" / path.name)
         if record_path(prefix).is_file():

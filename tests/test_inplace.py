@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from envkit import inplace
+from envkit.condameta import records_state
 from envkit.errors import InstallError
 from envkit.inplace import Installer, change_env
 from tests.support.condapkg import PkgMeta
@@ -223,13 +224,13 @@ def test_records_read_early_are_used_while_the_env_is_unchanged(tmp_path: Path) 
     prefix, cache = tmp_path / "env", tmp_path / "cache"
     change_env(_records(channel, ["tool"]), prefix, cache, ["tool"])
     state, installed = inplace._read_installed(prefix)
-    assert inplace._meta_state(prefix) == state
+    assert records_state(prefix) == state
     with tempfile.TemporaryDirectory() as tmp:
         plan = Path(tmp) / "records.lock"
         inplace._write_records(_records(channel, ["tool", "extra"]), plan)
         assert inplace._child(plan, prefix, cache, ["tool", "extra"], (prefix, state, installed)) == 0
     assert (prefix / "conda-meta" / "extra-1.0-0.json").is_file()
-    assert inplace._meta_state(prefix) != state  # the job changed conda-meta, so a later early read would be refused
+    assert records_state(prefix) != state  # the job changed conda-meta, so a later early read would be refused
 
 
 def test_a_child_gone_before_its_job_fails_the_change_with_one_line(tmp_path: Path) -> None:
@@ -277,3 +278,57 @@ def test_the_child_says_when_it_could_not_read(tmp_path: Path) -> None:
         os.kill(installer._child.pid, signal.SIGKILL)
         installer._child.wait()
         assert installer.installed() is None
+
+
+def _copies(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """name -> (bytes, mtime in ns) of each record in a conda-meta folder or a copy of one."""
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.glob("*.json"))}
+
+
+@pytest.mark.parametrize("how", sorted(HOW))
+def test_the_waiting_child_copies_the_records_for_the_journal(tmp_path: Path, how: str) -> None:
+    """A sync's journal keeps conda-meta's records (7 MB in a torch env): the child copies them
+    while envkit solves, bytes and times as they are, and the copy is taken while conda-meta is
+    still as the child found it."""
+    channel = tiny_channel(tmp_path)
+    prefix, cache = tmp_path / "env", tmp_path / "cache"
+    change_env(_records(channel, ["tool"]), prefix, cache, ["tool"])
+    draft = tmp_path / "draft"
+    (draft / "stale").mkdir(parents=True)  # a leftover where the draft goes: replaced, not merged
+    code = HOW[how] + textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from envkit.inplace import Installer
+        prefix, draft = map(Path, sys.argv[1:3])
+        with Installer() as installer:
+            installer.read(prefix, journal_draft=draft)
+            print(installer.forked, installer.records_copied(prefix))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(prefix), str(draft)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(how == "forked"), "True"]
+    assert sorted(p.name for p in draft.iterdir()) == ["conda-meta"]
+    assert _copies(draft / "conda-meta") == _copies(prefix / "conda-meta") and len(_copies(draft / "conda-meta")) == 2
+
+
+def test_a_copy_for_the_journal_is_not_taken_once_conda_meta_moved_on(tmp_path: Path) -> None:
+    """conda does not take envkit's lock: a record it rewrote after the child's copy makes the copy
+    stale, and the journal copies the records itself."""
+    channel = tiny_channel(tmp_path)
+    prefix, cache = tmp_path / "env", tmp_path / "cache"
+    change_env(_records(channel, ["tool"]), prefix, cache, ["tool"])
+    draft = tmp_path / "draft"
+    with Installer() as installer:
+        installer.read(prefix, journal_draft=draft)
+        assert installer.installed() is not None
+        installer._hear("copied")  # the child's copy is made
+        record = prefix / "conda-meta" / "tool-1.0-0.json"
+        os.utime(record, ns=(record.stat().st_atime_ns, record.stat().st_mtime_ns + 10**9))
+        assert installer.records_copied(prefix) is False
+    with Installer() as installer:  # a child that is gone before it copies: the same answer
+        installer.read(prefix, journal_draft=draft)
+        os.kill(installer._child.pid, signal.SIGKILL)
+        installer._child.wait()
+        assert installer.records_copied(prefix) is False

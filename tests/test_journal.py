@@ -4,9 +4,11 @@ half-linked (the sync tests cover the journal end to end: failures, Ctrl-C, kill
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
-from envkit.journal import write_journal
+from envkit.condameta import records_state
+from envkit.journal import copy_records, draft_path, write_journal
 from envkit.record import sync_journal_path
 
 
@@ -87,3 +89,30 @@ def test_a_stashed_wheel_leaves_no_folder_behind_and_comes_back_whole(tmp_path: 
     _unstash(prefix)
     assert walked(prefix) - {p for p in walked(prefix) if p.startswith("etc")} == before
     assert (site / "wheel" / "__pycache__" / "gone.cpython-311.pyc").read_bytes() == b"of a module no RECORD named"
+
+
+def test_the_journal_keeps_the_records_copied_ahead_and_copies_them_itself_otherwise(tmp_path: Path) -> None:
+    """copy_records (sync's installer child, while envkit solves) fills the draft; write_journal
+    then adds the rest and renames it, its copy untouched (the same files); without one it
+    copies the records itself, into a draft made anew."""
+    prefix = tmp_path / "env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    for name in ("a-1.0-0.json", "b-2.0-0.json"):
+        (prefix / "conda-meta" / name).write_text(f'{{"name": "{name}"}}')
+    (prefix / "conda-meta" / "history").write_text("==> 2026-12-03 <==\n")
+    journal = sync_journal_path(prefix)
+
+    state = copy_records(prefix, draft_path(prefix))
+    assert state == records_state(prefix)
+    copied = {p.name: p.stat().st_ino for p in (draft_path(prefix) / "conda-meta").iterdir()}
+    write_journal(prefix, folders=("",), records_copied=True)
+    assert {p.name: p.stat().st_ino for p in (journal / "conda-meta").glob("*.json")} == copied
+    assert (journal / "conda-meta" / "history").read_text() == "==> 2026-12-03 <==\n"
+    assert (journal / "record.json").exists() is False and not draft_path(prefix).exists()
+
+    shutil.rmtree(journal)
+    (draft_path(prefix) / "conda-meta").mkdir(parents=True)
+    (draft_path(prefix) / "conda-meta" / "gone-0.1-0.json").write_text("{}")  # a stale draft: not kept
+    write_journal(prefix, folders=("",))
+    assert sorted(p.name for p in (journal / "conda-meta").iterdir()) == ["a-1.0-0.json", "b-2.0-0.json", "history"]
+    assert (journal / "conda-meta" / "a-1.0-0.json").read_text() == '{"name": "a-1.0-0.json"}'

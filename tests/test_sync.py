@@ -419,6 +419,8 @@ def test_a_package_record_rewritten_under_its_name_is_no_longer_taken_as_install
     full = run_envkit("sync", "-n", "tiny", "--yes", "--no-probe")
     assert full.returncode == 0 and "already matches its recipe" in full.stdout, full.stdout + full.stderr
     assert in_sync(prefix)
+    # the records the installer child copied for a journal the sync did not need are gone
+    assert not list(sync_journal_path(prefix).parent.glob("sync-journal*"))
     record = json.loads(record_path(prefix).read_text())  # a record an envkit before the stamps wrote: names alone
     del record["conda_meta"]
     record_path(prefix).write_text(json.dumps(record))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from envkit.commands import Result
 from envkit.errors import ExitCode, UsageError
 from envkit.inplace import Installer
+from envkit.journal import draft_path
 from envkit.recipe.sources import is_git_source_name, read_git_sources
 from envkit.record import only_fixed, read_record
 from envkit.sync import SyncOutcome
@@ -112,14 +114,20 @@ def sync(
         if recover(prefix):
             record = _record_or_fail(prefix)
         installer = installer or Installer()
-        installer.read(prefix)  # before the sync machinery loads: the child's read runs alongside
-        with installer:
-            from envkit.commands.sync_change import Moving  # with the solver: see the module's docstring
+        # before the sync machinery loads: the child's read, and its copy of the records for the
+        # journal, run alongside
+        draft = draft_path(prefix)
+        installer.read(prefix, journal_draft=draft)
+        try:
+            with installer:
+                from envkit.commands.sync_change import Moving  # with the solver: see the module's docstring
 
-            moving = Moving(update, update_all)
-            result, applied = _sync_locked(
-                prefix, record, installer, locked=locked, lock=lock, frozen=frozen, moving=moving, show=show, confirm=confirm
-            )
+                moving = Moving(update, update_all)
+                result, applied = _sync_locked(
+                    prefix, record, installer, locked=locked, lock=lock, frozen=frozen, moving=moving, show=show, confirm=confirm
+                )
+        finally:  # the copy a sync that changed nothing did not need (a change renamed it: the journal)
+            shutil.rmtree(draft, ignore_errors=True)
     if applied is None or not probe:
         return result
     # as after create, the probe runs once the env's lock is released

@@ -378,7 +378,9 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
     except EnvkitError as exc:
         raise InstallError(f"{exc.message}; {prefix} was not changed", hint=exc.hint) from None
     try:
-        write_journal(prefix, folders=_journal_folders(prefix, cache, record, seen, installer))
+        write_journal(
+            prefix, folders=_journal_folders(prefix, cache, record, seen, installer), records_copied=installer.records_copied(prefix)
+        )
     except OSError as exc:  # the draft is gone (write_journal), and nothing else was touched
         raise filesystem_error(exc, f"{prefix} was not changed") or InstallError(
             f"cannot write the sync journal in {prefix} ({exc}); {prefix} was not changed"
