@@ -12,12 +12,10 @@ run removes.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 from envkit import __version__, backend, condameta, envs, pkgcache
 from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, recorded_activation, write_files
@@ -44,28 +42,6 @@ class CreatedEnv:
     replaced_existing: bool
     kernels: tuple[str, ...] = ()  # Jupyter kernels of the prefix (an env made again) given its settings
     kernels_failed: tuple[str, ...] = ()  # "PATH: why" for each left as it was
-
-
-def verify_archives(records: list[Any], cache: Path | None = None) -> None:
-    """Check sha256 of local archives against repodata (rattler skips this for file://)."""
-    for rec in records:
-        url = str(rec.url)
-        parsed = urlparse(url)
-        if parsed.scheme != "file" or rec.sha256 is None:
-            continue
-        if cache is not None and pkgcache.cached_sha256(cache, rec) == bytes(rec.sha256):
-            continue
-        path = Path(unquote(parsed.path))
-        try:
-            with path.open("rb") as handle:
-                digest = hashlib.file_digest(handle, "sha256")
-        except OSError as exc:
-            raise InstallError(f"cannot read package {path}: {exc.strerror}") from None
-        if digest.hexdigest() != rec.sha256.hex():
-            raise InstallError(
-                f"package {path.name} does not match its channel index (sha256 {digest.hexdigest()[:12]}... != {rec.sha256.hex()[:12]}...)",
-                hint="the archive is corrupt or was replaced; re-download it or re-index the channel",
-            )
 
 
 def _is_populated(prefix: Path) -> bool:
@@ -124,7 +100,7 @@ def create_env(
         staging = work_dir(prefix, "staging")
         old: Path | None = None
         try:
-            verify_archives(records, cache)
+            pkgcache.verify_archives(records, cache)
             backend.install(records, staging, cache, [s.spec for s in plan.specs], reporter, final_prefix=prefix)
             condameta.as_conda_writes(staging)
             linked = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for p in plan.packages]

@@ -17,11 +17,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import re
 import shutil
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
+
+from envkit import errors
 
 GLOBAL_LOCK = ".cache.lock"
 _TEMP_SUFFIX = re.compile(r"^[A-Za-z0-9]{6}$")
@@ -85,3 +89,26 @@ def cached_sha256(cache: Path, rec: Any) -> bytes | None:
     except OSError:
         return None
     return data[8:40] if len(data) == 40 and (cache / lock.stem / "info" / "index.json").is_file() else None
+
+
+def verify_archives(records: list[Any], cache: Path | None = None) -> None:
+    """Check sha256 of local archives against repodata (rattler skips this for file://); one the
+    cache holds already, extracted from an archive of that sha256, is not read again."""
+    for rec in records:
+        url = str(rec.url)
+        parsed = urlparse(url)
+        if parsed.scheme != "file" or rec.sha256 is None:
+            continue
+        if cache is not None and cached_sha256(cache, rec) == bytes(rec.sha256):
+            continue
+        path = Path(unquote(parsed.path))
+        try:
+            with path.open("rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256")
+        except OSError as exc:
+            raise errors.InstallError(f"cannot read package {path}: {exc.strerror}") from None
+        if digest.hexdigest() != rec.sha256.hex():
+            raise errors.InstallError(
+                f"package {path.name} does not match its channel index (sha256 {digest.hexdigest()[:12]}... != {rec.sha256.hex()[:12]}...)",
+                hint="the archive is corrupt or was replaced; re-download it or re-index the channel",
+            )

@@ -17,13 +17,13 @@ from envkit.envs import target_prefix
 from envkit.errors import ExitCode, InstallError, UsageError
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import plan_warnings
-from envkit.recipe.digest import resolved_digest, sources_digest
+from envkit.recipe.digest import recipe_provenance, resolved_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import known_platform
 from envkit.solve import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
 
-if TYPE_CHECKING:  # for annotations: a sync to its recipe, which imports this module, needs none of them
+if TYPE_CHECKING:  # for annotations only
     from envkit.lock import Lock, LockedPlatform
     from envkit.probe.model import ProbeReport
     from envkit.toolchain import ToolchainMap
@@ -124,7 +124,7 @@ def create(
     if confirm is not None and not confirm(plan):
         outcome_aborted = CreateOutcome(plan, False, None, None, aborted=True, findings=findings)
         return Result("create", outcome_aborted, int(ExitCode.OK), ("aborted: nothing was changed",))
-    provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
+    provenance = {"recipe": recipe_provenance(recipe), "lock": lock_info}
     try:
         created = create_env(plan, outcome.records, recipe.origin, force=request.force, reporter=reporter, provenance=provenance)
     except InstallError as exc:
@@ -143,19 +143,6 @@ def create(
             f"fix: follow each failed check's remedy, then 'envkit probe -p {prefix}'; or remove it with 'rm -rf {prefix}'",
         )
     return Result("create", CreateOutcome(plan, False, created, report, findings=findings), int(code), messages)
-
-
-def recipe_provenance(recipe: Recipe, compiled: CompiledRecipe) -> dict[str, Any]:
-    """The record's recipe section: where it came from, and the fingerprints sync compares."""
-    return {
-        "name": recipe.name,
-        "source": recipe.origin.source,
-        "path": recipe.origin.path,
-        "commit": recipe.origin.commit,
-        "chain": list(recipe.chain),
-        "sources_digest": sources_digest(recipe.chain),
-        "resolved_digest": resolved_digest(recipe),
-    }
 
 
 def _withdrawn_hint(exc: InstallError, records: list[Any], request: CreateRequest, recipe: Recipe) -> InstallError:

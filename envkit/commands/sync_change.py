@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from envkit import backend, envs
+from envkit import backend, envs, pkgcache
 from envkit.activation.writer import (
     RecordedActivation,
     activation_json,
@@ -23,10 +23,8 @@ from envkit.activation.writer import (
 )
 from envkit.audit.engine import audit_plan
 from envkit.channels import recorded_channels
-from envkit.commands.create import CreateRequest, plan_from_lock, recipe_provenance
 from envkit.commands.sync_quick import recorded_lock
 from envkit.condameta import stamp
-from envkit.create import verify_archives
 from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, filesystem_error
 from envkit.fsutil import read_exact
 from envkit.history import Linked, append_block, block
@@ -39,6 +37,7 @@ from envkit.pipinstall import pip_file, pip_install, pip_newest, pip_put_back, p
 from envkit.pipurls import commit_shown, pip_shown, url_commit
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import plan_warnings
+from envkit.recipe.digest import recipe_provenance
 from envkit.recipe.loader import load_recorded
 from envkit.recipe.model import Recipe
 from envkit.record import sync_journal_path, write_record
@@ -141,6 +140,8 @@ def look(
     # the channels the env was made from, mirrors included
     recorded = {c.name: c.url for c in recorded_channels(record.get("channels")) if c.name != c.url}
     if lock_path is not None:
+        from envkit.commands.create import CreateRequest, plan_from_lock  # create's machinery: for a lock only
+
         request = CreateRequest(
             str(origin["path"]), prefix=str(prefix), mirrors=tuple(recorded.items()), locked=True, lock=str(lock_path), frozen=frozen
         )
@@ -177,7 +178,7 @@ def look(
         lock_set_aside=None if lock_path else _lock_made_from(record),
         warnings=warnings,
     )
-    provenance = {"recipe": recipe_provenance(recipe, compiled), "lock": lock_info}
+    provenance = {"recipe": recipe_provenance(recipe), "lock": lock_info}
     return Look(recipe, plan, outcome.records, changes, provenance, repair, moves, python_move)
 
 
@@ -374,7 +375,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
     env's lock and has settled what earlier runs left (envkit.transaction.recover)."""
     plan, cache = seen.plan, envs.pkgs_dir()
     try:
-        verify_archives(seen.records, cache)
+        pkgcache.verify_archives(seen.records, cache)
     except EnvkitError as exc:
         raise InstallError(f"{exc.message}; {prefix} was not changed", hint=exc.hint) from None
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from envkit.recipe.model import Recipe
@@ -48,3 +48,17 @@ def sources_digest(chain: Sequence[str]) -> str | None:
             return None
         digest.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
     return digest.hexdigest()
+
+
+def recipe_provenance(recipe: Recipe) -> dict[str, Any]:
+    """The env record's recipe section: where the recipe came from, and the fingerprints sync
+    compares."""
+    return {
+        "name": recipe.name,
+        "source": recipe.origin.source,
+        "path": recipe.origin.path,
+        "commit": recipe.origin.commit,
+        "chain": list(recipe.chain),
+        "sources_digest": sources_digest(recipe.chain),
+        "resolved_digest": resolved_digest(recipe),
+    }
