@@ -355,9 +355,9 @@ def raw_reinstall(channel: Path, versions: Path, prefix: Path, cache: Path, pin:
     return [PY, "-c", RAW_REINSTALL, channel.as_uri(), versions.as_uri(), str(prefix), str(cache), *specs]
 
 
-def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path, package: str) -> Measurement:
+def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path, package: str, rounds: int) -> Measurement:
     """`package` 1.0 -> 2.0 in a torch env: envkit sync vs a raw rattler solve + install of the
-    new set over the old prefix, five rounds, each side put back to 1.0 before its turn."""
+    new set over the old prefix, each side put back to 1.0 before its turn."""
     a, b = work / "sync-a", work / "sync-b"
     for p in (a, b):
         shutil.rmtree(p, ignore_errors=True)
@@ -371,7 +371,7 @@ def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path,
     sync_cmd = [PY, "-m", "envkit", "sync", "-p", str(a), "--yes", "--no-probe"]
     ours_times: list[float] = []
     base_times: list[float] = []
-    for n in range(5):
+    for n in range(rounds):
         _payload_recipe(work, versions, f"{package} 1.0")
         run(sync_cmd, env=env)
         run(raw("1.0"), env=env)
@@ -389,7 +389,10 @@ def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path,
     )
 
 
-def bench_teams(work: Path) -> list[Measurement]:
+TEAM_ROUNDS = 11  # each side's rounds in the team rows: a median of 5 moved by 5-10% between runs minutes apart
+
+
+def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
     env = _isolated_env(work)
     out: list[Measurement] = []
     # locked create vs raw rattler install of the lock's records (neither solves)
@@ -405,26 +408,26 @@ def bench_teams(work: Path) -> list[Measurement]:
     ours_cmd = [PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--locked", "--yes", "--no-probe"]
     raw_cmd = [PY, "-c", RAW_LOCKED_INSTALL, str(lock), str(b), env["ENVKIT_PKGS_DIR"]]
     run(ours_cmd, env=env)  # warm the package cache
-    ours, base = alternate(lambda: run(ours_cmd, env=env), lambda: run(raw_cmd, env=env), 5, setup=clean)
+    ours, base = alternate(lambda: run(ours_cmd, env=env), lambda: run(raw_cmd, env=env), rounds, setup=clean)
     out.append(Measurement("create --locked --no-probe vs raw rattler install of the lock (warm cache)", ours, base, 1.05))
 
     # sync when nothing changed: absolute, and against envkit --version
     run(ours_cmd, env=env)
     noop = [PY, "-m", "envkit", "sync", "-p", str(a)]
-    ours, base = alternate(lambda: run(noop, env=env), lambda: run([PY, "-m", "envkit", "--version"], env=env), 15)
+    ours, base = alternate(lambda: run(noop, env=env), lambda: run([PY, "-m", "envkit", "--version"], env=env), 3 * rounds)
     out.append(Measurement("sync with nothing to do vs envkit --version", ours, base, 1.5, f"absolute {ours:.3f}s (target <= 0.3s)"))
 
     # sync after one version changed vs raw rattler solve+install of the new set over the old prefix
     clean()
     versions = _versions_channel(work)
-    out += [_sync_change(work, env, channel, versions, package) for package in SYNC_PACKAGES]
+    out += [_sync_change(work, env, channel, versions, package, rounds) for package in SYNC_PACKAGES]
 
     # lock for three platforms vs three raw solves, on the replica and on its copy with a history
     ours_lock, raw_lock, platforms = lock_job(work)
-    ours, base = alternate(lambda: run(ours_lock, env=env), lambda: run(raw_lock, env=env), 5)
+    ours, base = alternate(lambda: run(ours_lock, env=env), lambda: run(raw_lock, env=env), rounds)
     out.append(Measurement(f"lock for {len(platforms)} platform(s) ({', '.join(platforms)}) vs raw solves", ours, base, 1.2))
     history_lock, history_raw, _ = lock_job(work, HISTORY)
-    ours, base = alternate(lambda: run(history_lock, env=env), lambda: run(history_raw, env=env), 5)
+    ours, base = alternate(lambda: run(history_lock, env=env), lambda: run(history_raw, env=env), rounds)
     if _locked_files(Path(history_lock[-1]).with_suffix(".lock")) != _locked_files(Path(ours_lock[-1]).with_suffix(".lock")):
         raise SystemExit(
             "bench teams: the lock on the replica with a history picked other packages; the two rows would time different solves"
@@ -603,10 +606,10 @@ def run_bench(name: str, work: Path, args: argparse.Namespace) -> list[Measureme
     if name == "create":
         return bench_create(work)
     if name == "teams":
-        return bench_teams(work)
+        return bench_teams(work, args.rounds or TEAM_ROUNDS)
     if name == "conda":
         return bench_conda(work)
-    return [bench_probe(work, args.prefix, args.rounds)]
+    return [bench_probe(work, args.prefix, args.rounds or 5)]
 
 
 def main() -> int:
@@ -614,7 +617,7 @@ def main() -> int:
     parser.add_argument("names", nargs="*", metavar="NAME", help="any of: " + ", ".join(BENCHES))
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--prefix", type=Path, help="probe: measure this existing env instead of building one")
-    parser.add_argument("--rounds", type=int, default=5, help="probe: rounds of each side (default 5)")
+    parser.add_argument("--rounds", type=int, help=f"rounds of each side: probe (default 5), teams (default {TEAM_ROUNDS})")
     args = parser.parse_args()
     names = args.names or list(BENCHES)
     unknown = [n for n in names if n not in BENCHES]
