@@ -384,10 +384,10 @@ def _announce(kind: str, **fields: Any) -> None:
 
 def _serve() -> int:
     """Load what an install needs, then wait for the job (none: the parent closed it unused); a
-    request to read an env's installed records may come first. Once the change is made (every
-    file linked, every record written), it says so before it exits: a forked child's exit
-    unmaps a copy of the parent's memory, ~10 ms the parent need not wait for (Installer.close
-    still reaps it before the env's lock is let go)."""
+    request to read an env's installed records (and copy them for a journal) may come first. Once
+    the change is made (every file linked, every record written), it says so before it exits: a
+    forked child's exit unmaps a copy of the parent's memory, ms the parent need not wait for (see
+    Installer.close)."""
     import rattler  # noqa: F401 - loaded now, while the parent solves
 
     from envkit import backend, condameta  # noqa: F401

@@ -1,7 +1,9 @@
 """Sync's journal: what an env was before a sync changed it, so the change is all or nothing.
 
 The journal is a copy of conda-meta's records and envkit's record plus a listing of what the env
-held, taken before anything changes and renamed into place whole. The listing is of the folders the
+held, taken before anything changes and renamed into place whole. The records (7 MB in a torch
+env) are copied into the draft by sync's installer child while envkit solves (copy_records), and
+kept only while conda-meta is still as they were copied. The listing is of the folders the
 change can add entries to (envkit.linkscope), each with the names it held, or where those cannot be
 known beforehand, of every path in the env. On failure or Ctrl-C the journal's packages are
 installed back (from the package cache), what the interrupted install half-linked is removed and
