@@ -271,7 +271,8 @@ class Installer:
         it, not even the env's lock; the next Installer reaps it, or init once envkit has ended."""
         if self._child.poll() is None:
             if "done" in self._heard and isinstance(self._child, _Forked):
-                _ENDING.append(self._child)
+                if self._child not in _ENDING:  # closed twice (the CLI's with, and sync's)
+                    _ENDING.append(self._child)
             else:
                 if "done" not in self._heard:
                     self._child.kill()

@@ -200,6 +200,8 @@ with Installer() as installer:
     installer._heard["done"] = {"kind": "done"}
 child = installer._child
 closed = {"returncode": child.returncode, "ending": [c.pid for c in inplace._ENDING] == [child.pid]}
+installer.close()  # closed again (sync's `with`, then the CLI's): still one child to reap
+closed["twice"] = [c.pid for c in inplace._ENDING] == [child.pid]
 os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # its job's pipe closed, it ends by itself
 with Installer():
     reaped = {"returncode": child.returncode, "ending": len(inplace._ENDING)}
@@ -240,7 +242,7 @@ def test_a_forked_child_that_made_its_change_is_not_waited_for_on_close() -> Non
     assert done.returncode == 0, done.stderr
     said = json.loads(done.stdout)
     assert said["forked"] is True
-    assert said["closed"] == {"returncode": None, "ending": True}
+    assert said["closed"] == {"returncode": None, "ending": True, "twice": True}
     assert said["reaped"] == {"returncode": 0, "ending": 0}
 
 
