@@ -1,12 +1,12 @@
 """Two versions of envkit on the same command, interleaved: this checkout against a git revision.
 
-    python bench/ab.py REV [--rounds 12] [--what sync|lock] [--package benchpkg|bigpkg]
+    python bench/ab.py REV [--rounds 12] [--what sync|lock|create] [--package benchpkg|bigpkg]
 
 A change to a command's speed is a few tens of milliseconds on a machine whose noise is larger than
 that, so the two versions take turns, round after round, each timed whole as a user would run it:
 `sync` after one package version changed in a torch env (yardstick: bench/run.py's raw rattler
-solve + install), or `lock` of a recipe for three platforms on the replica channel (yardstick: three
-raw solves). Both checkouts are byte-compiled first (PYTHONDONTWRITEBYTECODE would
+solve + install), `lock` of a recipe for three platforms on the replica channel (yardstick: three
+raw solves), or `create --locked` of the torch env (yardstick: a raw install of the lock's records). Both checkouts are byte-compiled first (PYTHONDONTWRITEBYTECODE would
 otherwise make whichever was edited last recompile on every run), and their commands run without
 it, so a checkout with envkit.codecache reads the dataclass methods its first run compiled. Prints the medians, the ratio of
 the two versions and each round's ratio: a change that helps shows in most rounds, not just in the
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,7 +44,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("rev", help="the version to compare with (a commit, a branch, HEAD~1)")
     parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--what", choices=("sync", "lock"), default="sync", help="the command to time")
+    parser.add_argument("--what", choices=("sync", "lock", "create"), default="sync", help="the command to time")
     parser.add_argument("--package", choices=sorted(bench.SYNC_PACKAGES), default="benchpkg", help="the package whose version changes")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="envkit-ab-") as tmp:
@@ -59,6 +60,8 @@ def main() -> int:
                 compileall.compile_dir(str(tree / "envkit"), quiet=1)
             if args.what == "lock":
                 return compare_lock(work, other, args.rev, args.rounds)
+            if args.what == "create":
+                return compare_create(work, other, args.rev, args.rounds)
             return compare_sync(work, other, args.rev, args.rounds, args.package)
         finally:
             os.chdir(here)
@@ -101,6 +104,31 @@ def compare_lock(work: Path, other: Path, rev: str, rounds: int) -> int:
             times[name].append(timed(lock, side_env))
         times["raw"].append(timed(raw, env))
     report(f"lock for three platforms, {rounds} rounds", rev, times)
+    return 0
+
+
+def compare_create(work: Path, other: Path, rev: str, rounds: int) -> int:
+    env = bench._isolated_env(work)
+    recipe, _ = bench._payload_recipe(work)
+    bench.run([bench.PY, "-m", "envkit", "lock", str(recipe)], env=env)
+    sides = checked_sides(env, other, rev)
+    prefix = work / "locked"
+
+    def create() -> list[str]:
+        shutil.rmtree(prefix, ignore_errors=True)
+        return [bench.PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe"]
+
+    def raw() -> list[str]:
+        shutil.rmtree(prefix, ignore_errors=True)
+        return [bench.PY, "-c", bench.RAW_LOCKED_INSTALL, str(recipe.with_suffix(".lock")), str(prefix), env["ENVKIT_PKGS_DIR"]]
+
+    bench.run(create(), env=env)  # the package cache, warm for every side
+    times: dict[str, list[float]] = {name: [] for name in [*sides, "raw"]}
+    for n in range(rounds):
+        for name, side_env in in_turn(sides, n):
+            times[name].append(timed(create(), side_env))
+        times["raw"].append(timed(raw(), env))
+    report(f"create --locked of the torch env, {rounds} rounds", rev, times)
     return 0
 
 
