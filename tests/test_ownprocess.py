@@ -12,8 +12,12 @@ from tests.conftest import run_envkit
 from tests.support.tiny import tiny_channel, tiny_recipe
 
 
-def _python(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+def _holds(*lines: str) -> None:
+    """`lines` run as a fresh interpreter's program, every assert in them holding."""
+    done = subprocess.run(
+        [sys.executable, "-c", "\n".join([*lines, "print('ok')"])], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
 
 
 def _imported(stderr: str) -> set[str]:
@@ -36,41 +40,34 @@ def test_envkits_own_process_creates_an_env_without_loading_ssl(tmp_path: Path) 
 
 def test_ssl_stays_importable_after_asyncio_loaded_without_it() -> None:
     """Only asyncio's own modules went without it: anything that asks for ssl later gets it."""
-    done = _python(
-        "import sys\n"
-        "from envkit import ownprocess\n"
-        "ownprocess.claim()\n"
-        "aio = ownprocess.asyncio_for_rattler()\n"
-        "assert 'ssl' not in sys.modules, 'ssl loaded'\n"
-        "assert aio.run(aio.sleep(0, result=7)) == 7\n"
-        "import ssl\n"
-        "ssl.create_default_context()\n"
-        "print('ok')\n"
+    _holds(
+        "import sys",
+        "from envkit import ownprocess",
+        "ownprocess.claim()",
+        "aio = ownprocess.asyncio_for_rattler()",
+        "assert 'ssl' not in sys.modules, 'ssl loaded'",
+        "assert aio.run(aio.sleep(0, result=7)) == 7",
+        "import ssl",
+        "ssl.create_default_context()",
     )
-    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
 
 
 def test_a_program_that_imports_envkit_keeps_its_asyncio_whole() -> None:
     """envkit imported into another program (conda, as its plugin; a notebook) leaves asyncio as
     that program would have it: with TLS."""
-    done = _python(
-        "import sys\n"
-        "import envkit.backend\n"
-        "import asyncio.sslproto, asyncio.base_events\n"
-        "assert asyncio.sslproto.ssl is not None and asyncio.base_events.ssl is not None\n"
-        "print('ok')\n"
+    _holds(
+        "import envkit.backend",
+        "import asyncio.sslproto, asyncio.base_events",
+        "assert None not in (asyncio.sslproto.ssl, asyncio.base_events.ssl)",
     )
-    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
 
 
 def test_an_asyncio_loaded_before_envkits_claim_is_left_as_it_is() -> None:
-    done = _python(
-        "import asyncio, sys\n"
-        "from envkit import ownprocess\n"
-        "ownprocess.claim()\n"
-        "assert ownprocess.asyncio_for_rattler() is asyncio\n"
-        "import asyncio.sslproto\n"
-        "assert asyncio.sslproto.ssl is not None and 'ssl' in sys.modules\n"
-        "print('ok')\n"
+    _holds(
+        "import asyncio, sys",
+        "from envkit import ownprocess",
+        "ownprocess.claim()",
+        "assert ownprocess.asyncio_for_rattler() is asyncio",
+        "import asyncio.sslproto",
+        "assert asyncio.sslproto.ssl is not None and 'ssl' in sys.modules",
     )
-    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
