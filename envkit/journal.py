@@ -101,14 +101,11 @@ def write_journal(prefix: Path, *, folders: tuple[str, ...] | None = None, recor
     ones the change can add entries to, envkit.linkscope), else of every path. `records_copied`:
     the draft holds conda-meta's records as they are now already (copy_records)."""
     final, tmp = sync_journal_path(prefix), draft_path(prefix)
-    if not records_copied:
-        shutil.rmtree(tmp, ignore_errors=True)
     try:
-        (tmp / "conda-meta").mkdir(parents=True, exist_ok=records_copied)
-        records = [] if records_copied else list((prefix / "conda-meta").glob("*.json"))
-        for path in [*records, prefix / "conda-meta" / "history"]:
-            if path.is_file():
-                shutil.copy2(path, tmp / "conda-meta" / path.name)
+        if not records_copied:
+            copy_records(prefix, tmp)  # a draft made anew
+        if (history := prefix / "conda-meta" / "history").is_file():
+            shutil.copy2(history, tmp / "conda-meta" / history.name)
         if record_path(prefix).is_file():
             shutil.copy2(record_path(prefix), tmp / "record.json")
         if folders is None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from envkit import errors
+from envkit.errors import InstallError
 
 GLOBAL_LOCK = ".cache.lock"
 _TEMP_SUFFIX = re.compile(r"^[A-Za-z0-9]{6}$")
@@ -106,9 +106,9 @@ def verify_archives(records: list[Any], cache: Path | None = None) -> None:
             with path.open("rb") as handle:
                 digest = hashlib.file_digest(handle, "sha256")
         except OSError as exc:
-            raise errors.InstallError(f"cannot read package {path}: {exc.strerror}") from None
+            raise InstallError(f"cannot read package {path}: {exc.strerror}") from None
         if digest.hexdigest() != rec.sha256.hex():
-            raise errors.InstallError(
+            raise InstallError(
                 f"package {path.name} does not match its channel index (sha256 {digest.hexdigest()[:12]}... != {rec.sha256.hex()[:12]}...)",
                 hint="the archive is corrupt or was replaced; re-download it or re-index the channel",
             )
