@@ -56,7 +56,9 @@ def _mark(what):
     _OUT.flush()
 
 def _wrap(module, name):
-    inner = getattr(module, name)
+    owner, _, attr = name.rpartition(".")  # a method: CLASS.NAME
+    holder = getattr(module, owner) if owner else module
+    inner = getattr(holder, attr)
 
     @functools.wraps(inner)
     def marked(*args, **kwargs):
@@ -66,7 +68,7 @@ def _wrap(module, name):
         finally:
             _mark(f"< {{module.__name__}}.{{name}}")
 
-    setattr(module, name, marked)
+    setattr(holder, attr, marked)
 
 class _Finder:
     def find_spec(self, fullname, path, target=None):
@@ -85,7 +87,8 @@ class _Finder:
             _mark(f"import {{fullname}}")
             run(module)
             for name in _MARKS[fullname]:
-                if callable(getattr(module, name, None)):
+                owner, _, attr = name.rpartition(".")
+                if callable(getattr(getattr(module, owner, None) if owner else module, attr, None)):
                     _wrap(module, name)
 
         spec.loader.exec_module = exec_module
@@ -126,7 +129,7 @@ def timeline(args: list[str], marks: dict[str, list[str]], env: dict[str, str]) 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mark", action="append", default=[], metavar="MODULE:FUNCTION", help="another function to mark")
+    parser.add_argument("--mark", action="append", default=[], metavar="MODULE:FUNCTION", help="another function (or CLASS.METHOD) to mark")
     parser.add_argument("--env-from-bench", metavar="WORK", help="run in bench/run.py's isolated environment for this work dir")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="envkit's arguments, after --")
     options = parser.parse_args()

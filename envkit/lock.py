@@ -17,15 +17,19 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rattler
 from rattler.lock import LockChannel, LockPlatform
 
+from envkit import paths
 from envkit.channels import rebase
 from envkit.errors import UsageError
 from envkit.fsutil import write_output
 from envkit.pipurls import pip_shown, url_commit
+
+if TYPE_CHECKING:
+    from envkit.recipe.model import Recipe
 
 ENVKIT_LOCK_VERSION = 2  # 2: activation per platform (MKL's GNU layer is Linux-only)
 ENVIRONMENT = "default"
@@ -86,6 +90,11 @@ class Lock:
 
     def for_platform(self, platform: str) -> LockedPlatform | None:
         return next((p for p in self.platforms if p.platform == platform), None)
+
+
+def default_lock_path(recipe: Recipe) -> Path:
+    """Where `envkit lock` writes a recipe's lock, and `create --locked` and `sync` look for it."""
+    return paths.lock_beside(recipe.name, recipe.origin.source, recipe.origin.path)
 
 
 def moved(records: list[Any], moves: dict[str, str]) -> tuple[Any, ...]:

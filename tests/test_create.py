@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -177,12 +178,20 @@ def test_concurrent_creates_one_wins(tmp_path: Path) -> None:
     assert all(("locked by another" in err or "already exists" in err) for code, err in results if code == 2)
 
 
-def test_ctrl_c_mid_install_rolls_back(wheel_channel: Path, tmp_path: Path, isolated: Path) -> None:
-    """SIGINT to a real `envkit create` while it extracts torch: exit 130, nothing left, registry untouched."""
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_ctrl_c_mid_install_rolls_back(wheel_channel: Path, tmp_path: Path, isolated: Path, cache: str) -> None:
+    """SIGINT to a real `envkit create` while it installs torch: exit 130, nothing left, registry
+    untouched. Cold: while it extracts; warm: every archive cached, while it only links (a second
+    or less), signalled as soon as the staging env has its conda-meta."""
     from tests.conftest import payload_recipe
 
     recipe = payload_recipe(tmp_path / "r", wheel_channel, name="interrupted")
-    env = dict(os.environ, ENVKIT_PKGS_DIR=str(tmp_path / "cold-cache"))
+    env = dict(os.environ, ENVKIT_PKGS_DIR=str(tmp_path / f"{cache}-cache"))
+    if cache == "warm":
+        warm = run_envkit("create", str(recipe), "-p", str(tmp_path / "warm"), "--yes", "--no-probe", env=env)
+        assert warm.returncode == 0, warm.stderr
+        shutil.rmtree(tmp_path / "warm")
+        (isolated / ".conda" / "environments.txt").unlink()
     proc = subprocess.Popen(
         [sys.executable, "-m", "envkit", "create", str(recipe), "--yes", "--no-probe"],
         stdout=subprocess.PIPE,
@@ -193,9 +202,10 @@ def test_ctrl_c_mid_install_rolls_back(wheel_channel: Path, tmp_path: Path, isol
     prefix = tmp_path / "envs" / "interrupted"
     deadline = time.monotonic() + 120
     while not list(prefix.parent.glob(".interrupted.envkit-staging-*/conda-meta")) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
+        time.sleep(0.01)
     assert proc.poll() is None, "create finished before it could be interrupted"
-    time.sleep(0.3)
+    if cache == "cold":
+        time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     code = proc.wait(timeout=120)
     stderr = proc.stderr.read() if proc.stderr else ""
@@ -259,13 +269,17 @@ def test_a_probe_s_verdict_is_kept_only_for_the_record_it_started_from(tmp_path:
     assert record_digest(prefix) == changed and after is not None and after["healthy"] is True
 
 
-def test_a_create_on_a_full_disk_says_so_and_leaves_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_a_create_on_a_full_disk_says_so_and_leaves_nothing(tmp_path: Path, cache: str) -> None:
     """On a real full filesystem: one line with the OS error and what to do (exit 74, as every
-    write the filesystem refuses), and no staging directory left beside the env."""
+    write the filesystem refuses), and no staging directory left beside the env; with the package
+    extracted in the cache already (warm) as when it must be extracted first (cold)."""
     from tests.support.fullfs import run_in_small_fs
 
     channel = tiny_channel(tmp_path, payload=b"x" * 400_000)  # tool's one file: more than the filesystem holds
     recipe = tiny_recipe(tmp_path, channel)
+    if cache == "warm":
+        assert run_envkit("create", str(recipe), "-p", str(tmp_path / "warm"), "--yes", "--no-probe").returncode == 0
     mount = tmp_path / "small"
     script = f"""
 import json, os, subprocess, sys

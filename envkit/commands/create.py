@@ -161,7 +161,7 @@ def _withdrawn_hint(exc: InstallError, records: list[Any], request: CreateReques
 
 
 def lock_file_for(request_lock: str | None, recipe: Recipe) -> Path:
-    from envkit.commands.lock import default_lock_path
+    from envkit.lock import default_lock_path
 
     return Path(request_lock).expanduser().absolute() if request_lock else default_lock_path(recipe)
 
@@ -182,7 +182,8 @@ def lock_settings(locked: LockedPlatform) -> ActivationSettings:
 def _relock(request: CreateRequest, recipe: Recipe, path: Path, flags: str = "") -> str:
     """How to make the lock at `path` again. A team repo's lock is made in a clone of the repo and
     comes back through 'recipes update': envkit's checkout of it is not the place to edit."""
-    from envkit.commands.lock import default_lock_path, lock_in_a_clone, team_checkout
+    from envkit.commands.lock import lock_in_a_clone, team_checkout
+    from envkit.lock import default_lock_path
 
     source = team_checkout(path)
     if source is not None:

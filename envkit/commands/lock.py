@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from envkit import backend, paths
+from envkit import backend
 from envkit.activation.model import resolve
 from envkit.audit.engine import Finding, audit_plan
 from envkit.changes import MARKS, change_text, differences
@@ -26,7 +26,7 @@ from envkit.channels import ResolvedChannel, check_local_channel, from_canonical
 from envkit.commands import Result
 from envkit.errors import EnvkitError, ExitCode, UsageError
 from envkit.fsutil import is_stdout, output_path
-from envkit.lock import Lock, LockedPip, LockedPlatform, NewerLock, moved, pins, read_lock, write_lock
+from envkit.lock import Lock, LockedPip, LockedPlatform, NewerLock, default_lock_path, moved, pins, read_lock, write_lock
 from envkit.notices import notify
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import require_consistent
@@ -64,10 +64,6 @@ class LockOutcome:
     updated: tuple[str, ...] = ()  # the pins --update released
     dropped: tuple[str, ...] = ()  # platforms the lock replaced had and this one has not (--platform)
     dry_run: bool = False  # solved and shown, not written
-
-
-def default_lock_path(recipe: Recipe) -> Path:
-    return paths.lock_beside(recipe.name, recipe.origin.source, recipe.origin.path)
 
 
 def team_checkout(path: Path) -> str | None:
