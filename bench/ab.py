@@ -4,14 +4,16 @@
 
 A change to a command's speed is a few tens of milliseconds on a machine whose noise is larger than
 that, so the two versions take turns, round after round, each timed whole as a user would run it:
-`sync` after one package version changed in a torch env (yardstick: bench/run.py's raw rattler
-solve + install), `lock` of a recipe for three platforms on the replica channel (yardstick: three
-raw solves), or `create --locked` of the torch env (yardstick: a raw install of the lock's records). Both checkouts are byte-compiled first (PYTHONDONTWRITEBYTECODE would
-otherwise make whichever was edited last recompile on every run), and their commands run without
-it, so a checkout with envkit.codecache reads the dataclass methods its first run compiled. Prints the medians, the ratio of
-the two versions and each round's ratio: a change that helps shows in most rounds, not just in the
-median. The env is created by this checkout, so REV must read this version's env record (a recent
-revision does).
+`sync` after one package version changed in a torch env (yardstick: bench/run.py's raw rattler solve
++ install), `lock` of a recipe for three platforms on the replica channel (yardstick: three raw
+solves), or `create --locked` of the torch env (yardstick: a raw install of the lock's records).
+Both checkouts are byte-compiled first (PYTHONDONTWRITEBYTECODE would otherwise make whichever was
+edited last recompile on every run), and their commands run without it, so a checkout with
+envkit.codecache reads the dataclass methods its first run compiled. Prints the medians, the ratio
+of the two versions, each round's ratio and their median: a change that helps shows in most rounds,
+not just in the median (and the rounds' median holds where the machine drifts during the run, as a
+disk slowing under sustained writes makes the medians of whole runs drift). The env is created by
+this checkout, so REV must read this version's env record (a recent revision does).
 """
 
 from __future__ import annotations
@@ -158,7 +160,12 @@ def report(what: str, rev: str, times: dict[str, list[float]]) -> None:
     print(
         f"this / {rev}: {medians['this'] / medians[rev]:.3f}; against raw: this {medians['this'] / medians['raw']:.2f}x, {rev} {medians[rev] / medians['raw']:.2f}x"
     )
-    print("each round, this / " + rev + ": " + " ".join(f"{a / b:.2f}" for a, b in zip(times["this"], times[rev], strict=True)))
+    rounds = [a / b for a, b in zip(times["this"], times[rev], strict=True)]
+    print("each round, this / " + rev + ": " + " ".join(f"{r:.2f}" for r in rounds))
+    # the two sides of one round ran within seconds of each other: where the machine drifts through
+    # a run (a disk that slows under sustained writes), their ratio holds when the medians do not
+    faster = sum(r < 1 for r in rounds)
+    print(f"median of the rounds' ratios: {statistics.median(rounds):.3f}; this faster in {faster} of {len(rounds)} rounds")
 
 
 if __name__ == "__main__":
