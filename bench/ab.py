@@ -115,21 +115,19 @@ def compare_create(work: Path, other: Path, rev: str, rounds: int) -> int:
     bench.run([bench.PY, "-m", "envkit", "lock", str(recipe)], env=env)
     sides = checked_sides(env, other, rev)
     prefix = work / "locked"
+    create = [bench.PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe"]
+    raw = [bench.PY, "-c", bench.RAW_LOCKED_INSTALL, str(recipe.with_suffix(".lock")), str(prefix), env["ENVKIT_PKGS_DIR"]]
 
-    def create() -> list[str]:
-        shutil.rmtree(prefix, ignore_errors=True)
-        return [bench.PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe"]
+    def fresh(cmd: list[str], side_env: dict[str, str]) -> float:
+        shutil.rmtree(prefix, ignore_errors=True)  # each install into an empty prefix, outside its time
+        return timed(cmd, side_env)
 
-    def raw() -> list[str]:
-        shutil.rmtree(prefix, ignore_errors=True)
-        return [bench.PY, "-c", bench.RAW_LOCKED_INSTALL, str(recipe.with_suffix(".lock")), str(prefix), env["ENVKIT_PKGS_DIR"]]
-
-    bench.run(create(), env=env)  # the package cache, warm for every side
+    fresh(create, env)  # the package cache, warm for every side
     times: dict[str, list[float]] = {name: [] for name in [*sides, "raw"]}
     for n in range(rounds):
         for name, side_env in in_turn(sides, n):
-            times[name].append(timed(create(), side_env))
-        times["raw"].append(timed(raw(), env))
+            times[name].append(fresh(create, side_env))
+        times["raw"].append(fresh(raw, env))
     report(f"create --locked of the torch env, {rounds} rounds", rev, times)
     return 0
 

@@ -57,8 +57,10 @@ def _mark(what):
 
 def _wrap(module, name):
     owner, _, attr = name.rpartition(".")  # a method: CLASS.NAME
-    holder = getattr(module, owner) if owner else module
-    inner = getattr(holder, attr)
+    holder = getattr(module, owner, None) if owner else module
+    inner = getattr(holder, attr, None)
+    if not callable(inner):
+        return
 
     @functools.wraps(inner)
     def marked(*args, **kwargs):
@@ -87,9 +89,7 @@ class _Finder:
             _mark(f"import {{fullname}}")
             run(module)
             for name in _MARKS[fullname]:
-                owner, _, attr = name.rpartition(".")
-                if callable(getattr(getattr(module, owner, None) if owner else module, attr, None)):
-                    _wrap(module, name)
+                _wrap(module, name)
 
         spec.loader.exec_module = exec_module
         return spec
