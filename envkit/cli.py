@@ -175,7 +175,17 @@ def _args_sync(p: Parser) -> None:
 def _args_export(p: Parser) -> None:
     _env_args(p)
     p.add_argument(
-        "--lock", type=_given, metavar="FILE", help="export this lock (every platform it holds) instead of an env: conda-lock only"
+        "--lock",
+        type=_given,
+        metavar="FILE",
+        help="export this lock instead of an env: conda-lock takes every platform it holds, the others one (see --platform)",
+    )
+    p.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        metavar="P",
+        help="with --lock: the platform to write (default: this machine's, a Dockerfile's the lock's Linux one; repeatable for conda-lock)",
     )
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="environment-yml | explicit | dockerfile | lock | conda-lock")
     p.add_argument("-o", "--output", type=_given, metavar="FILE", help="write to FILE, - for stdout (default: stdout)")
@@ -454,9 +464,12 @@ def _export(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     if args.lock is not None:
         if args.name or args.prefix:
             raise UsageError("give either an env (-n NAME or -p PREFIX) or --lock FILE, not both")
-        if args.base is not None:
-            raise UsageError("--base is the Dockerfile's image, and --lock exports to conda-lock only")
-        return export_lock(args.lock, args.format, args.output), False
+        return export_lock(args.lock, args.format, args.output, platforms=tuple(args.platform), base=args.base), False
+    if args.platform:
+        raise UsageError(
+            f"--platform {args.platform[0]} picks a platform of a lock, and an env is of its own",
+            hint="leave out --platform, or export a lock with --lock FILE",
+        )
     return export_env(select_env(args.name, args.prefix), args.format, args.output, base=args.base), False
 
 

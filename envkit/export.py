@@ -108,14 +108,24 @@ def _computed_notes(env: EnvSnapshot, where: str) -> list[str]:
     return [
         f"# {op.name}={op.value} is {op.computed} of the machine this was exported from (the recipe asks for {op.computed}): {where}"
         for op in env.activation
-        if op.computed and op.action == "set"
+        if op.computed and op.action == "set" and not _unresolved(op)
     ]
+
+
+def _unresolved(op: EnvOp) -> bool:
+    """A setting a lock keeps as its rule (physical-cores), worked out where the env is installed: an
+    export of the lock knows no machine, so it has no number to write."""
+    return op.action == "set" and bool(op.computed) and not op.value
+
+
+def _unresolved_note(op: EnvOp, how: str) -> str:
+    return f"# not kept: {op.name} is {op.computed} of the machine that runs the env, which the lock leaves to it: {how}"
 
 
 def environment_yml(env: EnvSnapshot) -> str:
     lines = [
         f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
-        "# Exact packages; `variables:` keeps envkit's activation settings, so `conda env create -f` sets them too.",
+        f"# Exact packages for {env.platform}; `variables:` keeps envkit's activation settings, so `conda env create -f` sets them too.",
         f"name: {quoted(env.name)}",
         "channels:" if env.channels else "channels: []",  # a bare key is null, which conda's reader refuses
         *(f"  - {quoted(c)}" for c in env.channels),
@@ -125,12 +135,13 @@ def environment_yml(env: EnvSnapshot) -> str:
     if env.pip:
         lines.append("  - pip:")
         lines += [f"      - {quoted(p.requirement)}" for p in env.pip]
-    settable = [op for op in env.activation if op.action == "set"]
+    settable = [op for op in env.activation if op.action == "set" and not _unresolved(op)]
     lost = [op for op in env.activation if op.action != "set"]
     if settable:
         lines.append("variables:")
         lines += [f"  {op.name}: {quoted(op.value)}" for op in settable]
     lines += _computed_notes(env, "change it to suit the machine that runs the env")
+    lines += [_unresolved_note(op, f"conda env config vars set {op.name}=N in the new env") for op in env.activation if _unresolved(op)]
     for op in settable:
         if "'" in (op.value or ""):
             # conda's posix activator writes export NAME='value' without escaping quotes in it
@@ -207,6 +218,9 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
     lines.append(f"ENV CONDA_PREFIX={DOCKER_PREFIX} PATH={DOCKER_PREFIX}/bin:${{PATH}}")
     lines += _computed_notes(env, "give the host's own with docker run -e NAME=N")
     for op in env.activation:
+        if _unresolved(op):
+            lines.append(_unresolved_note(op, f"give the host's with docker run -e {op.name}=N"))
+            continue
         lost = _docker_lost(op)
         lines.append(f"# not kept: {lost}" if lost else f"ENV {_docker_env(op)}")
     return text(lines)

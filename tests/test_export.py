@@ -128,22 +128,137 @@ def test_conda_lock_pins_urls_hashes_and_depends_and_names_the_settings_it_canno
     assert export(prefix, "conda-lock") == text  # the same env, the same file
 
 
-def test_a_lock_exports_to_conda_lock_only_and_not_with_an_env(tmp_path: Path) -> None:
+def test_a_lock_exports_what_the_env_made_from_it_exports(tmp_path: Path) -> None:
+    """The lock of an env, exported in each format for this machine, says what the env's own export
+    says: the same packages, wheels, variables and ENV lines; only the comments name the source."""
     prefix, _ = exported_env(tmp_path)
     lock = tmp_path / "exp.lock"
     assert run_envkit("export", "-p", str(prefix), "--format", "lock", "-o", str(lock)).returncode == 0
     both = run_envkit("export", "-p", str(prefix), "--lock", str(lock), "--format", "conda-lock")
     assert both.returncode == 2 and "not both" in both.stderr, both.stderr
-    other = run_envkit("export", "--lock", str(lock), "--format", "explicit")
-    assert other.returncode == 2 and "--lock exports to conda-lock only" in other.stderr and f"--lock {lock}" in other.stderr, other.stderr
     missing = run_envkit("export", "--lock", str(tmp_path / "nope.lock"), "--format", "conda-lock")
     assert missing.returncode == 2 and "cannot read lock file" in missing.stderr and "Traceback" not in missing.stderr
-    exported = run_envkit("export", "--lock", str(lock), "--format", "conda-lock")
-    assert exported.returncode == 0, exported.stderr
-    from_lock, from_env = yaml.safe_load(exported.stdout), yaml.safe_load(export(prefix, "conda-lock"))
-    assert [(p["name"], p["url"], p["hash"]) for p in from_lock["package"]] == [
+
+    def from_lock(fmt: str) -> str:
+        proc = run_envkit("export", "--lock", str(lock), "--format", fmt)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    def uncommented(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith("#")]
+
+    from_env = yaml.safe_load(export(prefix, "conda-lock"))
+    assert [(p["name"], p["url"], p["hash"]) for p in yaml.safe_load(from_lock("conda-lock"))["package"]] == [
         (p["name"], p["url"], p["hash"]) for p in from_env["package"]
     ]
+    assert uncommented(from_lock("explicit")) == uncommented(export(prefix, "explicit"))
+    assert uncommented(from_lock("dockerfile")) == uncommented(export(prefix, "dockerfile"))
+    yml = yaml.safe_load(from_lock("environment-yml"))
+    assert yml == yaml.safe_load(export(prefix, "environment-yml"))
+    assert yml["variables"]["MKL_THREADING_LAYER"] == "GNU" and any(isinstance(d, dict) and d.get("pip") for d in yml["dependencies"])
+
+
+TEAM_PLATFORMS = ["linux-64", "osx-arm64", "win-64"]
+
+
+def team_lock(replica: dict[str, Path], folder: Path, platforms: list[str] = TEAM_PLATFORMS) -> Path:
+    """A recipe locked on the replica for `platforms`, with MKL's GNU layer on Linux (the only
+    platform that has it) and OMP_NUM_THREADS worked out where the env is installed."""
+    others = "".join(f"  {p}: {{threading: {{mkl_threading_layer: auto}}}}\n" for p in platforms if p != "linux-64")
+    recipe = write_recipe(
+        folder,
+        "multi",
+        f"envkit: 1\nname: multi\nchannels: [{replica['conda-forge'].as_uri()}]\nplatforms: [{', '.join(platforms)}]\n"
+        "python: '3.12'\npackages: [pytorch, numpy]\n"
+        "threading: {mkl_threading_layer: GNU, omp_num_threads: physical-cores}\n" + (f"per_platform:\n{others}" if others else ""),
+    )
+    made = run_envkit("lock", str(recipe))
+    assert made.returncode == 0, made.stderr
+    return recipe.with_suffix(".lock")
+
+
+def test_a_lock_exports_each_format_for_the_platform_asked(replica: dict[str, Path], tmp_path: Path) -> None:
+    """A team's lock for Linux, macOS and Windows, exported on this (Linux) machine for any of them:
+    the explicit list and environment.yml of the macOS and Windows envs, the Dockerfile of the Linux
+    one. Each holds exactly the lock's records for its platform; a value the lock keeps as a rule
+    (physical-cores) has no number to write, and the file says so instead of writing an empty one."""
+    lock = team_lock(replica, tmp_path / "recipes")
+    locked = read_lock(lock)
+
+    def export_lock(fmt: str, *platforms: str) -> str:
+        proc = run_envkit("export", "--lock", str(lock), "--format", fmt, *(f"--platform={p}" for p in platforms))
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    for platform in TEAM_PLATFORMS:
+        records = locked.for_platform(platform)
+        assert records is not None
+        text = export_lock("explicit", platform)
+        assert f"# platform: {platform}" in text.splitlines()
+        listed = text.split("@EXPLICIT\n", 1)[1].splitlines()
+        assert listed == [f"{r.url}#sha256:{bytes(r.sha256).hex()}" for r in records.records]
+        yml = export_lock("environment-yml", platform)
+        doc = yaml.safe_load(yml)
+        assert doc["dependencies"] == [f"{r.name.normalized}={r.version}={r.build}" for r in records.records]
+        assert doc.get("variables") == ({"MKL_THREADING_LAYER": "GNU"} if platform == "linux-64" else None)
+        assert f"# Exact packages for {platform}; " in yml
+        assert "# not kept: OMP_NUM_THREADS is physical-cores of the machine that runs the env" in yml
+    assert export_lock("explicit") == export_lock("explicit", "linux-64")  # this machine's, by default
+    # the Dockerfile: the Linux env's, its ENV lines the lock's settings, the worked-out one left to the host
+    text = export_lock("dockerfile", "linux-64")
+    assert export_lock("dockerfile") == text
+    commands = dockerfile.parse_file(_written(tmp_path / "Dockerfile", text))
+    assert commands[0].original == "FROM --platform=linux/amd64 condaforge/miniforge3:latest"
+    words = shlex.split(commands[1].value[0])
+    listed = [line for line in export_lock("explicit", "linux-64").splitlines() if not line.startswith("#")]
+    assert words[2 : words.index(">")] == listed
+    assert [c.original for c in commands if c.cmd == "ENV"][1:] == ['ENV MKL_THREADING_LAYER="GNU"']
+    assert "# not kept: OMP_NUM_THREADS is physical-cores of the machine that runs the env, which the lock leaves to it: " in text
+    assert (
+        "FROM --platform=linux/amd64 registry.example/ml/conda:24.11\n"
+        in run_envkit("export", "--lock", str(lock), "--format", "dockerfile", "--base", "registry.example/ml/conda:24.11").stdout
+    )
+    # conda-lock: every platform, or those named
+    assert yaml.safe_load(export_lock("conda-lock"))["metadata"]["platforms"] == TEAM_PLATFORMS
+    assert yaml.safe_load(export_lock("conda-lock", "win-64", "osx-arm64"))["metadata"]["platforms"] == ["win-64", "osx-arm64"]
+
+
+def _written(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_lock_export_for_a_platform_it_cannot_pick_says_which_to_give(replica: dict[str, Path], tmp_path: Path) -> None:
+    """Without --platform a one-platform format takes this machine's; a lock without it, and with
+    more than one other, is refused in one line naming them; one with a single platform gives that.
+    A Dockerfile is Linux's, and only --lock has platforms to pick from."""
+    full = team_lock(replica, tmp_path / "full")
+    mac_win = team_lock(replica, tmp_path / "mac-win", ["osx-arm64", "win-64"])
+    mac = team_lock(replica, tmp_path / "mac", ["osx-arm64"])
+    for args, said in (
+        ([str(mac_win), "--format", "explicit"], "locks osx-arm64, win-64, and this machine is linux-64: which one is the explicit for?"),
+        ([str(mac_win), "--format", "dockerfile"], "locks no Linux platform, and a Dockerfile builds a Linux image"),
+        (
+            [str(full), "--format", "dockerfile", "--platform", "osx-arm64"],
+            "a Dockerfile builds a Linux image (give one of the lock's: linux-64)",
+        ),
+        ([str(full), "--format", "explicit", "--platform", "osx-arm64", "--platform", "win-64"], "--format explicit is for one platform"),
+        (
+            [str(full), "--format", "environment-yml", "--platform", "linux-aarch64"],
+            "has no linux-aarch64 (it locks linux-64, osx-arm64, win-64)",
+        ),
+        ([str(full), "--format", "conda-lock", "--platform", "linux-aarch64"], "has no linux-aarch64"),
+        ([str(full), "--format", "lock"], "is a lock already"),
+        ([str(full), "--format", "explicit", "--base", "img"], "--format explicit has none"),
+    ):
+        refused = run_envkit("export", "--lock", *args)
+        assert refused.returncode == 2 and said in refused.stderr, (args, refused.stderr)
+        assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr, refused.stderr
+    only = run_envkit("export", "--lock", str(mac), "--format", "explicit")
+    assert only.returncode == 0 and "# platform: osx-arm64" in only.stdout.splitlines(), only.stderr
+    prefix, _ = exported_env(tmp_path)
+    env_refused = run_envkit("export", "-p", str(prefix), "--format", "explicit", "--platform", "linux-64")
+    assert env_refused.returncode == 2 and "picks a platform of a lock, and an env is of its own" in env_refused.stderr
 
 
 def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> None:
@@ -187,7 +302,7 @@ def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> Non
         refused = run_envkit("export", "-p", str(prefix), "--format", fmt, f"--base={bad}")
         assert refused.returncode == 2 and said in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     with_lock = run_envkit("export", "--lock", str(out), "--format", "conda-lock", "--base", "img")
-    assert with_lock.returncode == 2 and "--base is the Dockerfile's image" in with_lock.stderr
+    assert with_lock.returncode == 2 and "--format conda-lock has none" in with_lock.stderr
 
 
 def test_a_dockerfile_of_an_env_that_is_not_linux_is_refused(tmp_path: Path) -> None:
@@ -200,7 +315,10 @@ def test_a_dockerfile_of_an_env_that_is_not_linux_is_refused(tmp_path: Path) -> 
     record_file.write_text(json.dumps({**record, "platform": "osx-arm64"}))
     refused = run_envkit("export", "-p", str(prefix), "--format", "dockerfile")
     assert refused.returncode == 2 and "holds osx-arm64 packages, and a Dockerfile builds a Linux image" in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1 and "a Linux env of the same recipe" in refused.stderr
+    assert (
+        len(refused.stderr.strip().splitlines()) == 1
+        and "envkit export --lock LOCK --platform linux-64 --format dockerfile" in refused.stderr
+    )
     assert "# platform: osx-arm64" in export(prefix, "explicit")
 
 

@@ -60,6 +60,7 @@ def mirrored(isolated: Path, replica: dict[str, Path]) -> None:
         ["lock", "yolov8", "--update", "pytorch"],
         ["list"],
         ["recipes", "check"],
+        ["export", "--lock", "yolov8.lock", "--platform", "linux-64", "--format", "dockerfile"],
         ["audit", "--all"],
         ["audit", "--explain", "EK001"],
         ["audit", "--explain", "RC003"],
@@ -76,7 +77,7 @@ def test_readme_commands_run(mirrored: None, argv: list[str], tmp_path: Path) ->
     if argv == ["recipes", "check"]:
         shutil.copy(ROOT / "recipes" / "yolov8-cpu.yaml", work / "yolov8-cpu.yaml")
         assert run_envkit("lock", "yolov8-cpu.yaml", cwd=work).returncode == 0
-    if "--update" in argv:  # a re-lock: the lock it replaces is there
+    if "--update" in argv or "--lock" in argv:  # a re-lock, or an export of the lock: the lock is there
         assert run_envkit("lock", "yolov8", cwd=work).returncode == 0
     proc = run_envkit(*argv, "--json", cwd=work)
     doc = json.loads(proc.stdout)
@@ -88,6 +89,8 @@ def test_readme_commands_run(mirrored: None, argv: list[str], tmp_path: Path) ->
         assert all(p["changes"] == [] for p in doc["data"]["platforms"])  # the same channels: pytorch had nowhere to move
     if argv == ["recipes", "check"]:
         assert [(r["name"], r["problems"]) for r in doc["data"]] == [("yolov8-cpu", [])]
+    if argv[0] == "export":
+        assert "\nFROM --platform=linux/amd64 " in doc["data"]["text"] and "conda create --yes --prefix /opt/env" in doc["data"]["text"]
 
 
 def test_the_readme_counts_and_lists_every_audit_rule() -> None:

@@ -1,7 +1,7 @@
-"""`envkit export`: an env as other tools read it (environment.yml, @EXPLICIT, Dockerfile, lock,
-conda-lock.yml).
+"""`envkit export`: an env, or a lock, as other tools read it (environment.yml, @EXPLICIT,
+Dockerfile, lock, conda-lock.yml).
 Any conda env works; for an envkit env the activation settings and pip URLs come from its record,
-for others conda's own `env config vars`."""
+for others conda's own `env config vars`. A lock gives any of its platforms, no env needed."""
 
 from __future__ import annotations
 
@@ -214,8 +214,8 @@ def export_env(prefix: Path, fmt: str, output: str | None, *, base: str | None =
         if env.platform not in export.DOCKER_PLATFORMS:
             raise UsageError(
                 f"{prefix} holds {env.platform} packages, and a Dockerfile builds a Linux image",
-                hint="export a Linux env of the same recipe (envkit create RECIPE --locked on a Linux machine, "
-                "from a lock with linux-64 in its platforms)",
+                hint="export the recipe's lock for Linux (envkit export --lock LOCK --platform linux-64 --format dockerfile; "
+                "envkit lock RECIPE writes it with linux-64 among the recipe's platforms)",
             )
         text = export.dockerfile(env, base or export.DOCKER_BASE)
     elif fmt == "conda-lock":
@@ -236,20 +236,74 @@ def _check_base(base: str, fmt: str) -> None:
         )
 
 
-def export_lock(lock_ref: str, fmt: str, output: str | None) -> Result:
-    """Every platform of an envkit lock in conda-lock's format, for the machines that install with
-    conda-lock, micromamba or conda: none of them reads rattler's lock format version 7."""
-    if fmt != "conda-lock":
-        raise UsageError(
-            f"--lock exports to conda-lock only, not {fmt}",
-            hint=f"make an env from the lock (envkit create RECIPE --lock {lock_ref}) and export that",
-        )
+def export_lock(lock_ref: str, fmt: str, output: str | None, *, platforms: tuple[str, ...] = (), base: str | None = None) -> Result:
+    """An envkit lock for the tools that read no rattler lock (version 7): conda-lock's file with
+    every platform it holds (or those given), or any other format for one platform, so a machine
+    of one kind writes the environment.yml, explicit list or Dockerfile of another (a Linux image's,
+    from a Mac) without making an env first."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown export format {fmt!r}", hint="one of " + ", ".join(FORMATS))
+    if fmt == "lock":
+        raise UsageError(f"--lock {lock_ref} is a lock already", hint="copy the file, or write another with 'envkit lock RECIPE -o FILE'")
+    if base is not None:
+        _check_base(base, fmt)
     path = Path(lock_ref).expanduser().absolute()
     lock = read_lock(path)
-    envs = tuple(_locked_snapshot(lock, locked, path) for locked in lock.platforms)
-    if not envs:
+    if not lock.platforms:
         raise UsageError(f"{path} locks no platform", hint="re-lock it with 'envkit lock RECIPE'")
-    return _written(fmt, path, export.conda_lock(envs), output, USUAL_NAMES[fmt])
+    if fmt == "conda-lock":
+        chosen = [_locked_platform(lock, path, p) for p in dict.fromkeys(platforms)] if platforms else list(lock.platforms)
+        text = export.conda_lock(tuple(_locked_snapshot(lock, locked, path) for locked in chosen))
+    else:
+        env = _locked_snapshot(lock, _one_platform(lock, path, fmt, platforms), path)
+        if fmt == "environment-yml":
+            text = export.environment_yml(env)
+        elif fmt == "explicit":
+            text = export.explicit(env)
+        else:
+            text = export.dockerfile(env, base or export.DOCKER_BASE)
+    return _written(fmt, path, text, output, USUAL_NAMES[fmt])
+
+
+def _locked_platform(lock: Lock, path: Path, platform: str) -> LockedPlatform:
+    locked = lock.for_platform(platform)
+    if locked is None:
+        raise UsageError(
+            f"{path} has no {platform} (it locks {', '.join(p.platform for p in lock.platforms)})",
+            hint=f"add {platform} to the recipe's platforms and lock again with 'envkit lock RECIPE', or export one the lock has",
+        )
+    return locked
+
+
+def _one_platform(lock: Lock, path: Path, fmt: str, platforms: tuple[str, ...]) -> LockedPlatform:
+    """The platform a one-platform format is written for: the one named, else this machine's where
+    the lock has it (a Dockerfile's: the lock's Linux one), else the lock's only one."""
+    if len(set(platforms)) > 1:
+        raise UsageError(
+            f"--format {fmt} is for one platform, and {', '.join(platforms)} were given",
+            hint="give one --platform; conda-lock takes several",
+        )
+    linux = [p.platform for p in lock.platforms if p.platform in export.DOCKER_PLATFORMS]
+    relock = "add linux-64 to the recipe's platforms and lock again with 'envkit lock RECIPE'"
+    if fmt == "dockerfile" and platforms and platforms[0] not in export.DOCKER_PLATFORMS:
+        raise UsageError(
+            f"--platform {platforms[0]}: a Dockerfile builds a Linux image",
+            hint=f"give one of the lock's: {', '.join(linux)}" if linux else relock,
+        )
+    if platforms:
+        return _locked_platform(lock, path, platforms[0])
+    offered = linux if fmt == "dockerfile" else [p.platform for p in lock.platforms]
+    native = backend.native_platform()
+    if native in offered:
+        return _locked_platform(lock, path, native)
+    if len(offered) == 1:
+        return _locked_platform(lock, path, offered[0])
+    if not offered:
+        raise UsageError(f"{path} locks no Linux platform, and a Dockerfile builds a Linux image", hint=relock)
+    raise UsageError(
+        f"{path} locks {', '.join(offered)}, and this machine is {native}: which one is the {fmt} for?",
+        hint="give it with --platform P",
+    )
 
 
 def _locked_snapshot(lock: Lock, locked: LockedPlatform, path: Path) -> export.EnvSnapshot:

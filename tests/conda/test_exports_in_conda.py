@@ -21,6 +21,7 @@ from tests.conftest import ROOT, run_envkit, write_recipe
 from tests.support.buildah import Builder, host_mounts
 from tests.support.conda import Conda, tool_exe
 from tests.test_export import exported_env
+from tests.test_export import team_lock as threaded_team_lock
 from tests.test_sync import made_git_env
 
 
@@ -85,6 +86,46 @@ def test_conda_create_from_the_explicit_list(conda: Conda, tmp_path: Path) -> No
     # conda's own explicit list of the new env carries the same URLs and sha256s (it writes url#<sha256>)
     ours = [line.replace("#sha256:", "#") for line in listing.read_text().splitlines() if line.startswith("file:")]
     assert sorted(explicit) == sorted(ours)
+
+
+def test_conda_installs_the_exports_of_a_lock_made_without_an_env(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """A team's lock for Linux, macOS and Windows, exported for linux-64 with no env made first (as a
+    Mac user would for a Linux machine): conda installs exactly the lock's linux-64 records from the
+    explicit list (its own `list --explicit --sha256` agrees) and from the environment.yml, whose
+    env gets the lock's settings and no OMP_NUM_THREADS, a number the lock leaves to the machine;
+    buildah builds the Dockerfile into an image with the same packages and settings."""
+    lock = threaded_team_lock(replica, tmp_path / "recipes")
+    here = read_lock(lock).for_platform("linux-64")
+    assert here is not None
+    listing, yml = tmp_path / "explicit.txt", tmp_path / "environment.yml"
+    for fmt, out in (("explicit", listing), ("environment-yml", yml)):
+        made = run_envkit("export", "--lock", str(lock), "--format", fmt, "--platform", "linux-64", "-o", str(out))
+        assert made.returncode == 0, made.stderr
+    by_list = tmp_path / "from-list"
+    conda.ok("create", "-q", "-y", "-p", str(by_list), "--file", str(listing))
+    assert names(by_list) == sorted(r.name.normalized for r in here.records)
+    explicit = [line for line in conda.ok("list", "--explicit", "--sha256", "-p", str(by_list)).splitlines() if line.startswith("file:")]
+    assert sorted(explicit) == sorted(f"{r.url}#{bytes(r.sha256).hex()}" for r in here.records)
+    by_yml = tmp_path / "from-yml"
+    conda.ok("env", "create", "-q", "-p", str(by_yml), "-f", str(yml))
+    assert names(by_yml) == names(by_list)
+    assert json.loads((by_yml / "conda-meta" / "state").read_text())["env_vars"] == {"MKL_THREADING_LAYER": "GNU"}
+    # the Dockerfile, built by a real builder FROM a conda image made here, given the folders its comment names
+    context = tmp_path / "context"
+    context.mkdir()
+    base = "localhost/envkit-test-conda"
+    out = context / "Dockerfile"
+    made = run_envkit("export", "--lock", str(lock), "--format", "dockerfile", "--base", base, "-o", str(out))
+    assert made.returncode == 0, made.stderr
+    assert f"-v {replica['conda-forge']}:{replica['conda-forge']}:ro" in out.read_text()
+    builder = Builder(tmp_path / "buildah", host_mounts(ROOT, replica["conda-forge"]))
+    builder.conda_image(conda.exe, "envkit-test-conda", {"CONDA_PKGS_DIRS": "/tmp/pkgs", "CONDA_NUMBER_CHANNEL_NOTICES": "0"})
+    built = builder.build(out, "envkit-test-locked")
+    assert built.returncode == 0, f"{built.stdout[-3000:]}\n{built.stderr[-3000:]}"
+    records = [name for name in builder.files("envkit-test-locked", "/opt/env/conda-meta") if name.endswith(".json")]
+    assert records == sorted(p.name for p in (by_list / "conda-meta").glob("*.json"))
+    image_env = builder.config_env("envkit-test-locked")
+    assert image_env["MKL_THREADING_LAYER"] == "GNU" and "OMP_NUM_THREADS" not in image_env
 
 
 WIDE = 'é \\u00e9 a\\b\ttab ${HOME} $x "q" 🚀'  # what JSON's quoting (the old ENV lines) changed in a builder
