@@ -51,6 +51,14 @@ def alternate(
 ) -> tuple[float, float]:
     """Medians of each, taking turns; which one goes first alternates too, so that whatever going
     first costs (a colder cache, a busier machine) never counts against one side only."""
+    times = alternate_runs(ours, base, rounds, setup)
+    return statistics.median(times["ours"]), statistics.median(times["base"])
+
+
+def alternate_runs(
+    ours: Callable[[], object], base: Callable[[], object], rounds: int, setup: Callable[[], object] | None = None
+) -> dict[str, list[float]]:
+    """Each side's times, round by round (see alternate)."""
     times: dict[str, list[float]] = {"ours": [], "base": []}
     sides = [("ours", ours), ("base", base)]
     for n in range(rounds):
@@ -58,7 +66,21 @@ def alternate(
             if setup:
                 setup()
             times[name].append(timed(fn))
-    return statistics.median(times["ours"]), statistics.median(times["base"])
+    return times
+
+
+def paired(name: str, times: dict[str, list[float]], target: float) -> Measurement:
+    """A row from alternate_runs' times: the medians' ratio, and envkit's own time (overhead_note)."""
+    return Measurement(name, statistics.median(times["ours"]), statistics.median(times["base"]), target, overhead_note(times))
+
+
+def overhead_note(times: dict[str, list[float]]) -> str:
+    """envkit's own time over the baseline's, the median of the rounds' differences, and the range
+    of the baseline's times: a ratio is that difference over a baseline whose length moves with the
+    machine (a disk that slows under sustained writes: 1.2 to 2.2 s in one run), so both are shown."""
+    extra = [1000 * (a - b) for a, b in zip(times["ours"], times["base"], strict=True)]
+    spans = f"{min(times['base']):.2f}-{max(times['base']):.2f}s"
+    return f"envkit's own: {statistics.median(extra):+.0f} ms (median of the rounds; baseline {spans})"
 
 
 def run(cmd: list[str], **kw: object) -> None:
@@ -381,10 +403,9 @@ def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path,
             into.append(timed(functools.partial(run, cmd, env=env)))
     for p in (a, b):
         shutil.rmtree(p, ignore_errors=True)
-    return Measurement(
+    return paired(
         f"sync after one version change ({SYNC_PACKAGES[package]:,} files) vs raw rattler solve+install over the old prefix",
-        statistics.median(ours_times),
-        statistics.median(base_times),
+        {"ours": ours_times, "base": base_times},
         1.2,
     )
 
@@ -408,8 +429,8 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
     ours_cmd = [PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--locked", "--yes", "--no-probe"]
     raw_cmd = [PY, "-c", RAW_LOCKED_INSTALL, str(lock), str(b), env["ENVKIT_PKGS_DIR"]]
     run(ours_cmd, env=env)  # warm the package cache
-    ours, base = alternate(lambda: run(ours_cmd, env=env), lambda: run(raw_cmd, env=env), rounds, setup=clean)
-    out.append(Measurement("create --locked --no-probe vs raw rattler install of the lock (warm cache)", ours, base, 1.05))
+    times = alternate_runs(lambda: run(ours_cmd, env=env), lambda: run(raw_cmd, env=env), rounds, setup=clean)
+    out.append(paired("create --locked --no-probe vs raw rattler install of the lock (warm cache)", times, 1.05))
 
     # sync when nothing changed: absolute, and against envkit --version
     run(ours_cmd, env=env)
@@ -424,17 +445,15 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
 
     # lock for three platforms vs three raw solves, on the replica and on its copy with a history
     ours_lock, raw_lock, platforms = lock_job(work)
-    ours, base = alternate(lambda: run(ours_lock, env=env), lambda: run(raw_lock, env=env), rounds)
-    out.append(Measurement(f"lock for {len(platforms)} platform(s) ({', '.join(platforms)}) vs raw solves", ours, base, 1.2))
+    times = alternate_runs(lambda: run(ours_lock, env=env), lambda: run(raw_lock, env=env), rounds)
+    out.append(paired(f"lock for {len(platforms)} platform(s) ({', '.join(platforms)}) vs raw solves", times, 1.2))
     history_lock, history_raw, _ = lock_job(work, HISTORY)
-    ours, base = alternate(lambda: run(history_lock, env=env), lambda: run(history_raw, env=env), rounds)
+    times = alternate_runs(lambda: run(history_lock, env=env), lambda: run(history_raw, env=env), rounds)
     if _locked_files(Path(history_lock[-1]).with_suffix(".lock")) != _locked_files(Path(ours_lock[-1]).with_suffix(".lock")):
         raise SystemExit(
             "bench teams: the lock on the replica with a history picked other packages; the two rows would time different solves"
         )
-    out.append(
-        Measurement(f"lock for {len(platforms)} platform(s), {HISTORY} older versions of each package, vs raw solves", ours, base, 1.2)
-    )
+    out.append(paired(f"lock for {len(platforms)} platform(s), {HISTORY} older versions of each package, vs raw solves", times, 1.2))
     return out
 
 
