@@ -350,7 +350,7 @@ def _export(c: Out, out: Any) -> None:
         c.file.write(out.text)
     else:
         where = "stdout" if out.path == STDOUT else escape(out.path)
-        c.print(f"wrote {where} ({out.format}) from {escape(out.prefix)}")
+        c.print(f"wrote {where} ({out.format} for {', '.join(out.platforms)}) from {escape(out.prefix)}")
 
 
 def _recipe_cell(r: Any) -> str:

@@ -218,6 +218,12 @@ def test_a_lock_exports_each_format_for_the_platform_asked(replica: dict[str, Pa
         "FROM --platform=linux/amd64 registry.example/ml/conda:24.11\n"
         in run_envkit("export", "--lock", str(lock), "--format", "dockerfile", "--base", "registry.example/ml/conda:24.11").stdout
     )
+    # what was written, and for which platform, in words and in JSON
+    out = tmp_path / "mac.yml"
+    said = run_envkit("export", "--lock", str(lock), "--format", "environment-yml", "--platform", "osx-arm64", "-o", str(out))
+    assert said.returncode == 0 and said.stdout == f"wrote {out} (environment-yml for osx-arm64) from {lock}\n", said.stdout
+    doc = json.loads(run_envkit("export", "--lock", str(lock), "--format", "conda-lock", "--json").stdout)["data"]
+    assert doc["platforms"] == TEAM_PLATFORMS and doc["prefix"] == str(lock)
     # conda-lock: every platform, or those named
     assert yaml.safe_load(export_lock("conda-lock"))["metadata"]["platforms"] == TEAM_PLATFORMS
     assert yaml.safe_load(export_lock("conda-lock", "win-64", "osx-arm64"))["metadata"]["platforms"] == ["win-64", "osx-arm64"]
@@ -265,7 +271,7 @@ def test_dockerfile_parses_and_installs_the_explicit_list(tmp_path: Path) -> Non
     prefix, _ = exported_env(tmp_path)
     out = tmp_path / "Dockerfile"
     proc = run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "-o", str(out))
-    assert proc.returncode == 0 and proc.stdout.startswith(f"wrote {out} (dockerfile)"), proc.stderr
+    assert proc.returncode == 0 and proc.stdout.startswith(f"wrote {out} (dockerfile for linux-64)"), proc.stderr
     folder = run_envkit("export", "-p", str(prefix), "--format", "dockerfile", "-o", str(tmp_path))
     assert folder.returncode == 2 and f"e.g. {tmp_path / 'Dockerfile'})" in folder.stderr, folder.stderr
     commands = dockerfile.parse_file(str(out))
@@ -425,7 +431,7 @@ def test_output_to_a_stream_a_folder_or_nowhere(tmp_path: Path) -> None:
     )
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout == export(prefix, "explicit")  # the file alone: what envkit says went to stderr
-    assert piped.stderr == f"wrote /dev/stdout (explicit) from {prefix}\n"
+    assert piped.stderr == f"wrote /dev/stdout (explicit for linux-64) from {prefix}\n"
     lock_out = subprocess.run(
         [sys.executable, "-m", "envkit", "lock", str(recipe), "-o", "/dev/stdout"], capture_output=True, text=True, check=False
     )

@@ -38,9 +38,10 @@ class ExportOutcome:
     """An export written to `path`, or its `text` for stdout."""
 
     format: str
-    prefix: str
+    prefix: str  # the env's, or the lock file's path
     path: str | None
     text: str | None  # when written to stdout
+    platforms: tuple[str, ...] = ()  # whose packages it holds
 
 
 def _unreadable(path: Path, why: str) -> UsageError:
@@ -222,7 +223,7 @@ def export_env(prefix: Path, fmt: str, output: str | None, *, base: str | None =
         text = export.conda_lock((env,))
     else:
         text = _lock_text(prefix, env)
-    return _written(fmt, prefix, text, output, USUAL_NAMES.get(fmt, f"{prefix.name}.lock"))
+    return _written(fmt, prefix, text, output, USUAL_NAMES.get(fmt, f"{prefix.name}.lock"), platforms=(env.platform,))
 
 
 def _check_base(base: str, fmt: str) -> None:
@@ -255,14 +256,15 @@ def export_lock(lock_ref: str, fmt: str, output: str | None, *, platforms: tuple
         chosen = [_locked_platform(lock, path, p) for p in dict.fromkeys(platforms)] if platforms else list(lock.platforms)
         text = export.conda_lock(tuple(_locked_snapshot(lock, locked, path) for locked in chosen))
     else:
-        env = _locked_snapshot(lock, _one_platform(lock, path, fmt, platforms), path)
+        chosen = [_one_platform(lock, path, fmt, platforms)]
+        env = _locked_snapshot(lock, chosen[0], path)
         if fmt == "environment-yml":
             text = export.environment_yml(env)
         elif fmt == "explicit":
             text = export.explicit(env)
         else:
             text = export.dockerfile(env, base or export.DOCKER_BASE)
-    return _written(fmt, path, text, output, USUAL_NAMES[fmt])
+    return _written(fmt, path, text, output, USUAL_NAMES[fmt], platforms=tuple(p.platform for p in chosen))
 
 
 def _locked_platform(lock: Lock, path: Path, platform: str) -> LockedPlatform:
@@ -332,9 +334,9 @@ def _locked_snapshot(lock: Lock, locked: LockedPlatform, path: Path) -> export.E
     )
 
 
-def _written(fmt: str, source: Path, text: str, output: str | None, usual_name: str) -> Result:
+def _written(fmt: str, source: Path, text: str, output: str | None, usual_name: str, *, platforms: tuple[str, ...]) -> Result:
     if output is None:
-        return Result("export", ExportOutcome(fmt, str(source), None, text))
+        return Result("export", ExportOutcome(fmt, str(source), None, text, platforms))
     path = output_path(output)
     write_output(path, text, usual_name)
-    return Result("export", ExportOutcome(fmt, str(source), str(path), None))
+    return Result("export", ExportOutcome(fmt, str(source), str(path), None, platforms))
