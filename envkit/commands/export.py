@@ -202,28 +202,34 @@ def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
 
 def export_env(prefix: Path, fmt: str, output: str | None, *, base: str | None = None) -> Result:
     """`base`: the image a Dockerfile starts FROM (the default: export.DOCKER_BASE)."""
+    _check_options(fmt, base)
+    env = snapshot(prefix)
+    if fmt == "dockerfile" and env.platform not in export.DOCKER_PLATFORMS:
+        raise UsageError(
+            f"{prefix} holds {env.platform} packages, and a Dockerfile builds a Linux image",
+            hint="export the recipe's lock for Linux (envkit export --lock LOCK --platform linux-64 --format dockerfile; "
+            "envkit lock RECIPE writes it with linux-64 among the recipe's platforms)",
+        )
+    text = _lock_text(prefix, env) if fmt == "lock" else _one_snapshot(fmt, env, base)
+    return _written(fmt, prefix, text, output, USUAL_NAMES.get(fmt, f"{prefix.name}.lock"), platforms=(env.platform,))
+
+
+def _check_options(fmt: str, base: str | None) -> None:
     if fmt not in FORMATS:
         raise UsageError(f"unknown export format {fmt!r}", hint="one of " + ", ".join(FORMATS))
     if base is not None:
         _check_base(base, fmt)
-    env = snapshot(prefix)
+
+
+def _one_snapshot(fmt: str, env: export.EnvSnapshot, base: str | None) -> str:
+    """The formats written from one snapshot alike, an env's or one platform of a lock."""
     if fmt == "environment-yml":
-        text = export.environment_yml(env)
-    elif fmt == "explicit":
-        text = export.explicit(env)
-    elif fmt == "dockerfile":
-        if env.platform not in export.DOCKER_PLATFORMS:
-            raise UsageError(
-                f"{prefix} holds {env.platform} packages, and a Dockerfile builds a Linux image",
-                hint="export the recipe's lock for Linux (envkit export --lock LOCK --platform linux-64 --format dockerfile; "
-                "envkit lock RECIPE writes it with linux-64 among the recipe's platforms)",
-            )
-        text = export.dockerfile(env, base or export.DOCKER_BASE)
-    elif fmt == "conda-lock":
-        text = export.conda_lock((env,))
-    else:
-        text = _lock_text(prefix, env)
-    return _written(fmt, prefix, text, output, USUAL_NAMES.get(fmt, f"{prefix.name}.lock"), platforms=(env.platform,))
+        return export.environment_yml(env)
+    if fmt == "explicit":
+        return export.explicit(env)
+    if fmt == "dockerfile":
+        return export.dockerfile(env, base or export.DOCKER_BASE)
+    return export.conda_lock((env,))
 
 
 def _check_base(base: str, fmt: str) -> None:
@@ -242,12 +248,9 @@ def export_lock(lock_ref: str, fmt: str, output: str | None, *, platforms: tuple
     every platform it holds (or those given), or any other format for one platform, so a machine
     of one kind writes the environment.yml, explicit list or Dockerfile of another (a Linux image's,
     from a Mac) without making an env first."""
-    if fmt not in FORMATS:
-        raise UsageError(f"unknown export format {fmt!r}", hint="one of " + ", ".join(FORMATS))
+    _check_options(fmt, base)
     if fmt == "lock":
         raise UsageError(f"--lock {lock_ref} is a lock already", hint="copy the file, or write another with 'envkit lock RECIPE -o FILE'")
-    if base is not None:
-        _check_base(base, fmt)
     path = Path(lock_ref).expanduser().absolute()
     lock = read_lock(path)
     if not lock.platforms:
@@ -257,13 +260,7 @@ def export_lock(lock_ref: str, fmt: str, output: str | None, *, platforms: tuple
         text = export.conda_lock(tuple(_locked_snapshot(lock, locked, path) for locked in chosen))
     else:
         chosen = [_one_platform(lock, path, fmt, platforms)]
-        env = _locked_snapshot(lock, chosen[0], path)
-        if fmt == "environment-yml":
-            text = export.environment_yml(env)
-        elif fmt == "explicit":
-            text = export.explicit(env)
-        else:
-            text = export.dockerfile(env, base or export.DOCKER_BASE)
+        text = _one_snapshot(fmt, _locked_snapshot(lock, chosen[0], path), base)
     return _written(fmt, path, text, output, USUAL_NAMES[fmt], platforms=tuple(p.platform for p in chosen))
 
 
