@@ -24,7 +24,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from envkit import __version__, codecache, stdio
 from envkit.errors import EnvkitError, ExitCode, Interrupted, OutputError, UsageError, filesystem_error, one_line
@@ -43,8 +43,35 @@ SHELLS = ("bash", "zsh", "dash", "sh", "posix", "fish", "csh", "tcsh", "cmd", "c
 EXPORT_FORMATS = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock")
 
 
+def terminal_columns() -> int:
+    """The width shutil.get_terminal_size gives (COLUMNS, else the terminal's, else 80), found without
+    importing shutil, which loads the bz2 and lzma modules: argparse imports it for every argument
+    it adds (it makes a help formatter to check the argument's metavar)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's own, at the width it would take (terminal_columns)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, terminal_columns() - 2 if width is None else width)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that raises instead of printing and exiting, so `--json` gets its document too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, hint=f"see '{self.prog} --help'")

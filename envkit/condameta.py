@@ -11,6 +11,11 @@ rattler also writes each record with mode 0600 (prefix-dev/pixi#4284), so in an 
 team nobody but its creator can read conda-meta, which `conda list` and envkit's audit need. conda
 creates records as open() does, under the umask: the read bits that gives are added here (never
 taken away: a record someone opened up stays open under a stricter umask).
+
+Finding the records that hold a softlink means searching all of conda-meta (a torch env's is some
+7 MB, half of what envkit does after the install). Whether a package has a softlink is a fact of
+its archive, so an archive found to have none is remembered by its sha256 (an empty file of that
+name in envkit's cache, `no-softlinks/`) and its record is not searched again in any env.
 """
 
 from __future__ import annotations
@@ -20,18 +25,31 @@ import json
 import mmap
 import os
 from pathlib import Path
+from typing import Any
 
+from envkit import paths
 from envkit.fsutil import atomic_write_text, created_mode
 
 SOFTLINK_FIELDS = ("sha256_in_prefix", "size_in_bytes")
+KEEP_AT_MOST = 8192  # archives remembered as free of softlinks; beyond it the oldest half goes
 
 
-def as_conda_writes(prefix: Path, names: set[str] | None = None) -> list[Path]:
+def archives_of(records: list[Any]) -> dict[str, str]:
+    """Each record file rattler writes for `records` (`NAME-VERSION-BUILD.json`) -> the sha256 of
+    the archive it was linked from, where the record has one."""
+    return {f"{r.name.normalized}-{r.version}-{r.build}.json": bytes(r.sha256).hex() for r in records if r.sha256 is not None}
+
+
+def as_conda_writes(prefix: Path, names: set[str] | None = None, archives: dict[str, str] | None = None) -> list[Path]:
     """Give records the bits conda's mode has, and rewrite those that hold softlink hashes;
     returns the files rewritten. `names`: only these record files (the ones a change wrote; a
-    torch env's records are some 9 MB to read)."""
+    torch env's records are some 9 MB to read). `archives` (archives_of the records just linked):
+    a record whose archive is known to hold no softlink is not searched."""
     changed = []
     mode = created_mode()
+    archives = archives or {}
+    free = _free_folder()
+    learned = []
     for path in sorted((prefix / "conda-meta").glob("*.json")):
         if names is not None and path.name not in names:
             continue
@@ -39,8 +57,13 @@ def as_conda_writes(prefix: Path, names: set[str] | None = None) -> list[Path]:
             current = path.stat().st_mode & 0o7777
             if mode & ~current:
                 os.chmod(path, current | mode)
+        sha256 = archives.get(path.name)
+        if sha256 is not None and os.path.exists(free / sha256):
+            continue
         try:
             if not _mentions(path, b'"softlink"'):
+                if sha256 is not None:
+                    learned.append(sha256)
                 continue
             data = json.loads(path.read_bytes())
         except OSError:
@@ -56,7 +79,27 @@ def as_conda_writes(prefix: Path, names: set[str] | None = None) -> list[Path]:
         if dirty:
             atomic_write_text(path, json.dumps(data, indent=2) + "\n")
             changed.append(path)
+    _remember_free(free, learned)
     return changed
+
+
+def _free_folder() -> Path:
+    return paths.cache_dir() / "no-softlinks"
+
+
+def _remember_free(folder: Path, archives: list[str]) -> None:
+    """Mark these archives free of softlinks; a cache, so any failure just leaves them unmarked."""
+    if not archives:
+        return
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+        for sha256 in archives:
+            os.close(os.open(folder / sha256, os.O_WRONLY | os.O_CREAT, 0o644))
+        entries = list(os.scandir(folder))
+        if len(entries) > KEEP_AT_MOST:
+            for entry in sorted(entries, key=lambda e: e.stat().st_mtime)[: len(entries) // 2]:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 
 def _mentions(path: Path, needle: bytes) -> bool:

@@ -23,7 +23,6 @@ from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, fi
 from envkit.fsutil import LockBusy, may_create_in
 from envkit.history import Linked, append_block, block
 from envkit.notices import notify
-from envkit.pipinstall import pip_install
 from envkit.recipe.model import ProbeSpec, RecipeOrigin
 from envkit.record import read_record, record_digest, write_record
 from envkit.solve import Plan
@@ -79,6 +78,15 @@ def _kernel_settings_of(prefix: Path) -> dict[str, str | None] | None:
     return settings_of(activation.ops, activation.carried) if activation else None
 
 
+def _pip_install(staging: Path, plan: Plan, prefix: Path) -> list[dict[str, str]]:
+    """The plan's pip list into the staging env; pip's machinery is loaded only for a recipe with one."""
+    if not plan.pip_specs:
+        return []
+    from envkit.pipinstall import pip_install
+
+    return pip_install(staging, plan.pip_specs, final_prefix=prefix, locked=plan.pip_locked)
+
+
 def create_env(
     plan: Plan,
     records: list[Any],
@@ -102,10 +110,10 @@ def create_env(
         try:
             pkgcache.verify_archives(records, cache)
             backend.install(records, staging, cache, [s.spec for s in plan.specs], reporter, final_prefix=prefix)
-            condameta.as_conda_writes(staging)
+            condameta.as_conda_writes(staging, archives=condameta.archives_of(records))
             linked = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for p in plan.packages]
             append_block(staging, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
-            pip_installed = pip_install(staging, plan.pip_specs, final_prefix=prefix, locked=plan.pip_locked)
+            pip_installed = _pip_install(staging, plan, prefix)
             activation = RecordedActivation(plan.recipe, plan.activation, prefix_tag(prefix))
             staged = activation.files(staging)
             write_files(staged, staged=True)

@@ -6,10 +6,8 @@ import contextlib
 import errno
 import fcntl
 import os
-import shutil
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,15 +68,13 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None, errors:
     mode it had, or gets the one open() would have given it: mkstemp's 0600 would make a shared
     env's record, or a lock meant for the team, readable by its writer only."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile  # tempfile pulls in random and hashlib: loaded by writers only
-
     if mode is None:
         try:
             mode = path.stat().st_mode & 0o7777
         except OSError:
             mode = created_mode()
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = _temp_beside(path)
     except PermissionError as exc:  # name the file being written, not the temp file beside it
         raise PermissionError(exc.errno, exc.strerror, str(path)) from None
     try:
@@ -94,6 +90,20 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None, errors:
         if isinstance(exc, OSError) and exc.filename is None:
             exc.filename = str(path)  # a full disk fails in write(), which names no file: name the target
         raise
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new file of this user's alone beside `path`, opened for writing, as tempfile.mkstemp makes
+    one (exclusive create, never through a link, 0600) but without importing tempfile, which loads
+    the random module: a few ms of every create, where the rename over `path` is all it is for."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            continue  # as mkstemp does: another name
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", str(path.parent))
 
 
 STDOUT = "-"  # -o -: standard output, as most tools take it
@@ -160,6 +170,9 @@ def _pid_gone(pid: int) -> bool:
 def sweep_scratch(prefix: str, root: Path | None = None) -> list[Path]:
     """Remove the scratch dirs named PREFIX<pid>-<random> (see scratch_dir) of envkits that are gone:
     one killed by SIGKILL never ran its cleanup."""
+    import shutil
+    import tempfile
+
     removed = []
     for path in Path(root or tempfile.gettempdir()).glob(f"{prefix}*-*"):
         owner = path.name[len(prefix) :].split("-", 1)[0]
@@ -172,6 +185,8 @@ def sweep_scratch(prefix: str, root: Path | None = None) -> list[Path]:
 def scratch_dir(prefix: str) -> Path:
     """A new temporary dir named for this process, once those of envkits that are gone are swept: a
     kill -9 leaves one at most until the next envkit that makes one of its kind."""
+    import tempfile
+
     sweep_scratch(prefix)
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
 

@@ -374,7 +374,7 @@ def _child(
             print(f"envkit: hint: {exc.hint}", file=sys.stderr)
         return int(exc.exit_code)
     # only the records this change wrote (new or rewritten: name, mtime, size or inode moved)
-    condameta.as_conda_writes(prefix, {entry[0] for entry in set(records_state(prefix)) - before})
+    condameta.as_conda_writes(prefix, {entry[0] for entry in set(records_state(prefix)) - before}, condameta.archives_of(records))
     return 0
 
 

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,6 +126,8 @@ def write_lock(path: Path, lock: Lock) -> None:
             lockfile.add_conda_package(ENVIRONMENT, platforms[locked.platform], record)
         for pip in sorted(locked.pip, key=lambda p: p.name):
             lockfile.add_pypi_package(ENVIRONMENT, platforms[locked.platform], pip.name, pip.version, pip.url)
+    import tempfile  # a lock is written by `lock` alone: a locked create only reads one
+
     fd, tmp = tempfile.mkstemp(prefix=".envkit-lock-", suffix=".yml")
     os.close(fd)
     try:

@@ -20,7 +20,6 @@ import fcntl
 import hashlib
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -53,6 +52,8 @@ def sweep(cache: Path) -> list[Path]:
     victims = abandoned_extractions(cache)
     if not victims:
         return []
+    import shutil  # with its archive modules (bz2, lzma): only when there is something to remove
+
     try:
         fd = os.open(cache / GLOBAL_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:

@@ -88,3 +88,53 @@ def test_softlink_hashes_are_dropped_and_what_is_no_record_is_left_alone(tmp_pat
     paths = json.loads((meta / "python-3.11-0.json").read_text())["paths_data"]["paths"]
     assert paths == [{"_path": "bin/python", "path_type": "softlink"}, hard]
     assert (meta / "empty-1-0.json").read_bytes() == b"" and (meta / "torn-1-0.json").read_text().endswith('"softlink"')
+
+
+def _linked_env(tmp_path: Path, name: str) -> tuple[Path, dict[str, str]]:
+    """A real env from a channel with one package holding a softlink (`linky`) and one without
+    (`tool` and its `helper`), made by envkit's create; and each package's archive sha256."""
+    import json
+
+    from tests.support.condapkg import PkgFile, index_channel, write_tar_bz2
+
+    channel = tmp_path / "links"
+    if not channel.exists():
+        write_tar_bz2(channel, PkgMeta("tool", "1.0", "0", depends=["helper", "linky"]), [PkgFile("share/tool/version.txt", b"v1\n")])
+        write_tar_bz2(channel, PkgMeta("helper", "1.0", "0"), [PkgFile("share/helper/data.txt", b"helper\n")])
+        files = [PkgFile("lib/liblinky.so.1", b"ELF?\n"), PkgFile("lib/liblinky.so", link_target="liblinky.so.1")]
+        write_tar_bz2(channel, PkgMeta("linky", "1.0", "0"), files)
+        index_channel(channel)
+    recipe = tiny_recipe(tmp_path, channel)
+    prefix = tmp_path / name
+    made = subprocess.run(
+        [sys.executable, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    sha256: dict[str, str] = {}
+    for subdir in ("noarch", "linux-64"):
+        index = json.loads((channel / subdir / "repodata.json").read_text())
+        sha256 |= {meta["name"]: meta["sha256"] for meta in [*index["packages"].values(), *index["packages.conda"].values()]}
+    return prefix, sha256
+
+
+def _softlink_entry(prefix: Path) -> dict[str, object]:
+    import json
+
+    paths = json.loads((prefix / "conda-meta" / "linky-1.0-0.json").read_text())["paths_data"]["paths"]
+    return next(p for p in paths if p["_path"] == "lib/liblinky.so")
+
+
+def test_an_archive_found_free_of_softlinks_is_not_searched_again(tmp_path: Path) -> None:
+    """After a create, the archives whose records hold no softlink are marked by their sha256 in
+    envkit's cache, the one with a softlink is not; and the mark is what a later install goes by:
+    the softlink package's archive marked by hand keeps rattler's fields in the next env."""
+    first, sha256 = _linked_env(tmp_path, "first")
+    marks = Path(os.environ["XDG_CACHE_HOME"]) / "envkit" / "no-softlinks"
+    assert sorted(p.name for p in marks.iterdir()) == sorted((sha256["tool"], sha256["helper"]))
+    assert _softlink_entry(first) == {"_path": "lib/liblinky.so", "path_type": "softlink"}  # as conda writes it
+    (marks / sha256["linky"]).touch()
+    second, _ = _linked_env(tmp_path, "second")
+    assert "sha256_in_prefix" in _softlink_entry(second)  # rattler's record, not searched

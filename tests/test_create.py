@@ -292,3 +292,22 @@ print(json.dumps({{"code": out.returncode, "stderr": out.stderr, "left": sorted(
     assert "failed to link tool-1.0-0" in seen["stderr"] and "No space left on device (os error 28)" in seen["stderr"], seen["stderr"]
     assert "(free space there (df -h)" in seen["stderr"]
     assert seen["left"] == [".env.envkit-lock"], seen["left"]
+
+
+def test_a_locked_create_loads_only_what_it_uses(tmp_path: Path) -> None:
+    """A locked create of a recipe with no pip list, all its archives cached, never needs shutil
+    (which loads the bz2 and lzma modules), tempfile (the random module) or pip's machinery: each
+    is a few ms of every create's start, where the raw install it is measured against loads none."""
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    assert run_envkit("create", str(recipe), "-p", str(tmp_path / "warm"), "--locked", "--yes", "--no-probe").returncode == 0
+    prefix = tmp_path / "env"
+    done = run_envkit(
+        "create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe", env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (prefix / "share" / "tool" / "version.txt").read_text() == "v1\n"
+    loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert {"rattler", "envkit.create", "envkit.record"} <= loaded
+    unused = {"shutil", "bz2", "lzma", "tempfile", "random", "envkit.pipinstall"}
+    assert not loaded & unused, sorted(loaded & unused)
