@@ -69,7 +69,7 @@ def alternate_runs(
     return times
 
 
-def paired(name: str, times: dict[str, list[float]], target: float) -> Measurement:
+def paired(name: str, times: dict[str, list[float]], target: float | None) -> Measurement:
     """A row from alternate_runs' times: the medians' ratio, and envkit's own time (overhead_note)."""
     return Measurement(name, statistics.median(times["ours"]), statistics.median(times["base"]), target, overhead_note(times))
 
@@ -431,6 +431,7 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
     run(ours_cmd, env=env)  # warm the package cache
     times = alternate_runs(lambda: run(ours_cmd, env=env), lambda: run(raw_cmd, env=env), rounds, setup=clean)
     out.append(paired("create --locked --no-probe vs raw rattler install of the lock (warm cache)", times, 1.05))
+    out.append(_fixed_cost(work, env, channel, rounds))
 
     # sync when nothing changed: absolute, and against envkit --version
     run(ours_cmd, env=env)
@@ -455,6 +456,25 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
         )
     out.append(paired(f"lock for {len(platforms)} platform(s), {HISTORY} older versions of each package, vs raw solves", times, 1.2))
     return out
+
+
+def _fixed_cost(work: Path, env: dict[str, str], channel: Path, rounds: int) -> Measurement:
+    """The same locked create for a lock of two packages (python and threadpoolctl, 0.1 s to link):
+    what envkit adds to any locked create, seen apart from the disk, whose speed moves the torch
+    env's install by a second within a run. For reference: no target of its own."""
+    recipe = work / "recipes" / "small.yaml"
+    recipe.write_text(f"envkit: 1\nname: small\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [threadpoolctl]\n")
+    run([PY, "-m", "envkit", "lock", str(recipe)], env=env)
+    a, b = work / "small-a", work / "small-b"
+
+    def clean() -> None:
+        for p in (a, b):
+            shutil.rmtree(p, ignore_errors=True)
+
+    ours = [PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--locked", "--yes", "--no-probe"]
+    raw = [PY, "-c", RAW_LOCKED_INSTALL, str(recipe.with_suffix(".lock")), str(b), env["ENVKIT_PKGS_DIR"]]
+    times = alternate_runs(lambda: run(ours, env=env), lambda: run(raw, env=env), 2 * rounds, setup=clean)
+    return paired("create --locked --no-probe of a two-package lock vs raw install (envkit's fixed cost)", times, None)
 
 
 def lock_job(work: Path, history: int = 0) -> tuple[list[str], list[str], list[str]]:
