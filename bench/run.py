@@ -418,20 +418,15 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
     out: list[Measurement] = []
     # locked create vs raw rattler install of the lock's records (neither solves)
     recipe, channel = _payload_recipe(work)
-    lock = recipe.with_suffix(".lock")
-    run([PY, "-m", "envkit", "lock", str(recipe)], env=env)
-    a, b = work / "locked-a", work / "locked-b"
-
-    def clean() -> None:
-        for p in (a, b):
-            shutil.rmtree(p, ignore_errors=True)
-
-    ours_cmd = [PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--locked", "--yes", "--no-probe"]
-    raw_cmd = [PY, "-c", RAW_LOCKED_INSTALL, str(lock), str(b), env["ENVKIT_PKGS_DIR"]]
-    run(ours_cmd, env=env)  # warm the package cache
-    times = alternate_runs(lambda: run(ours_cmd, env=env), lambda: run(raw_cmd, env=env), rounds, setup=clean)
+    times, ours_cmd, a = _locked_create(work, env, recipe, rounds)
     out.append(paired("create --locked --no-probe vs raw rattler install of the lock (warm cache)", times, 1.05))
-    out.append(_fixed_cost(work, env, channel, rounds))
+    # the same for a lock of two packages (python and threadpoolctl, 0.1 s to link): what envkit adds
+    # to any locked create, seen apart from the disk, whose speed moves the torch env's install by a
+    # second within a run; for reference, no target of its own
+    small = work / "recipes" / "small.yaml"
+    small.write_text(f"envkit: 1\nname: small\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [threadpoolctl]\n")
+    times, _, _ = _locked_create(work, env, small, 2 * rounds)
+    out.append(paired("create --locked --no-probe of a two-package lock vs raw install (envkit's fixed cost)", times, None))
 
     # sync when nothing changed: absolute, and against envkit --version
     run(ours_cmd, env=env)
@@ -440,7 +435,7 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
     out.append(Measurement("sync with nothing to do vs envkit --version", ours, base, 1.5, f"absolute {ours:.3f}s (target <= 0.3s)"))
 
     # sync after one version changed vs raw rattler solve+install of the new set over the old prefix
-    clean()
+    shutil.rmtree(a, ignore_errors=True)
     versions = _versions_channel(work)
     out += [_sync_change(work, env, channel, versions, package, rounds) for package in SYNC_PACKAGES]
 
@@ -458,14 +453,12 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
     return out
 
 
-def _fixed_cost(work: Path, env: dict[str, str], channel: Path, rounds: int) -> Measurement:
-    """The same locked create for a lock of two packages (python and threadpoolctl, 0.1 s to link):
-    what envkit adds to any locked create, seen apart from the disk, whose speed moves the torch
-    env's install by a second within a run. For reference: no target of its own."""
-    recipe = work / "recipes" / "small.yaml"
-    recipe.write_text(f"envkit: 1\nname: small\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [threadpoolctl]\n")
+def _locked_create(work: Path, env: dict[str, str], recipe: Path, rounds: int) -> tuple[dict[str, list[float]], list[str], Path]:
+    """`envkit create --locked` of `recipe`, locked first, against the raw install of its lock, each
+    into an empty prefix, the package cache warm: the times, envkit's command and its prefix (left
+    empty)."""
     run([PY, "-m", "envkit", "lock", str(recipe)], env=env)
-    a, b = work / "small-a", work / "small-b"
+    a, b = work / f"{recipe.stem}-a", work / f"{recipe.stem}-b"
 
     def clean() -> None:
         for p in (a, b):
@@ -473,8 +466,10 @@ def _fixed_cost(work: Path, env: dict[str, str], channel: Path, rounds: int) -> 
 
     ours = [PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--locked", "--yes", "--no-probe"]
     raw = [PY, "-c", RAW_LOCKED_INSTALL, str(recipe.with_suffix(".lock")), str(b), env["ENVKIT_PKGS_DIR"]]
-    times = alternate_runs(lambda: run(ours, env=env), lambda: run(raw, env=env), 2 * rounds, setup=clean)
-    return paired("create --locked --no-probe of a two-package lock vs raw install (envkit's fixed cost)", times, None)
+    run(ours, env=env)  # warm the package cache
+    times = alternate_runs(lambda: run(ours, env=env), lambda: run(raw, env=env), rounds, setup=clean)
+    clean()
+    return times, ours, a
 
 
 def lock_job(work: Path, history: int = 0) -> tuple[list[str], list[str], list[str]]:
