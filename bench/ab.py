@@ -1,6 +1,6 @@
 """Two versions of envkit on the same command, interleaved: this checkout against a git revision.
 
-    python bench/ab.py REV [--rounds 12] [--what sync|lock|create] [--package benchpkg|bigpkg]
+    python bench/ab.py REV [--rounds 12] [--what sync|lock|create] [--package benchpkg|bigpkg] [--small]
 
 A change to a command's speed is a few tens of milliseconds on a machine whose noise is larger than
 that, so the two versions take turns, round after round, each timed whole as a user would run it:
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -48,6 +47,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--what", choices=("sync", "lock", "create"), default="sync", help="the command to time")
     parser.add_argument("--package", choices=sorted(bench.SYNC_PACKAGES), default="benchpkg", help="the package whose version changes")
+    parser.add_argument("--small", action="store_true", help="create: a lock of two packages (envkit's fixed cost) for the torch env's")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="envkit-ab-") as tmp:
         work = Path(tmp)
@@ -63,7 +63,7 @@ def main() -> int:
             if args.what == "lock":
                 return compare_lock(work, other, args.rev, args.rounds)
             if args.what == "create":
-                return compare_create(work, other, args.rev, args.rounds)
+                return compare_create(work, other, args.rev, args.rounds, small=args.small)
             return compare_sync(work, other, args.rev, args.rounds, args.package)
         finally:
             os.chdir(here)
@@ -109,26 +109,26 @@ def compare_lock(work: Path, other: Path, rev: str, rounds: int) -> int:
     return 0
 
 
-def compare_create(work: Path, other: Path, rev: str, rounds: int) -> int:
+def compare_create(work: Path, other: Path, rev: str, rounds: int, *, small: bool = False) -> int:
     env = bench._isolated_env(work)
-    recipe, _ = bench._payload_recipe(work)
+    recipe, channel = bench._payload_recipe(work)
+    if small:
+        recipe = bench._small_recipe(work, channel)
     bench.run([bench.PY, "-m", "envkit", "lock", str(recipe)], env=env)
     sides = checked_sides(env, other, rev)
-    prefix = work / "locked"
-    create = [bench.PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe"]
-    raw = [bench.PY, "-c", bench.RAW_LOCKED_INSTALL, str(recipe.with_suffix(".lock")), str(prefix), env["ENVKIT_PKGS_DIR"]]
+    lock = str(recipe.with_suffix(".lock"))
 
-    def fresh(cmd: list[str], side_env: dict[str, str]) -> float:
-        shutil.rmtree(prefix, ignore_errors=True)  # each install into an empty prefix, outside its time
-        return timed(cmd, side_env)
+    def create(prefix: Path) -> list[str]:
+        return [bench.PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe"]
 
-    fresh(create, env)  # the package cache, warm for every side
     times: dict[str, list[float]] = {name: [] for name in [*sides, "raw"]}
-    for n in range(rounds):
-        for name, side_env in in_turn(sides, n):
-            times[name].append(fresh(create, side_env))
-        times["raw"].append(fresh(raw, env))
-    report(f"create --locked of the torch env, {rounds} rounds", rev, times)
+    with bench.fresh_prefixes(work / "locked") as fresh:  # each install into a prefix of its own
+        timed(create(next(fresh)), env)  # the package cache, warm for every side
+        for n in range(rounds):
+            for name, side_env in in_turn(sides, n):
+                times[name].append(timed(create(next(fresh)), side_env))
+            times["raw"].append(timed([bench.PY, "-c", bench.RAW_LOCKED_INSTALL, lock, str(next(fresh)), env["ENVKIT_PKGS_DIR"]], env))
+    report(f"create --locked of {'a two-package lock' if small else 'the torch env'}, {rounds} rounds", rev, times)
     return 0
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import functools
+import itertools
 import json
 import os
 import shutil
@@ -18,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,16 +133,16 @@ def bench_create(work: Path) -> list[Measurement]:
         f"envkit: 1\nname: bench-create\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [pytorch ==2.13.0, numpy, mkl-service, threadpoolctl]\n"
     )
     env = _isolated_env(work)
-    a, b = work / "envkit-env", work / "raw-env"
 
-    def clean() -> None:
-        for p in (a, b):
-            shutil.rmtree(p, ignore_errors=True)
+    def ours_cmd(prefix: Path) -> list[str]:
+        return [PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"]
 
-    ours_cmd = [PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--yes", "--no-probe"]
-    raw_cmd = [PY, "-c", RAW_INSTALL, channel.as_uri(), str(b), env["ENVKIT_PKGS_DIR"], *specs]
-    run(ours_cmd, env=env)  # warm the package cache
-    ours, base = alternate(lambda: run(ours_cmd, env=env), lambda: run(raw_cmd, env=env), 5, setup=clean)
+    def raw_cmd(prefix: Path) -> list[str]:
+        return [PY, "-c", RAW_INSTALL, channel.as_uri(), str(prefix), env["ENVKIT_PKGS_DIR"], *specs]
+
+    with fresh_prefixes(work / "create-rounds") as fresh:
+        run(ours_cmd(next(fresh)), env=env)  # warm the package cache
+        ours, base = alternate(lambda: run(ours_cmd(next(fresh)), env=env), lambda: run(raw_cmd(next(fresh)), env=env), 5)
     out = [Measurement("create --no-probe vs raw rattler solve+install (warm cache)", ours, base, 1.15)]
     wheels = cache_root() / "wheels"
     venv = work / "venv"
@@ -153,7 +155,7 @@ def bench_create(work: Path) -> list[Measurement]:
 
     pip_time = timed(pip_install)
     out.append(Measurement("create --no-probe vs pip+venv from the same wheels", ours, pip_time, None, "the alternative users would pick"))
-    clean()
+    shutil.rmtree(venv, ignore_errors=True)
     return out
 
 
@@ -353,6 +355,14 @@ def _payload_recipe(work: Path, extra: Path | None = None, pin: str = "") -> tup
     return recipe, channel
 
 
+def _small_recipe(work: Path, channel: Path) -> Path:
+    """Python and threadpoolctl from the payload channel: a lock that links in 15-25 ms, so that a
+    locked create of it is envkit's fixed cost, seen apart from the disk."""
+    small = work / "recipes" / "small.yaml"
+    small.write_text(f"envkit: 1\nname: small\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [threadpoolctl]\n")
+    return small
+
+
 SYNC_PACKAGES = {"benchpkg": 50, "bigpkg": 5000}  # name -> files: the package a sync bench changes
 
 
@@ -421,11 +431,8 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
     times, ours_cmd, a = _locked_create(work, env, recipe, rounds)
     out.append(paired("create --locked --no-probe vs raw rattler install of the lock (warm cache)", times, 1.05))
     # the same for a lock of two packages (python and threadpoolctl, 0.1 s to link): what envkit adds
-    # to any locked create, seen apart from the disk, whose speed moves the torch env's install by a
-    # second within a run; for reference, no target of its own
-    small = work / "recipes" / "small.yaml"
-    small.write_text(f"envkit: 1\nname: small\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [threadpoolctl]\n")
-    times, _, _ = _locked_create(work, env, small, 2 * rounds)
+    # to any locked create, where the disk's speed is no part of the time; for reference, no target
+    times, _, _ = _locked_create(work, env, _small_recipe(work, channel), 2 * rounds)
     out.append(paired("create --locked --no-probe of a two-package lock vs raw install (envkit's fixed cost)", times, None))
 
     # sync when nothing changed: absolute, and against envkit --version
@@ -455,21 +462,38 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
 
 def _locked_create(work: Path, env: dict[str, str], recipe: Path, rounds: int) -> tuple[dict[str, list[float]], list[str], Path]:
     """`envkit create --locked` of `recipe`, locked first, against the raw install of its lock, each
-    into an empty prefix, the package cache warm: the times, envkit's command and its prefix (left
-    empty)."""
+    into a prefix of its own (fresh_prefixes), the package cache warm: the times, and envkit's
+    command for a prefix that is left empty."""
     run([PY, "-m", "envkit", "lock", str(recipe)], env=env)
-    a, b = work / f"{recipe.stem}-a", work / f"{recipe.stem}-b"
+    a = work / f"{recipe.stem}-a"
 
-    def clean() -> None:
-        for p in (a, b):
-            shutil.rmtree(p, ignore_errors=True)
+    def ours(prefix: Path) -> list[str]:
+        return [PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe"]
 
-    ours = [PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--locked", "--yes", "--no-probe"]
-    raw = [PY, "-c", RAW_LOCKED_INSTALL, str(recipe.with_suffix(".lock")), str(b), env["ENVKIT_PKGS_DIR"]]
-    run(ours, env=env)  # warm the package cache
-    times = alternate_runs(lambda: run(ours, env=env), lambda: run(raw, env=env), rounds, setup=clean)
-    clean()
-    return times, ours, a
+    def raw(prefix: Path) -> list[str]:
+        return [PY, "-c", RAW_LOCKED_INSTALL, str(recipe.with_suffix(".lock")), str(prefix), env["ENVKIT_PKGS_DIR"]]
+
+    with fresh_prefixes(work / f"{recipe.stem}-rounds") as fresh:
+        run(ours(next(fresh)), env=env)  # warm the package cache
+        times = alternate_runs(lambda: run(ours(next(fresh)), env=env), lambda: run(raw(next(fresh)), env=env), rounds)
+    return times, ours(a), a
+
+
+@contextlib.contextmanager
+def fresh_prefixes(root: Path) -> Iterator[Iterator[Path]]:
+    """New prefixes under `root`, one for each install a row times, all removed after the row. An
+    env removed between rounds (the torch env is 22,000 files) is still being written out by the
+    filesystem while the next install runs: measured, that made both sides' installs two to three
+    times slower and their times swing by a second, so the ratio said more about the disk's backlog
+    than about envkit. For the same reason the disk is flushed before the first round and after the
+    removal (os.sync), so that neither this row nor the next starts with another's backlog. Each
+    prefix costs inodes and a few MB (its files are hard links)."""
+    os.sync()
+    try:
+        yield (root / str(n) for n in itertools.count())
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        os.sync()
 
 
 def lock_job(work: Path, history: int = 0) -> tuple[list[str], list[str], list[str]]:
