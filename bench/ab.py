@@ -121,13 +121,16 @@ def compare_create(work: Path, other: Path, rev: str, rounds: int, *, small: boo
     def create(prefix: Path) -> list[str]:
         return [bench.PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe"]
 
+    def raw(prefix: Path) -> list[str]:
+        return [bench.PY, "-c", bench.RAW_LOCKED_INSTALL, lock, str(prefix), env["ENVKIT_PKGS_DIR"]]
+
     times: dict[str, list[float]] = {name: [] for name in [*sides, "raw"]}
     with bench.fresh_prefixes(work / "locked") as fresh:  # each install into a prefix of its own
         timed(create(next(fresh)), env)  # the package cache, warm for every side
         for n in range(rounds):
             for name, side_env in in_turn(sides, n):
                 times[name].append(timed(create(next(fresh)), side_env))
-            times["raw"].append(timed([bench.PY, "-c", bench.RAW_LOCKED_INSTALL, lock, str(next(fresh)), env["ENVKIT_PKGS_DIR"]], env))
+            times["raw"].append(timed(raw(next(fresh)), env))
     report(f"create --locked of {'a two-package lock' if small else 'the torch env'}, {rounds} rounds", rev, times)
     return 0
 

@@ -357,7 +357,7 @@ def _payload_recipe(work: Path, extra: Path | None = None, pin: str = "") -> tup
 
 def _small_recipe(work: Path, channel: Path) -> Path:
     """Python and threadpoolctl from the payload channel: a lock that links in 15-25 ms, so that a
-    locked create of it is envkit's fixed cost, seen apart from the disk."""
+    locked create of it is mostly envkit's fixed cost."""
     small = work / "recipes" / "small.yaml"
     small.write_text(f"envkit: 1\nname: small\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [threadpoolctl]\n")
     return small
@@ -431,7 +431,7 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
     times, ours_cmd, a = _locked_create(work, env, recipe, rounds)
     out.append(paired("create --locked --no-probe vs raw rattler install of the lock (warm cache)", times, 1.05))
     # the same for a lock of two packages (python and threadpoolctl, 0.1 s to link): what envkit adds
-    # to any locked create, where the disk's speed is no part of the time; for reference, no target
+    # to any locked create, where linking is a small part of the time; for reference, no target
     times, _, _ = _locked_create(work, env, _small_recipe(work, channel), 2 * rounds)
     out.append(paired("create --locked --no-probe of a two-package lock vs raw install (envkit's fixed cost)", times, None))
 
@@ -482,7 +482,7 @@ def _locked_create(work: Path, env: dict[str, str], recipe: Path, rounds: int) -
 @contextlib.contextmanager
 def fresh_prefixes(root: Path) -> Iterator[Iterator[Path]]:
     """New prefixes under `root`, one for each install a row times, all removed after the row. An
-    env removed between rounds (the torch env is 22,000 files) is still being written out by the
+    env removed between rounds (the torch env is 22,000 files) is still being worked off by the
     filesystem while the next install runs: measured, that made both sides' installs two to three
     times slower and their times swing by a second, so the ratio said more about the disk's backlog
     than about envkit. For the same reason the disk is flushed before the first round and after the
