@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from rattler.lock import LockChannel, LockPlatform
 from envkit import paths
 from envkit.channels import rebase
 from envkit.errors import UsageError
-from envkit.fsutil import write_output
+from envkit.fsutil import scratch_file, write_output
 from envkit.pipurls import pip_shown, url_commit
 
 if TYPE_CHECKING:
@@ -126,15 +125,9 @@ def write_lock(path: Path, lock: Lock) -> None:
             lockfile.add_conda_package(ENVIRONMENT, platforms[locked.platform], record)
         for pip in sorted(locked.pip, key=lambda p: p.name):
             lockfile.add_pypi_package(ENVIRONMENT, platforms[locked.platform], pip.name, pip.version, pip.url)
-    import tempfile  # a lock is written by `lock` alone: a locked create only reads one
-
-    fd, tmp = tempfile.mkstemp(prefix=".envkit-lock-", suffix=".yml")
-    os.close(fd)
-    try:
-        lockfile.to_path(Path(tmp))
-        text = Path(tmp).read_text(encoding="utf-8")
-    finally:
-        os.unlink(tmp)
+    with scratch_file(path) as draft:  # rattler writes a lock only to a path
+        lockfile.to_path(draft)
+        text = draft.read_text(encoding="utf-8")
     first, _, rest = text.partition("\n")
     rest = _with_wheel_hashes(rest)
     if not first.startswith("version:"):

@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text, sweep_scratch, umask, write_output, write_staged
+from envkit.fsutil import atomic_write_text, scratch_file, sweep_scratch, umask, write_output, write_staged
 from envkit.probe.runner import SCRATCH_PREFIX
 
 
@@ -98,6 +99,37 @@ def test_an_output_that_cannot_be_a_file_is_refused_in_one_line(tmp_path: Path) 
     assert write_output(tmp_path / "new" / "folders" / "out.txt", "x\n").read_text() == "x\n"
     with pytest.raises(UsageError, match=r"cannot write /proc/version: "):
         write_output(Path("/proc/version"), "x\n")
+
+
+def test_a_draft_goes_beside_its_file_and_is_gone_after(tmp_path: Path) -> None:
+    """For a writer that takes only a path (rattler's LockFile.to_path): a new empty file of this
+    user's alone beside the file it is the draft of, removed after, also when the writer fails."""
+    lock = tmp_path / "repo" / "team.lock"
+    lock.parent.mkdir()
+    for existing in (False, True):
+        with scratch_file(lock) as draft:
+            assert draft.parent == lock.parent and draft.name.startswith(".team.lock.")
+            assert stat.S_IMODE(draft.stat().st_mode) == 0o600 and draft.read_bytes() == b""
+            draft.write_text("drafted\n")
+        assert sorted(os.listdir(lock.parent)) == (["team.lock"] if existing else [])
+        lock.write_text("the lock\n")
+    with pytest.raises(RuntimeError, match="the writer failed"), scratch_file(lock) as draft:
+        raise RuntimeError("the writer failed")
+    assert not draft.exists() and sorted(os.listdir(lock.parent)) == ["team.lock"]
+
+
+@pytest.mark.parametrize("where", ["-", "/dev/null", "missing/x.lock"])
+def test_a_draft_with_no_place_beside_its_file_goes_to_the_temporary_folder(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stdout, a device and a folder not made yet have no place for a draft beside them."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where tempfile makes its files (documented)
+    target = tmp_path / where if where.startswith("missing") else Path(where)
+    with scratch_file(target) as draft:
+        assert draft.parent == temp and draft.exists()
+    assert list(temp.iterdir()) == [] and not (tmp_path / "missing").exists()
 
 
 def test_sweep_removes_only_dead_owners_scratch(tmp_path: Path) -> None:
