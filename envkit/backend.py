@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import rattler
 
-from envkit.errors import ChannelError, EnvkitError, FilesystemError, InstallError, SolveError, filesystem_refusal
+from envkit.errors import ChannelError, EnvkitError, FilesystemError, InstallError, SolveError, filesystem_refusal, os_errno
 from envkit.ownprocess import asyncio_for_rattler
 
 if TYPE_CHECKING:
@@ -105,8 +104,8 @@ def _install_error(doing: str) -> Callable[[BaseException], EnvkitError]:
         filesystem is the filesystem's refusal (exit 74), as anywhere else in envkit."""
         first, causes = error_chain(str(exc))
         message = f"{doing} failed: {first or type(exc).__name__}" + (f" ({causes[-1]})" if causes else "")
-        code = re.search(r"\(os error (\d+)\)", causes[-1] if causes else "")
-        refusal = filesystem_refusal(int(code.group(1))) if code else None
+        code = os_errno(causes[-1]) if causes else None
+        refusal = filesystem_refusal(code) if code is not None else None
         return FilesystemError(message, hint=refusal[1]) if refusal else InstallError(message)
 
     return wrap

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import re
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -127,6 +128,13 @@ _REFUSALS = {
     errno.EDQUOT: ("the disk quota is used up", "free some of your files there, or work elsewhere (-p PATH, -o FILE)"),
     errno.EROFS: ("the filesystem is read-only", "work elsewhere (-p PATH, -o FILE)"),
 }
+
+
+def os_errno(text: str) -> int | None:
+    """The errno that ends a Rust I/O error's text, as rattler words them ("No space left on device
+    (os error 28)"): its exceptions are no OSError, so the text is all there is to go by."""
+    found = re.search(r"\(os error (\d+)\)", text)
+    return int(found.group(1)) if found else None
 
 
 def filesystem_refusal(code: int) -> tuple[str, str] | None:

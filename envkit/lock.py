@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from rattler.lock import LockChannel, LockPlatform
 
 from envkit import paths
 from envkit.channels import rebase
-from envkit.errors import UsageError
+from envkit.errors import UsageError, os_errno
 from envkit.fsutil import scratch_file, write_output
 from envkit.pipurls import pip_shown, url_commit
 
@@ -126,7 +127,13 @@ def write_lock(path: Path, lock: Lock) -> None:
         for pip in sorted(locked.pip, key=lambda p: p.name):
             lockfile.add_pypi_package(ENVIRONMENT, platforms[locked.platform], pip.name, pip.version, pip.url)
     with scratch_file(path) as draft:  # rattler writes a lock only to a path
-        lockfile.to_path(draft)
+        try:
+            lockfile.to_path(draft)
+        except Exception as exc:  # rattler's I/O errors are no OSError: a full disk where the lock goes is said as one
+            code = os_errno(str(exc))
+            if code is None:
+                raise
+            raise OSError(code, os.strerror(code), str(path)) from None
         text = draft.read_text(encoding="utf-8")
     first, _, rest = text.partition("\n")
     rest = _with_wheel_hashes(rest)
