@@ -16,6 +16,7 @@ import pytest
 from envkit.fsutil import exclusive_lock
 from envkit.transaction import lock_for
 from tests.conftest import run_envkit, write_recipe
+from tests.support.importtime import imported, profiled
 from tests.support.tiny import tiny_channel, tiny_recipe
 
 
@@ -302,12 +303,10 @@ def test_a_locked_create_loads_only_what_it_uses(tmp_path: Path) -> None:
     assert run_envkit("lock", str(recipe)).returncode == 0
     assert run_envkit("create", str(recipe), "-p", str(tmp_path / "warm"), "--locked", "--yes", "--no-probe").returncode == 0
     prefix = tmp_path / "env"
-    done = run_envkit(
-        "create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe", env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
-    )
+    done = run_envkit("create", str(recipe), "-p", str(prefix), "--locked", "--yes", "--no-probe", env=profiled())
     assert done.returncode == 0, done.stderr[-2000:]
     assert (prefix / "share" / "tool" / "version.txt").read_text() == "v1\n"
-    loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    loaded = imported(done.stderr)
     assert {"rattler", "envkit.create", "envkit.record"} <= loaded
     unused = {"shutil", "bz2", "lzma", "tempfile", "random", "envkit.pipinstall"}
     assert not loaded & unused, sorted(loaded & unused)

@@ -22,6 +22,7 @@ from envkit.recipe.sources import git_checkout_dir
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 from tests.support.httpchannel import Tally
+from tests.support.importtime import imported, profiled
 from tests.support.pipchannel import (
     HOST_ONLY,
     editable_project,
@@ -93,11 +94,10 @@ def test_a_lock_loads_only_what_it_uses_and_leaves_no_draft(tmp_path: Path) -> N
     whose own work is some 35 ms), and nothing of it is left; to stdout (`-o -`) the draft goes to
     the system's temporary folder."""
     recipe = team_recipe(tmp_path / "recipes", two_platform_channel(tmp_path))
-    profiled = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
     for kind in ("a first lock", "a re-lock"):
-        done = run_envkit("lock", str(recipe), env=profiled)
+        done = run_envkit("lock", str(recipe), env=profiled())
         assert done.returncode == 0, f"{kind}: {done.stderr[-2000:]}"
-        loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+        loaded = imported(done.stderr)
         assert {"rattler", "envkit.lock"} <= loaded, kind
         unused = {"tempfile", "shutil", "bz2", "lzma", "random"}
         assert not loaded & unused, (kind, sorted(loaded & unused))

@@ -3,12 +3,12 @@ case runs a fresh interpreter, as the module's point is what a process has loade
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.conftest import run_envkit
+from tests.support.importtime import imported, profiled
 from tests.support.tiny import tiny_channel, tiny_recipe
 
 
@@ -20,20 +20,15 @@ def _holds(*lines: str) -> None:
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
 
 
-def _imported(stderr: str) -> set[str]:
-    """The modules a run tried to load, from PYTHONPROFILEIMPORTTIME's lines."""
-    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:") and "|" in line}
-
-
 def test_envkits_own_process_creates_an_env_without_loading_ssl(tmp_path: Path) -> None:
     """`envkit create` solves and installs through rattler under asyncio, with OpenSSL's module
     never loaded: rattler's HTTP is its own."""
     recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
     prefix = tmp_path / "env"
-    done = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    done = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env=profiled())
     assert done.returncode == 0, done.stderr[-2000:]
     assert (prefix / "share" / "tool" / "version.txt").read_text() == "v1\n"
-    loaded = _imported(done.stderr)
+    loaded = imported(done.stderr)
     assert {"asyncio", "rattler", "envkit.backend"} <= loaded
     assert "_ssl" not in loaded  # the extension that loads libssl (asyncio's refused tries at `ssl` are listed too)
 
