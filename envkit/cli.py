@@ -85,8 +85,9 @@ def _json_flag(p: argparse.ArgumentParser) -> None:
 
 
 def _given(text: str) -> str:
-    """An env name, prefix or output file: an empty one names nothing (conda refuses it too), and
-    was taken as not given, so `-p "$UNSET_VAR"` went to the default env."""
+    """An env name, prefix, file, channel or rule: an empty one names nothing (conda refuses it too),
+    and was taken as not given, so `-p "$UNSET_VAR"` went to the default env and `--lock "$UNSET_VAR"`
+    solved afresh instead of installing the lock."""
     if not text:
         raise argparse.ArgumentTypeError("needs a value, not an empty string")
     return text
@@ -99,14 +100,14 @@ def _env_args(p: argparse.ArgumentParser, default: str = "the active env") -> No
 
 
 def _channel_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-c", "--channel", action="append", default=[], help="add a channel (before the recipe's)")
+    p.add_argument("-c", "--channel", action="append", default=[], type=_given, help="add a channel (before the recipe's)")
     p.add_argument("--override-channels", action="store_true", help="use only the -c channels")
     p.add_argument("--mirror", action="append", default=[], metavar="NAME=URL", help="map a channel name to a mirror URL")
 
 
 def _lock_args(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--locked", action="store_true", help=f"{what} the lock beside the recipe (envkit lock writes it); no solve")
-    p.add_argument("--lock", metavar="FILE", help=f"{what} this lock file; no solve")
+    p.add_argument("--lock", type=_given, metavar="FILE", help=f"{what} this lock file; no solve")
     p.add_argument("--frozen", action="store_true", help="use the lock even if the recipe changed since it was made")
 
 
@@ -126,9 +127,9 @@ def _args_recipes(recipes: Parser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH", help="recipe files or directories of them (default: .)")
     _json_flag(p)
     p = rsub.add_parser("add-source", help="add a git repository of recipes, pinned to a commit")
-    p.add_argument("url", help="git URL (https, ssh, file://) or a local path")
-    p.add_argument("--name", help="source name (default: from the URL)")
-    p.add_argument("--ref", help="branch, tag or commit (default: the remote's default branch)")
+    p.add_argument("url", type=_given, help="git URL (https, ssh, file://) or a local path")
+    p.add_argument("--name", type=_given, help="source name (default: from the URL)")
+    p.add_argument("--ref", type=_given, help="branch, tag or commit (default: the remote's default branch)")
     _json_flag(p)
     p = rsub.add_parser("remove-source", help="forget a recipe repo and delete envkit's checkout of it")
     p.add_argument("source", help="the source's name")
@@ -218,6 +219,7 @@ def _args_export(p: Parser) -> None:
     p.add_argument("-o", "--output", type=_given, metavar="FILE", help="write to FILE, - for stdout (default: stdout)")
     p.add_argument(
         "--base",
+        type=_given,
         metavar="IMAGE",
         help="dockerfile: the image it starts FROM, one with conda on its PATH (default: condaforge/miniforge3:latest)",
     )
@@ -248,7 +250,7 @@ def _args_audit(p: Parser) -> None:
     p.add_argument("--probe", action="store_true", help="also run the live probe")
     p.add_argument("--fix", action="store_true", help="apply safe fixes (activation scripts, envkit's record); shows the diff first")
     p.add_argument("-y", "--yes", action="store_true", help="apply fixes without asking (required off a terminal)")
-    p.add_argument("--explain", metavar="RULE", help="explain one rule (EK001, RC003, or a slug) and exit")
+    p.add_argument("--explain", type=_given, metavar="RULE", help="explain one rule (EK001, RC003, or a slug) and exit")
     p.add_argument("--list-rules", action="store_true", help="list the rule catalog and exit")
     p.add_argument(
         "--min-severity",
@@ -538,7 +540,7 @@ def _probe(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
 def _audit(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     from envkit.commands import Result, audit
 
-    if args.explain:
+    if args.explain is not None:
         return audit.explain(args.explain), False
     if args.list_rules:
         return Result("audit rules", audit.list_rules()), False

@@ -102,6 +102,17 @@ def test_validate_reports_each_problem_and_exit_2(tmp_path: Path) -> None:
         (["lock", "yolov8", "-o", ""], 2, "argument -o/--output: needs a value"),
         (["lock", "yolov8", "--update", ""], 2, "argument --update: needs a value"),
         (["sync", "-n", "x", "--update", ""], 2, "argument --update: needs a value"),
+        # `--lock "$UNSET"` solved afresh instead of installing the lock; `-c ""` went to a channel
+        # named '' (https://conda.anaconda.org/); `--explain ""` audited the active env
+        (["create", "yolov8", "--lock", "", "--dry-run"], 2, "argument --lock: needs a value"),
+        (["sync", "-n", "x", "--lock", ""], 2, "argument --lock: needs a value"),
+        (["create", "yolov8", "-c", "", "--dry-run"], 2, "argument -c/--channel: needs a value"),
+        (["lock", "yolov8", "-c", ""], 2, "argument -c/--channel: needs a value"),
+        (["audit", "--explain", ""], 2, "argument --explain: needs a value"),
+        (["recipes", "add-source", ""], 2, "argument url: needs a value"),
+        (["recipes", "add-source", "/srv/recipes.git", "--ref", ""], 2, "argument --ref: needs a value"),
+        (["recipes", "add-source", "/srv/recipes.git", "--name", ""], 2, "argument --name: needs a value"),
+        (["export", "-n", "x", "--format", "dockerfile", "--base", ""], 2, "argument --base: needs a value"),
     ],
 )
 def test_bad_input_is_one_line_with_exit_code(args: list[str], code: int, needle: str) -> None:
