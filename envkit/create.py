@@ -51,6 +51,10 @@ def ensure_creatable(prefix: Path, *, force: bool) -> None:
     """Refuse a target that exists (unless --force, and then only a conda env), or whose directory
     this user may not write to: the env is built beside it and renamed into place."""
     denied = may_create_in(prefix.absolute().parent)
+    if denied is not None and not denied.is_dir():  # not a want of permission: it said so
+        raise UsageError(
+            f"{denied} is a file where envkit needs a folder (on the way to {prefix})", hint="move it aside, or pick another prefix (-p)"
+        )
     if denied is not None:
         raise UsageError(
             f"{prefix}: you may not create it, {denied} is not writable by you",

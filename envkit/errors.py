@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import re
 from dataclasses import dataclass
 from enum import IntEnum
@@ -151,6 +152,32 @@ def filesystem_error(exc: OSError, outcome: str = "") -> FilesystemError | None:
     where = exc.filename2 or exc.filename  # a copy's destination, else the file written
     message = f"{said[0]}: cannot write {where}" if where else said[0]
     return FilesystemError(message + (f"; {outcome}" if outcome else ""), hint=said[1])
+
+
+def in_the_way(exc: OSError, outcome: str = "") -> UsageError | None:
+    """One line for a write stopped by something already at its path or on the way to it: a file
+    where envkit makes a folder (an `activate.d` that is a file), a folder where it writes a file.
+    The env is not as envkit left it, and only its owner knows what that thing is: envkit moves
+    nothing aside itself. None for other OSErrors."""
+    where = exc.filename2 or exc.filename
+    if not isinstance(where, str) or exc.errno not in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+        return None
+    if exc.errno == errno.EISDIR:
+        said = f"{where} is a folder where envkit writes a file"
+    else:  # ENOTDIR names the file written; EEXIST the folder mkdir found a file at
+        blocker = where if exc.errno == errno.EEXIST else next((p for p in _ancestors(where) if os.path.lexists(p)), "")
+        if not blocker or os.path.isdir(blocker):
+            return None
+        said = f"{blocker} is a file where envkit needs a folder" + (f" (on the way to {where})" if blocker != where else "")
+    return UsageError(said + (f"; {outcome}" if outcome else ""), hint="move it aside, then run the command again")
+
+
+def _ancestors(path: str) -> list[str]:
+    out = []
+    while (parent := os.path.dirname(path)) != path:
+        out.append(parent)
+        path = parent
+    return out
 
 
 class OutputError(EnvkitError):

@@ -217,11 +217,13 @@ def scratch_dir(prefix: str) -> Path:
 
 
 def read_exact(path: Path) -> str | None:
-    """File text with line endings untouched (CRLF scripts compare byte for byte); None if absent."""
+    """File text with line endings untouched (CRLF scripts compare byte for byte); None where there
+    is no such file: also where a file stands in for a folder on its path (an `activate.d` that is a
+    file) or a folder stands at it, which read as a traceback before."""
     try:
         with path.open(encoding="utf-8", errors="surrogateescape", newline="") as handle:
             return handle.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
 
 

@@ -1,5 +1,6 @@
 """Broken prefixes get one-line errors or findings, never a traceback: a python that cannot run,
-package records that are not records, an envkit record damaged by hand."""
+package records that are not records, an envkit record damaged by hand, a file or folder in the
+way of the activation scripts."""
 
 from __future__ import annotations
 
@@ -104,3 +105,64 @@ def test_a_damaged_envkit_record(tmp_path: Path, damage: str) -> None:
             assert "newer than this envkit reads" in proc.stdout + proc.stderr and "upgrade envkit" in proc.stdout + proc.stderr
         elif args[0] == "activation" and "Expecting" in proc.stderr:
             assert "make the env again with 'envkit create RECIPE" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("damage", "needle"),
+    [
+        ("activate.d is a file", "/etc/conda/activate.d is a file where envkit needs a folder"),
+        ("etc/conda is a file", "/etc/conda is a file where envkit needs a folder (on the way to "),
+        ("a script is a folder", "/etc/conda/activate.d/envkit-quiet.fish is a folder where envkit writes a file"),
+    ],
+)
+def test_something_in_the_way_of_the_activation_scripts(tmp_path: Path, damage: str, needle: str) -> None:
+    """A file where the scripts' folder goes, or a folder where a script goes, stopped `sync` and
+    `audit --fix` with a traceback (exit 70) when they rewrote the scripts; reading them for the
+    audit did too. The audit now finds the scripts missing, and the writers stop in one line
+    (exit 2) that names the thing in the way, which stays where it is."""
+    from tests.conftest import python_env
+
+    _, prefix = python_env(tmp_path, "quiet", "{}")
+    conda_etc = prefix / "etc" / "conda"
+    fish = conda_etc / "activate.d" / "envkit-quiet.fish"
+    if damage == "activate.d is a file":
+        blocker = conda_etc / "activate.d"
+        for script in blocker.iterdir():
+            script.unlink()
+        blocker.rmdir()
+        blocker.write_text("mine\n")
+    elif damage == "etc/conda is a file":
+        blocker = conda_etc
+        for script in blocker.glob("*/*"):
+            script.unlink()
+        for folder in blocker.iterdir():
+            folder.rmdir()
+        blocker.rmdir()
+        blocker.write_text("mine\n")
+    else:
+        blocker = fish
+        fish.unlink()
+        fish.mkdir()
+    audit = run_envkit("audit", "-p", str(prefix))
+    no_traceback(audit)
+    assert audit.returncode == 1 and "EK014" in audit.stdout
+    for args in (["sync", "-p", str(prefix), "--yes", "--no-probe"], ["audit", "-p", str(prefix), "--fix", "--yes"]):
+        proc = run_envkit(*args)
+        no_traceback(proc)
+        assert proc.returncode == 2, proc.stderr
+        assert needle in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr.rstrip().endswith("(move it aside, then run the command again)")
+        assert blocker.is_dir() if damage == "a script is a folder" else blocker.read_text() == "mine\n"
+
+
+def test_a_file_on_the_way_to_a_new_prefix(tmp_path: Path) -> None:
+    """A file where a folder of the new prefix's path must be was told as a want of permission."""
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    (tmp_path / "afile").write_text("mine\n")
+    proc = run_envkit("create", str(recipe), "-p", str(tmp_path / "afile" / "envs" / "new"), "--yes", "--no-probe")
+    no_traceback(proc)
+    assert proc.returncode == 2
+    assert (
+        f"{tmp_path / 'afile'} is a file where envkit needs a folder (on the way to {tmp_path / 'afile' / 'envs' / 'new'})" in proc.stderr
+    )
+    assert "not writable" not in proc.stderr and (tmp_path / "afile").read_text() == "mine\n"

@@ -129,7 +129,9 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
     kernels = settings_writes(prefix, settings_of(ops, carried), settings_of(recorded.ops, recorded.carried) if recorded else None)
     if kernels:  # also where no EK036 was found: settings this fix adds reach the kernels too
         reasons.append(f"EK036: {SAFE_FIXES['kernel-settings'][1]}")
-    files = activation.files(prefix) if ops or carried else []
+    # an env envkit made has its scripts even with nothing to set (create and sync write them); one
+    # it did not make gets them only for a setting (without `recorded`, a fix deleted them all)
+    files = activation.files(prefix) if recorded or ops or carried else []
     move = legacy_record_path(prefix).is_file()
     diff_parts = [f"rename {LEGACY_RECORD_REL} -> {RECORD_REL}\n"] if move else []
     diff_parts += [f"chmod {_who(bits)}+r {rel}\n" for rel, bits in opening]

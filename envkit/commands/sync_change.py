@@ -25,7 +25,7 @@ from envkit.audit.engine import audit_plan
 from envkit.channels import recorded_channels
 from envkit.commands.sync_quick import recorded_lock
 from envkit.condameta import stamp
-from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, filesystem_error
+from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, filesystem_error, in_the_way
 from envkit.fsutil import read_exact
 from envkit.history import Linked, append_block, block
 from envkit.inplace import Installer
@@ -434,7 +434,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         if isinstance(exc, EnvkitError):
             kind = FilesystemError if isinstance(exc, FilesystemError) else InstallError
             raise kind(f"{exc.message}; {back}", hint=exc.hint) from None
-        if isinstance(exc, OSError) and (refused := filesystem_error(exc, back)):
+        if isinstance(exc, OSError) and (refused := filesystem_error(exc, back) or in_the_way(exc, back)):
             raise refused from None
         raise InstallError(f"syncing {prefix} failed ({exc}); it was rolled back to what it was") from None
     if not seen.changes.variables:

@@ -294,3 +294,26 @@ def test_fix_with_nothing_it_can_apply_says_so(tmp_path: Path) -> None:
     )
     assert json.loads((prefix / "conda-meta" / "state").read_text()) == {"env_vars": {"KMP_DUPLICATE_LIB_OK": "TRUE"}}
     assert "--fix:" not in run_envkit("audit", "-p", str(prefix)).stdout  # only when a fix was asked for
+
+
+def test_fix_rewrites_the_scripts_of_an_env_with_nothing_to_set(tmp_path: Path) -> None:
+    """An env whose recipe sets no threading variable still has its activation scripts (create and
+    sync write them). --fix planned none for it, so it deleted every one and said it rewrote them;
+    the next audit found them all missing, and so on."""
+    from tests.conftest import python_env
+
+    _, prefix = python_env(tmp_path, "quiet", "{}")
+    record = json.loads((prefix / "etc" / "envkit" / "record.json").read_text())
+    assert record["activation"]["ops"] == []
+    scripts = sorted(record["activation"]["files"])
+    assert len(scripts) == 10 and all((prefix / rel).is_file() for rel in scripts)
+    (prefix / "etc" / "conda" / "activate.d" / "envkit-quiet.fish").unlink()
+    code, doc = audit_json("-p", str(prefix))
+    assert code == 1 and "EK014" in {f["rule_id"] for f in doc["data"]["audits"][0]["findings"]}
+
+    fixed = run_envkit("audit", "-p", str(prefix), "--fix", "--yes")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "delete " not in fixed.stdout
+    assert [rel for rel in scripts if not (prefix / rel).is_file()] == []
+    code, doc = audit_json("-p", str(prefix))
+    assert code == 0 and not {"EK014", "EK031"} & {f["rule_id"] for f in doc["data"]["audits"][0]["findings"]}, doc
