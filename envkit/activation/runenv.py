@@ -58,6 +58,8 @@ def run_in_env(prefix: Path, argv: list[str], *, capture: bool = False) -> tuple
     captured (for --json), its output."""
     if not argv:
         raise UsageError("envkit run needs a command after --", hint="e.g. envkit run -n yolov8 -- python train.py")
+    if not argv[0]:  # `envkit run -n ENV -- "$TOOL"` with TOOL unset: a shell says "command not found" too
+        raise CommandNotFound("'': command not found: the command's name is empty (is the variable that held it set?)")
     env = activated_environment(prefix)
     pipe = subprocess.PIPE if capture else None
     try:

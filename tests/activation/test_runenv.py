@@ -51,6 +51,9 @@ def test_envkit_run_passes_exit_code_and_environment(tmp_path: Path) -> None:
     script.chmod(0o644)
     denied = run_envkit("run", "-p", str(prefix), "--", str(script))
     assert denied.returncode == 126 and "permission denied" in denied.stderr
+    # an empty name (`-- "$TOOL"`, TOOL unset) was searched for as a folder on PATH: "permission denied", 126
+    empty = run_envkit("run", "-p", str(prefix), "--", "", "train.py")
+    assert empty.returncode == 127 and "'': command not found: the command's name is empty" in empty.stderr
     as_json = run_envkit("run", "-p", str(prefix), "--json", "--", "no-such-command-xyz")
     assert as_json.returncode == 127 and json.loads(as_json.stdout)["exit_code"] == 127
 
