@@ -69,6 +69,12 @@ def _must_be_placeable(prefix: Path) -> None:
             f"{os.fsencode(prefix)!r}: an env's path must be UTF-8 text",
             hint="conda packages and their records name files in UTF-8 (rattler refuses to link into such a path); choose another path",
         ) from None
+    if "\n" in str(prefix) or "\r" in str(prefix):
+        raise UsageError(
+            f"{str(prefix)!r}: an env's path cannot contain a line break",
+            hint="conda's list of envs (~/.conda/environments.txt) holds one path a line, so conda makes such an env and then "
+            "neither it nor envkit finds it again; choose another path",
+        )
     if os.pathsep in str(prefix):
         raise UsageError(
             f"{prefix}: an env's path cannot contain '{os.pathsep}'",

@@ -292,6 +292,27 @@ def test_a_path_that_is_not_utf8_is_refused_before_anything_is_made(conda: Conda
     assert not Path(ours).parent.exists()
 
 
+def test_a_path_with_a_line_break_is_refused_before_anything_is_made(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """environments.txt holds one path a line. conda makes an env at 'team\\nenv' and writes its
+    path there as two lines, after which `conda env list` shows it no more. envkit wrote it so too;
+    it now refuses such a path, and the registry is untouched."""
+    theirs = tmp_path / "conda\nenv"
+    conda.ok("create", "-y", "-q", "-p", str(theirs))
+    listed = json.loads(conda.ok("env", "list", "--json"))["envs"]
+    assert (theirs / "conda-meta").is_dir() and str(theirs) not in listed
+
+    registry = Path.home() / ".conda" / "environments.txt"
+    before = registry.read_bytes()
+    recipe = write_recipe(tmp_path, "plain", 'envkit: 1\nname: plain\nchannels: [conda-forge]\npython: "3.12"\npackages: [numpy]\n')
+    mirror = f"--mirror=conda-forge={replica['conda-forge'].as_uri()}"
+    for bad, made_first in ((tmp_path / "team\nenv", tmp_path / "team\nenv"), (tmp_path / "team\renv" / "inner", tmp_path / "team\renv")):
+        made = run_envkit("create", str(recipe), "-p", str(bad), "--yes", "--no-probe", mirror)
+        assert made.returncode == 2 and made.stderr.count("\n") == 1, made.stderr
+        assert f"{str(bad)!r}: an env's path cannot contain a line break" in made.stderr
+        assert not made_first.exists()
+    assert registry.read_bytes() == before
+
+
 def test_a_conda_env_var_envkit_replaces_is_found_and_its_fix_works(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
     """`conda env config vars set MKL_THREADING_LAYER=INTEL` on an envkit env: conda applies it before
     the activate.d scripts, so processes get envkit's GNU, but conda's export carries INTEL."""
