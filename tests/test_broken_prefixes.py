@@ -122,7 +122,7 @@ def test_something_in_the_way_of_the_activation_scripts(tmp_path: Path, damage: 
     (exit 2) that names the thing in the way, which stays where it is."""
     from tests.conftest import python_env
 
-    _, prefix = python_env(tmp_path, "quiet", "{}")
+    recipe, prefix = python_env(tmp_path, "quiet", "{}")
     conda_etc = prefix / "etc" / "conda"
     fish = conda_etc / "activate.d" / "envkit-quiet.fish"
     if damage == "activate.d is a file":
@@ -153,6 +153,27 @@ def test_something_in_the_way_of_the_activation_scripts(tmp_path: Path, damage: 
         assert needle in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
         assert proc.stderr.rstrip().endswith("(move it aside, then run the command again)")
         assert blocker.is_dir() if damage == "a script is a folder" else blocker.read_text() == "mine\n"
+    # a sync that changes a setting: its rollback, which writes the scripts back, is stopped by the
+    # same thing, and was a traceback from within the handler; the journal stays for the next run
+    record = (prefix / "etc" / "envkit" / "record.json").read_bytes()
+    recipe.write_text(recipe.read_text().replace("threading: {}", "threading: {omp_num_threads: 2}"))
+    proc = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
+    no_traceback(proc)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert needle in proc.stderr
+    assert f"; {prefix} is not rolled back all the way yet: envkit's next command on it finishes that (move it aside" in proc.stderr
+    assert (prefix / "etc" / "envkit" / "sync-journal").is_dir()
+    if damage == "a script is a folder":
+        blocker.rmdir()
+    else:
+        blocker.unlink()
+    audit = run_envkit("audit", "-p", str(prefix))
+    assert audit.returncode == 0 and f"rolled {prefix} back to what it was before an interrupted sync" in audit.stdout + audit.stderr
+    assert (prefix / "etc" / "envkit" / "record.json").read_bytes() == record
+    assert not (prefix / "etc" / "envkit" / "sync-journal").exists() and fish.is_file()
+    synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
+    assert synced.returncode == 0, synced.stderr
+    assert "OMP_NUM_THREADS='2'" in run_envkit("activation", "show", "-p", str(prefix)).stdout
 
 
 def test_a_file_on_the_way_to_a_new_prefix(tmp_path: Path) -> None:

@@ -370,6 +370,19 @@ def remember(prefix: Path, record: dict[str, Any], seen: Look) -> tuple[Path, ..
     return tuple(f.path for f in stale)
 
 
+def _roll_back(prefix: Path, cache: Path) -> None:
+    """The journal's rollback, where what stopped the sync may stop it too (a folder where an
+    activation script goes): then the journal stays, the env's next envkit command rolls back
+    again, and the user is told so in one line rather than by a traceback."""
+    try:
+        rollback(prefix, cache)
+    except Exception as exc:
+        pending = f"{prefix} is not rolled back all the way yet: envkit's next command on it finishes that"
+        if isinstance(exc, OSError) and (told := filesystem_error(exc, pending) or in_the_way(exc, pending)):
+            raise told from None
+        raise InstallError(f"syncing {prefix} failed, and so did undoing it ({exc}); {pending}") from None
+
+
 def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Installer) -> SyncOutcome:
     """All or nothing under a journal, with the installer child started ahead. The caller holds the
     env's lock and has settled what earlier runs left (envkit.transaction.recover)."""
@@ -427,7 +440,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         )
         shutil.rmtree(sync_journal_path(prefix), ignore_errors=True)
     except BaseException as exc:
-        rollback(prefix, cache)
+        _roll_back(prefix, cache)
         if isinstance(exc, KeyboardInterrupt):
             raise Interrupted(f"interrupted: {prefix} was rolled back to what it was") from None
         back = f"{prefix} was rolled back to what it was"
