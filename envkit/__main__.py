@@ -4,13 +4,17 @@ create their classes."""
 
 from __future__ import annotations
 
-from typing import NoReturn
+TYPE_CHECKING = False  # typing itself loads after ownprocess.claim(), like every other import
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def main() -> NoReturn:
-    from envkit import codecache, ownprocess
+    from envkit import ownprocess
 
-    ownprocess.claim()
+    ownprocess.claim()  # before any import of weight: it turns the cyclic collector off
+    from envkit import codecache
+
     codecache.install()
     from envkit.cli import run
 
