@@ -39,7 +39,10 @@ def pkgs_dir() -> Path:
     is not shared: conda skips extracted packages that have no tarball beside them, and rattler
     keeps none, so sharing it would save nothing and mix two caches' bookkeeping."""
     if os.environ.get("ENVKIT_PKGS_DIR"):
-        return _own_dir("ENVKIT_PKGS_DIR")
+        own = _own_dir("ENVKIT_PKGS_DIR")
+        if own.exists() and not own.is_dir():  # rattler's cache lock said only "File exists", exit 4
+            raise UsageError(f"ENVKIT_PKGS_DIR={own} is a file, not a folder", hint="name a folder (envkit makes it), or unset it")
+        return own
     configured = next(first_writable(current().pkgs_dirs), None)
     if configured is not None:
         return configured

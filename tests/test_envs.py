@@ -89,3 +89,16 @@ def test_envkits_own_folders_given_relative_are_taken_from_where_it_runs(tmp_pat
     elsewhere.mkdir()
     listed = run_envkit("list", "--json", cwd=elsewhere)
     assert [e["prefix"] for e in json.loads(listed.stdout)["data"]] == [str(prefix)]
+
+
+def test_a_package_cache_variable_that_names_a_file_is_one_line(tmp_path: Path) -> None:
+    """It failed inside rattler's cache lock ("File exists", exit 4, said as an install failure)."""
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    cache = tmp_path / "pkgs"
+    cache.write_text("mine\n")
+    made = run_envkit(
+        "create", str(recipe), "-p", str(tmp_path / "env"), "--yes", "--no-probe", env={**os.environ, "ENVKIT_PKGS_DIR": str(cache)}
+    )
+    assert made.returncode == 2 and made.stderr.count("\n") == 1, made.stderr
+    assert f"ENVKIT_PKGS_DIR={cache} is a file, not a folder (name a folder (envkit makes it), or unset it)" in made.stderr
+    assert cache.read_text() == "mine\n" and not (tmp_path / "env").exists()
