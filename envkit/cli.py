@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from envkit import __version__, codecache, stdio
-from envkit.errors import EnvkitError, ExitCode, Interrupted, OutputError, UsageError, filesystem_error, in_the_way, one_line
+from envkit.errors import EnvkitError, ExitCode, Interrupted, OutputError, UsageError, one_line, os_refusal
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -656,7 +656,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return _report_error(denied, as_json, command)
         except OSError as exc:  # a full disk, a quota, a read-only filesystem, a file in the way: not a bug either
-            refused = filesystem_error(exc) or in_the_way(exc)
+            refused = os_refusal(exc)
             if refused is None:
                 raise
             _tell(notices)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from envkit import __version__, backend, condameta, envs, pkgcache
 from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, recorded_activation, write_files
-from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, filesystem_error
+from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, os_refusal
 from envkit.fsutil import LockBusy, may_create_in
 from envkit.history import Linked, append_block, block
 from envkit.notices import notify
@@ -51,7 +51,7 @@ def ensure_creatable(prefix: Path, *, force: bool) -> None:
     """Refuse a target that exists (unless --force, and then only a conda env), or whose directory
     this user may not write to: the env is built beside it and renamed into place."""
     denied = may_create_in(prefix.absolute().parent)
-    if denied is not None and not denied.is_dir():  # not a want of permission: it said so
+    if denied is not None and not denied.is_dir():  # a file where a folder must be: no permission would help
         raise UsageError(
             f"{denied} is a file where envkit needs a folder (on the way to {prefix})", hint="move it aside, or pick another prefix (-p)"
         )
@@ -139,7 +139,7 @@ def create_env(
                 ) from None
             if isinstance(exc, EnvkitError):
                 raise
-            if isinstance(exc, OSError) and (refused := filesystem_error(exc, f"nothing was left at {prefix}")):
+            if isinstance(exc, OSError) and (refused := os_refusal(exc, f"nothing was left at {prefix}")):
                 raise refused from None
             raise InstallError(f"creating {prefix} failed: {exc}") from None
         envs.register(prefix)

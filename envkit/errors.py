@@ -166,10 +166,17 @@ def in_the_way(exc: OSError, outcome: str = "") -> UsageError | None:
         said = f"{where} is a folder where envkit writes a file"
     else:  # ENOTDIR names the file written; EEXIST the folder mkdir found a file at
         blocker = where if exc.errno == errno.EEXIST else next((p for p in _ancestors(where) if os.path.lexists(p)), "")
-        if not blocker or os.path.isdir(blocker):
+        if not blocker or os.path.isdir(blocker) or not os.path.lexists(blocker):
             return None
         said = f"{blocker} is a file where envkit needs a folder" + (f" (on the way to {where})" if blocker != where else "")
     return UsageError(said + (f"; {outcome}" if outcome else ""), hint="move it aside, then run the command again")
+
+
+def os_refusal(exc: OSError, outcome: str = "") -> EnvkitError | None:
+    """One line for an OSError that is the filesystem's or the env's doing, not envkit's: a full
+    disk, a quota, a read-only filesystem (exit 74), or something in the way (exit 2); None for
+    the rest, which are bugs."""
+    return filesystem_error(exc, outcome) or in_the_way(exc, outcome)
 
 
 def _ancestors(path: str) -> list[str]:

@@ -38,9 +38,10 @@ def created_mode() -> int:
 
 def may_create_in(directory: Path) -> Path | None:
     """None when this user may create entries in `directory` (or, where it is not there yet, in the
-    nearest directory above it that is, where the rest would be made); else that directory."""
+    nearest directory above it that is, where the rest would be made); else that entry: a directory
+    this user may not write to, or a file where a directory must be (whatever its mode)."""
     nearest = next((d for d in (directory, *directory.absolute().parents) if d.exists()), None)
-    if nearest is None or os.access(nearest, os.W_OK | os.X_OK):
+    if nearest is None or (nearest.is_dir() and os.access(nearest, os.W_OK | os.X_OK)):
         return None
     return nearest
 

@@ -176,10 +176,13 @@ def test_something_in_the_way_of_the_activation_scripts(tmp_path: Path, damage: 
     assert "OMP_NUM_THREADS='2'" in run_envkit("activation", "show", "-p", str(prefix)).stdout
 
 
-def test_a_file_on_the_way_to_a_new_prefix(tmp_path: Path) -> None:
-    """A file where a folder of the new prefix's path must be was told as a want of permission."""
+@pytest.mark.parametrize("mode", [0o644, 0o755])
+def test_a_file_on_the_way_to_a_new_prefix(tmp_path: Path, mode: int) -> None:
+    """A file where a folder of the new prefix's path must be was told as a want of permission (an
+    executable one, which this user may "write and enter", as something else again)."""
     recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
     (tmp_path / "afile").write_text("mine\n")
+    (tmp_path / "afile").chmod(mode)
     proc = run_envkit("create", str(recipe), "-p", str(tmp_path / "afile" / "envs" / "new"), "--yes", "--no-probe")
     no_traceback(proc)
     assert proc.returncode == 2

@@ -25,7 +25,7 @@ from envkit.audit.engine import audit_plan
 from envkit.channels import recorded_channels
 from envkit.commands.sync_quick import recorded_lock
 from envkit.condameta import stamp
-from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, filesystem_error, in_the_way
+from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, os_refusal
 from envkit.fsutil import read_exact
 from envkit.history import Linked, append_block, block
 from envkit.inplace import Installer
@@ -378,7 +378,7 @@ def _roll_back(prefix: Path, cache: Path) -> None:
         rollback(prefix, cache)
     except Exception as exc:
         pending = f"{prefix} is not rolled back all the way yet: envkit's next command on it finishes that"
-        if isinstance(exc, OSError) and (told := filesystem_error(exc, pending) or in_the_way(exc, pending)):
+        if isinstance(exc, OSError) and (told := os_refusal(exc, pending)):
             raise told from None
         raise InstallError(f"syncing {prefix} failed, and so did undoing it ({exc}); {pending}") from None
 
@@ -396,7 +396,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
             prefix, folders=_journal_folders(prefix, cache, record, seen, installer), records_copied=installer.records_copied(prefix)
         )
     except OSError as exc:  # the draft is gone (write_journal), and nothing else was touched
-        raise filesystem_error(exc, f"{prefix} was not changed") or InstallError(
+        raise os_refusal(exc, f"{prefix} was not changed") or InstallError(
             f"cannot write the sync journal in {prefix} ({exc}); {prefix} was not changed"
         ) from None
     try:
@@ -447,7 +447,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         if isinstance(exc, EnvkitError):
             kind = FilesystemError if isinstance(exc, FilesystemError) else InstallError
             raise kind(f"{exc.message}; {back}", hint=exc.hint) from None
-        if isinstance(exc, OSError) and (refused := filesystem_error(exc, back) or in_the_way(exc, back)):
+        if isinstance(exc, OSError) and (refused := os_refusal(exc, back)):
             raise refused from None
         raise InstallError(f"syncing {prefix} failed ({exc}); it was rolled back to what it was") from None
     if not seen.changes.variables:
