@@ -265,6 +265,7 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
     if "platforms" in root:
         platforms = c.str_list(("platforms",), root["platforms"], lambda p, v: c.choice(p, v, KNOWN_PLATFORMS))
         if platforms is not None:
+            _each_platform_once(c, root["platforms"])
             layer["platforms"] = platforms
     _platform_fields(c, root, layer)
     if "probe" in root:
@@ -402,6 +403,18 @@ def _no_duplicate_names(c: _Checker, path: PathKey, specs: list[Spec]) -> None:
         if spec.name in seen:
             c.fail((*path, index), f"'{spec.name}' is listed twice (also item {seen[spec.name]}); keep one spec per package")
         seen[spec.name] = index
+
+
+def _each_platform_once(c: _Checker, value: object) -> None:
+    """A platform listed twice is locked and checked twice, and an empty list reads as "none" while
+    envkit would take it as "the machine it runs on" (what leaving the key out says): both refused."""
+    if value == []:
+        c.fail(("platforms",), "an empty list; name the platforms the recipe is for, or leave 'platforms' out for the machine it runs on")
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(value if isinstance(value, list) else []):
+        if isinstance(entry, str) and entry in seen:
+            c.fail(("platforms", index), f"'{entry}' is listed twice (also item {seen[entry]}); list each platform once")
+        seen.setdefault(str(entry), index)
 
 
 def _toolchain(c: _Checker, value: object) -> dict[str, Any]:

@@ -105,6 +105,19 @@ def test_duplicate_keys_and_packages(tmp_path: Path) -> None:
     assert "'numpy' is listed twice" in lines[0]
 
 
+def test_platforms_listed_twice_or_empty_are_refused_where_they_are(tmp_path: Path) -> None:
+    """A platform listed twice was solved and written into the lock twice; an empty list, which
+    reads as "no platform", was taken as the machine envkit runs on."""
+    head = "envkit: 1\nname: r\nchannels: [c]\n"
+    assert problems(tmp_path, head + "platforms: [linux-64, osx-arm64, linux-64]\n") == [
+        f"{tmp_path}/r.yaml:4:34: platforms[2]: 'linux-64' is listed twice (also item 0); list each platform once"
+    ]
+    assert problems(tmp_path, head + "platforms: []\n") == [
+        f"{tmp_path}/r.yaml:4:1: platforms: an empty list; name the platforms the recipe is for, or leave 'platforms' out for the machine it runs on"
+    ]
+    assert read_layer(write_recipe(tmp_path, "r", head + "platforms: [linux-64, osx-arm64]\n"))["platforms"] == ["linux-64", "osx-arm64"]
+
+
 def test_pip_spec_uses_pep508(tmp_path: Path) -> None:
     lines = problems(tmp_path, "envkit: 1\nname: r\nchannels: [c]\npip: ['torch ==']\n")
     assert "pip[0]: invalid PEP 508 requirement 'torch =='" in lines[0]
