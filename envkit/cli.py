@@ -153,6 +153,7 @@ def _args_create(p: Parser) -> None:
     p.add_argument("--dry-run", action="store_true", help="solve, audit and show the plan; write nothing")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--force", action="store_true", help="replace an existing env (kept if the new one fails)")
+    _override_frozen_flag(p, "with --force, replace")
     p.add_argument("--no-probe", action="store_true", help="skip the post-install probe")
     _json_flag(p)
 
@@ -197,6 +198,7 @@ def _args_sync(p: Parser) -> None:
     _update_args(
         p, kept="conda's names or pip's; what else envkit installed stays where it still fits", afresh="every package and wheel may move"
     )
+    _override_frozen_flag(p, "sync")
     _json_flag(p)
 
 
@@ -226,6 +228,14 @@ def _args_export(p: Parser) -> None:
     _json_flag(p)
 
 
+def _override_frozen_flag(p: Parser, doing: str) -> None:
+    p.add_argument(
+        "--override-frozen",
+        action="store_true",
+        help=f"{doing} an env marked frozen (conda-meta/frozen, CEP 22) all the same; at your own risk, as with conda's flag",
+    )
+
+
 def _args_list(p: Parser) -> None:
     _json_flag(p)
 
@@ -235,6 +245,7 @@ def _args_remove(p: Parser) -> None:
     group.add_argument("-n", "--name", type=_given, help="env name")
     group.add_argument("-p", "--prefix", type=_given, help="env prefix path")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation (required off a terminal)")
+    _override_frozen_flag(p, "remove")
     _json_flag(p)
 
 
@@ -250,6 +261,7 @@ def _args_audit(p: Parser) -> None:
     p.add_argument("--probe", action="store_true", help="also run the live probe")
     p.add_argument("--fix", action="store_true", help="apply safe fixes (activation scripts, envkit's record); shows the diff first")
     p.add_argument("-y", "--yes", action="store_true", help="apply fixes without asking (required off a terminal)")
+    _override_frozen_flag(p, "with --fix, fix")
     p.add_argument("--explain", type=_given, metavar="RULE", help="explain one rule (EK001, RC003, or a slug) and exit")
     p.add_argument("--list-rules", action="store_true", help="list the rule catalog and exit")
     p.add_argument(
@@ -411,6 +423,7 @@ def _create(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
         lock=args.lock,
         frozen=args.frozen,
         platform=args.platform,
+        override_frozen=args.override_frozen,
     )
     reporter = None
     if ui.interactive:
@@ -453,6 +466,10 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
             "--update moves packages within the recipe, and a lock pins them",
             hint="re-lock with 'envkit lock --update NAME', then sync --locked",
         )
+    if not args.dry_run:  # as conda install does, whether or not anything would change
+        from envkit.protect import must_not_be_frozen
+
+        must_not_be_frozen(prefix, "sync", override=args.override_frozen)
     if not (args.frozen or args.update or args.update_all):  # the quick answer, before YAML, the solver or rich are loaded
         from envkit.commands.sync_quick import quick
 
@@ -479,6 +496,7 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
             update_all=args.update_all,
             dry_run=args.dry_run,
             probe=not args.no_probe,
+            override_frozen=args.override_frozen,
             show=None if ui.as_json else show,
             confirm=(lambda changes: ui.ask("Apply these changes?")) if ui.interactive and not args.yes else None,
             installer=early,
@@ -516,10 +534,11 @@ def _toolchain(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
 
 
 def _remove(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
-    from envkit.commands.envs import remove
+    from envkit.commands.envs import must_be_removable, remove
     from envkit.envs import select_env
 
     prefix = select_env(args.name, args.prefix)
+    must_be_removable(prefix, override_frozen=args.override_frozen)
     if not args.yes:
         if not ui.interactive:
             raise UsageError(f"removing {prefix} needs a confirmation", hint="pass --yes (or -y) off a terminal")
@@ -527,7 +546,7 @@ def _remove(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
             from envkit.commands import Result
 
             return Result("remove", None, messages=("aborted: nothing was removed",)), False
-    return remove(prefix), False
+    return remove(prefix, override_frozen=args.override_frozen), False
 
 
 def _probe(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
@@ -553,6 +572,7 @@ def _audit(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
         fix=args.fix,
         min_severity=args.min_severity,
         fail_on=args.fail_on,
+        override_frozen=args.override_frozen,
     )
     if not audit.fixes_pending(result):
         return result, False

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conda import plugins
@@ -84,6 +85,18 @@ def doctor_fix(prefix: str, args: Namespace, confirm: Any) -> int:
     except Exception as exc:
         _inactive("the envkit-toolchain fixer", exc)
         return 1
+    from conda.base.context import context
+
+    if context.protect_frozen_envs:  # conda doctor's own --override-frozen turns it off
+        from envkit.protect import frozen_env
+
+        frozen = frozen_env(Path(prefix))
+        if frozen is not None:
+            print(
+                f"envkit: error: {frozen.refusal('fix').message} (pass --override-frozen to fix it all the same, at your own risk)",
+                file=sys.stderr,
+            )
+            return 1
     plan = doctor_fix_plan(prefix)
     if plan is None:
         print("envkit: nothing to fix with a safe fix (see 'conda envkit audit' for the rest).")

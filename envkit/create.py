@@ -23,6 +23,7 @@ from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, os
 from envkit.fsutil import LockBusy, may_create_in
 from envkit.history import Linked, append_block, block
 from envkit.notices import notify
+from envkit.protect import FROZEN_MARKER, frozen_env, must_be_an_env_alone, must_not_be_frozen
 from envkit.recipe.model import ProbeSpec, RecipeOrigin
 from envkit.record import read_record, record_digest, write_record
 from envkit.solve import Plan
@@ -47,9 +48,10 @@ def _is_populated(prefix: Path) -> bool:
     return prefix.exists() and (not prefix.is_dir() or any(prefix.iterdir()))
 
 
-def ensure_creatable(prefix: Path, *, force: bool) -> None:
-    """Refuse a target that exists (unless --force, and then only a conda env), or whose directory
-    this user may not write to: the env is built beside it and renamed into place."""
+def ensure_creatable(prefix: Path, *, force: bool, override_frozen: bool = False) -> None:
+    """Refuse a target that exists (unless --force, and then only a conda env that is one env alone
+    and not frozen: envkit.protect), or whose directory this user may not write to: the env is built
+    beside it and renamed into place."""
     denied = may_create_in(prefix.absolute().parent)
     if denied is not None and not denied.is_dir():  # a file where a folder must be: no permission would help
         raise UsageError(
@@ -66,6 +68,8 @@ def ensure_creatable(prefix: Path, *, force: bool) -> None:
         raise UsageError(f"{prefix} exists and is not a conda env; refusing to replace it", hint="remove it yourself or pick another name")
     if not force:
         raise UsageError(f"{prefix} already exists", hint="pass --force to replace it; the old env is restored if the new one fails")
+    must_be_an_env_alone(prefix, "replace")
+    must_not_be_frozen(prefix, "replace", override=override_frozen)
 
 
 def _kernel_settings_of(prefix: Path) -> dict[str, str | None] | None:
@@ -80,6 +84,16 @@ def _kernel_settings_of(prefix: Path) -> dict[str, str | None] | None:
     except EnvkitError:
         return None
     return settings_of(activation.ops, activation.carried) if activation else None
+
+
+def _frozen_marker(prefix: Path) -> bytes | None:
+    """The CEP 22 marker of an env being replaced, as it is (envkit.protect reads it as conda does)."""
+    if frozen_env(prefix) is None:
+        return None
+    try:
+        return prefix.joinpath(*FROZEN_MARKER).read_bytes()
+    except OSError:
+        return b""
 
 
 def _pip_install(staging: Path, plan: Plan, prefix: Path) -> list[dict[str, str]]:
@@ -97,6 +111,7 @@ def create_env(
     origin: RecipeOrigin,
     *,
     force: bool,
+    override_frozen: bool = False,
     reporter: Any | None = None,
     provenance: dict[str, Any] | None = None,
 ) -> CreatedEnv:
@@ -104,8 +119,9 @@ def create_env(
     prefix.parent.mkdir(parents=True, exist_ok=True)
     with env_lock(prefix):
         recover(prefix)
-        ensure_creatable(prefix, force=force)
+        ensure_creatable(prefix, force=force, override_frozen=override_frozen)
         replaced = _kernel_settings_of(prefix)
+        marker = _frozen_marker(prefix) if force else None
         cache = envs.pkgs_dir()
         for path in pkgcache.sweep(cache):
             notify(f"removed {path.name} from the package cache, left by an interrupted install")
@@ -118,6 +134,8 @@ def create_env(
             linked = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for p in plan.packages]
             append_block(staging, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
             pip_installed = _pip_install(staging, plan, prefix)
+            if marker is not None:  # --override-frozen replaced it for this once; the env stays frozen
+                staging.joinpath(*FROZEN_MARKER).write_bytes(marker)
             activation = RecordedActivation(plan.recipe, plan.activation, prefix_tag(prefix))
             staged = activation.files(staging)
             write_files(staged, staged=True)
@@ -177,6 +195,8 @@ def keep_verdict(prefix: Path, summary: dict[str, Any], healthy: bool, basis: st
     one ran made the verdict about an env that is no longer there."""
     if basis is None:
         return None  # no record: an env envkit did not make keeps no verdict
+    if frozen_env(prefix) is not None:  # CEP 22: not even envkit's own file in it changes
+        return "the env is frozen (conda-meta/frozen): its record keeps no verdict from this probe"
     try:
         with env_lock(prefix, wait=10):
             if record_digest(prefix) != basis:

@@ -16,6 +16,7 @@ from envkit.commands import Result
 from envkit.envs import all_envs, find_env, select_env
 from envkit.errors import ExitCode, UsageError
 from envkit.fsutil import LockBusy
+from envkit.protect import frozen_env
 from envkit.recipe.consistency import RULES_BY_ID as RECIPE_RULES
 from envkit.recipe.consistency import ConsistencyRule
 
@@ -77,9 +78,11 @@ def audit(
     fix: bool = False,
     min_severity: str = "info",
     fail_on: str = "error",
+    override_frozen: bool = False,
 ) -> Result:
     """`fail_on`: the lowest severity that makes the exit code 1 (a CI that gates on drift, EK024,
-    a warning, passes "warning")."""
+    a warning, passes "warning"). An env marked frozen (CEP 22) gets no fixes unless
+    `override_frozen`: the others of an --all audit still do, and it is said which were left."""
     for flag, value in (("--min-severity", min_severity), ("--fail-on", fail_on)):
         if value not in SEVERITY_ORDER:
             raise UsageError(f"{flag} {value!r}: expected info, warning or error")
@@ -91,17 +94,21 @@ def audit(
     prefixes = _targets(targets, name, prefix, all_envs_flag)
     audits = _at_or_above(audit_many(prefixes, probe=probe, cuda_driver=cuda_driver_version()), min_severity)
     fixes: list[FixPlan] = []
+    held: list[str] = []
     if fix:
         for a in audits:
             fixable = [f for f in a.findings if f.fixable]
-            if fixable:
+            frozen = None if override_frozen or not fixable else frozen_env(Path(a.prefix))
+            if frozen is not None:
+                held.append(f"--fix: {frozen.refusal('fix').message} (pass --override-frozen to fix it all the same, at your own risk)")
+            elif fixable:
                 plan = plan_fix(Path(a.prefix), fixable)
                 if plan.changes:
                     fixes.append(plan)
     searched = tuple(str(p) for p in _searched()) if all_envs_flag and not prefixes else ()
     outcome = AuditOutcome(tuple(audits), min_severity, tuple(fixes), (), searched, fail_on)
-    said: tuple[str, ...] = ()
-    if fix and not fixes and any(a.findings for a in audits):  # asked to fix, and silence would read as done
+    said: tuple[str, ...] = tuple(held)
+    if fix and not fixes and not held and any(a.findings for a in audits):  # asked to fix, and silence would read as done
         said = ("--fix: none of these findings has a fix envkit applies itself; each one's fix line says what to do",)
     return Result("audit", outcome, _exit_code(audits, fail_on), said)
 

@@ -46,6 +46,7 @@ class CreateRequest:
     lock: str | None = None  # ... or this lock file
     frozen: bool = False  # use the lock even when the recipe changed since
     platform: str | None = None  # with dry_run: plan for another platform
+    override_frozen: bool = False  # with force: replace an env marked frozen (CEP 22) all the same
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def create(
     compiled = compile_recipe(recipe, request.platform)
     prefix = target_prefix(request.name or (None if request.prefix else recipe.name), request.prefix)
     try:
-        ensure_creatable(prefix, force=request.force)  # before the solve: say it now, not after a plan
+        ensure_creatable(prefix, force=request.force, override_frozen=request.override_frozen)  # before the solve: say it now
     except UsageError as exc:
         if not request.dry_run:
             raise
@@ -126,7 +127,15 @@ def create(
         return Result("create", outcome_aborted, int(ExitCode.OK), ("aborted: nothing was changed",))
     provenance = {"recipe": recipe_provenance(recipe), "lock": lock_info}
     try:
-        created = create_env(plan, outcome.records, recipe.origin, force=request.force, reporter=reporter, provenance=provenance)
+        created = create_env(
+            plan,
+            outcome.records,
+            recipe.origin,
+            force=request.force,
+            override_frozen=request.override_frozen,
+            reporter=reporter,
+            provenance=provenance,
+        )
     except InstallError as exc:
         raise _withdrawn_hint(exc, outcome.records, request, recipe) if lock_info else exc from None
     if not request.probe:

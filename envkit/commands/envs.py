@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envkit.commands import Result
-from envkit.envs import all_envs, conda_root, unregister
+from envkit.envs import all_envs, unregister
 from envkit.errors import EnvkitError, UsageError
 from envkit.installed import pip_dists, read_conda_meta
+from envkit.protect import must_be_an_env_alone, must_not_be_frozen
 from envkit.record import read_record, recipe_name
 from envkit.sync import drift, lock_file, recipe_files
 from envkit.transaction import env_lock, real_prefix, recover, remove_tree, work_dir
@@ -77,15 +78,20 @@ class Removed:
     kernels: tuple[str, ...] = ()  # Jupyter kernels that still start the env's python (their kernel.json)
 
 
-def remove(prefix: Path) -> Result:
-    """Like `conda env remove`: the env and its registry line; never conda's base or the active env.
-    The env is first renamed aside, so an interruption leaves no half-deleted env that still looks
-    like one (the next envkit run finishes the removal)."""
-    root = conda_root()
-    if root is not None and prefix.resolve() == root.resolve():
-        raise UsageError(f"{prefix} is the base env of the conda in use: it is not removed", hint="remove envs, not conda itself")
+def must_be_removable(prefix: Path, *, override_frozen: bool = False) -> None:
+    """What refuses a removal, asked before the confirmation too: no question for a no."""
+    must_be_an_env_alone(prefix, "remove")
     if os.environ.get("CONDA_PREFIX") and Path(os.environ["CONDA_PREFIX"]).resolve() == prefix.resolve():
         raise UsageError(f"{prefix} is the active env", hint="conda deactivate first")
+    must_not_be_frozen(prefix, "remove", override=override_frozen)
+
+
+def remove(prefix: Path, *, override_frozen: bool = False) -> Result:
+    """Like `conda env remove`: the env and its registry line; never a conda installation (envkit.protect),
+    the active env, or (unless overridden) a frozen one. The env is first renamed aside, so an
+    interruption leaves no half-deleted env that still looks like one (the next envkit run finishes
+    the removal)."""
+    must_be_removable(prefix, override_frozen=override_frozen)
     managed = read_record(prefix) is not None
     from envkit.kernels import env_kernels  # kernels are the user's: named, not removed (nor does conda)
 

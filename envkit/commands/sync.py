@@ -23,6 +23,7 @@ from envkit.commands import Result
 from envkit.errors import ExitCode, UsageError
 from envkit.inplace import Installer
 from envkit.journal import draft_path
+from envkit.protect import must_not_be_frozen
 from envkit.recipe.sources import is_git_source_name, read_git_sources
 from envkit.record import only_fixed, read_record
 from envkit.sync import SyncOutcome
@@ -91,6 +92,7 @@ def sync(
     update_all: bool = False,
     dry_run: bool = False,
     probe: bool = True,
+    override_frozen: bool = False,
     show: Callable[[SyncOutcome], None] | None = None,
     confirm: Callable[[SyncOutcome], bool] | None = None,
     installer: Installer | None = None,
@@ -101,7 +103,10 @@ def sync(
     earlier still (the CLI does, before loading this module), used for the change and closed when
     it is done; the caller closes it too, for a sync that ends before (or a dry run). A sync keeps
     what envkit installed wherever the recipe allows, but for the `update` names (every one with
-    `update_all`)."""
+    `update_all`). An env marked frozen (CEP 22) is not changed unless `override_frozen`;
+    a dry run only looks."""
+    if not dry_run:
+        must_not_be_frozen(prefix, "sync", override=override_frozen)
     record = _record_or_fail(prefix)
     if dry_run:
         from envkit.commands.sync_change import Moving, look
