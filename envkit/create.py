@@ -21,7 +21,7 @@ from envkit import __version__, backend, condameta, envs, pkgcache
 from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, recorded_activation, write_files
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, os_refusal
 from envkit.fsutil import LockBusy, may_create_in
-from envkit.history import Linked, append_block, block
+from envkit.history import Linked, append_block, block, mark_created
 from envkit.notices import notify
 from envkit.protect import FROZEN_MARKER, frozen_env, must_be_an_env_alone, must_not_be_frozen
 from envkit.recipe.model import ProbeSpec, RecipeOrigin
@@ -133,6 +133,7 @@ def create_env(
             condameta.as_conda_writes(staging, archives=condameta.archives_of(records))
             linked = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for p in plan.packages]
             append_block(staging, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
+            mark_created(staging)
             pip_installed = _pip_install(staging, plan, prefix)
             if marker is not None:  # --override-frozen replaced it for this once; the env stays frozen
                 staging.joinpath(*FROZEN_MARKER).write_bytes(marker)

@@ -68,6 +68,15 @@ def append_block(prefix: Path, text: str) -> None:
         handle.write(text)
 
 
+def mark_created(prefix: Path, when: float | None = None) -> None:
+    """conda-meta/created_at, as conda (25.11 and later) writes it with a new env's first history:
+    the creation time as seconds since the epoch, which conda reads back for `conda env list
+    --json`'s `created` where the filesystem keeps no birth time (Linux, before Python 3.15)."""
+    path = prefix / "conda-meta" / "created_at"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(str(time.time() if when is None else when), encoding="utf-8")
+
+
 def requested_names(prefix: Path) -> list[str]:
     """The package names the history's `# update specs:` / `# install specs:` lines asked for, in
     order (conda writes them as Python list reprs); none when there is no readable history."""

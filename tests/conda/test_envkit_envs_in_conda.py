@@ -453,3 +453,30 @@ def test_conda_moving_the_python_of_an_envkit_env_is_named_and_the_fix_moves_the
     assert back.stdout == f"({major}, {minor}) GNU\n", back.stderr
     assert not (prefix / "lib" / f"python{host}").exists()
     conda.ok("doctor", "-p", str(prefix))
+
+
+def test_conda_knows_when_an_envkit_env_was_made(conda: Conda, tmp_path: Path) -> None:
+    """conda 25.11+ gives each env's creation time (`conda env list --json`'s envs_details), read on
+    Linux from conda-meta/created_at, which conda writes with a new env's first history: envkit's
+    envs had none, and showed `created: null` beside conda's own."""
+    from datetime import datetime
+
+    channel = tiny_channel(tmp_path)
+    envs = tmp_path / "envs"
+    before = datetime.now().astimezone()
+    made = run_envkit(
+        "create",
+        str(write_recipe(tmp_path, "tiny", f"envkit: 1\nname: tiny\nchannels: [{channel.as_uri()}]\npackages: [tool]\n")),
+        "-p",
+        str(envs / "ek"),
+        "--yes",
+        "--no-probe",
+    )
+    assert made.returncode == 0, made.stderr
+    conda.create(envs / "cd", [channel], ["tool"])
+    after = datetime.now().astimezone()
+    details = json.loads(conda.ok("env", "list", "--json", env=conda.environ(CONDA_ENVS_DIRS=str(envs))))["envs_details"]
+    for name in ("ek", "cd"):
+        created = details[str(envs / name)]["created"]
+        assert created is not None, (name, details[str(envs / name)])
+        assert before.timestamp() - 1 <= datetime.fromisoformat(created).timestamp() <= after.timestamp() + 1
