@@ -66,6 +66,7 @@ class CondaConfig:
     pkgs_dirs: tuple[Path, ...] = ()  # package caches the user configured (none: envkit uses rattler's)
     files: tuple[str, ...] = ()  # the condarc files read, in order
     via: str = "condarc"  # "condarc" (envkit read them) or "conda" (conda's context)
+    default_activation_env: str = "base"  # what `conda activate` with no name activates: a name or a path
 
 
 class _InForce:
@@ -93,7 +94,16 @@ def current() -> CondaConfig:
 
 def _environment_key() -> tuple[object, ...]:
     """What the answer depends on: the variables, and each condarc file's identity and mtime."""
-    names = ("HOME", "XDG_CONFIG_HOME", "CONDA_ROOT", "CONDA_EXE", "CONDA_PREFIX", "CONDARC", "CONDA_CHANNEL_ALIAS")
+    names = (
+        "HOME",
+        "XDG_CONFIG_HOME",
+        "CONDA_ROOT",
+        "CONDA_EXE",
+        "CONDA_PREFIX",
+        "CONDARC",
+        "CONDA_CHANNEL_ALIAS",
+        "CONDA_DEFAULT_ACTIVATION_ENV",
+    )
     variables = tuple(os.environ.get(n, "") for n in (*names, "CONDA_ENVS_DIRS", "CONDA_ENVS_PATH", "CONDA_PKGS_DIRS"))
     stats = []
     for path in condarc_files():
@@ -201,8 +211,11 @@ def read_condarc() -> CondaConfig:
     defaults: list[list[str]] = []
     envs: list[list[str]] = []
     pkgs: list[list[str]] = []
+    default_env = "base"
     for path in files:
         data = read_mapping(path)
+        if isinstance(data.get("default_activation_env"), str) and data["default_activation_env"]:
+            default_env = data["default_activation_env"]  # as conda keeps it: not expanded
         if isinstance(data.get("channel_alias"), str):
             alias = _expand(data["channel_alias"], root)
         if isinstance(data.get("custom_channels"), dict):
@@ -221,6 +234,8 @@ def read_condarc() -> CondaConfig:
             envs.append([_expand(v, root) for v in os.environ[var].split(os.pathsep) if v])
     if os.environ.get("CONDA_PKGS_DIRS"):
         pkgs.append([_expand(v, root) for v in os.environ["CONDA_PKGS_DIRS"].split(",") if v])
+    if os.environ.get("CONDA_DEFAULT_ACTIVATION_ENV"):
+        default_env = os.environ["CONDA_DEFAULT_ACTIVATION_ENV"]
     return CondaConfig(
         channel_alias=alias.rstrip("/"),
         custom_channels=_with_defaults(_sequence(defaults) if defaults else list(DEFAULT_CHANNELS), custom),
@@ -228,6 +243,7 @@ def read_condarc() -> CondaConfig:
         envs_dirs=_envs_dirs([Path(p).absolute() for p in _sequence(envs)], root),
         pkgs_dirs=tuple(dict.fromkeys(Path(p).absolute() for p in _sequence(pkgs))),
         files=tuple(str(p) for p in files),
+        default_activation_env=default_env,
     )
 
 
@@ -270,6 +286,7 @@ def from_context() -> CondaConfig:
         pkgs_dirs=tuple(dict.fromkeys(Path(os.path.expanduser(p)).absolute() for p in configured_pkgs)),
         files=tuple(str(p) for p in context.config_files if Path(str(p)).is_file()) if hasattr(context, "config_files") else (),
         via="conda",
+        default_activation_env=str(getattr(context, "default_activation_env", "base") or "base"),
     )
 
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envkit.commands import Result
-from envkit.envs import all_envs, unregister
+from envkit.condaconfig import current
+from envkit.envs import all_envs, find_env, unregister
 from envkit.errors import EnvkitError, UsageError
 from envkit.installed import pip_dists, read_conda_meta
 from envkit.protect import must_be_an_env_alone, must_not_be_frozen
@@ -83,7 +84,23 @@ def must_be_removable(prefix: Path, *, override_frozen: bool = False) -> None:
     must_be_an_env_alone(prefix, "remove")
     if os.environ.get("CONDA_PREFIX") and Path(os.environ["CONDA_PREFIX"]).resolve() == prefix.resolve():
         raise UsageError(f"{prefix} is the active env", hint="conda deactivate first")
+    if _is_default_activation_env(prefix):
+        raise UsageError(
+            f"{prefix} is conda's default_activation_env (what 'conda activate' with no name activates)",
+            hint="point it at another env first, as conda asks: conda config --set default_activation_env base",
+        )
     must_not_be_frozen(prefix, "remove", override=override_frozen)
+
+
+def _is_default_activation_env(prefix: Path) -> bool:
+    """conda 26 refuses to remove the env its `default_activation_env` names (a name or a path)."""
+    configured = current().default_activation_env
+    if configured in ("", "base"):  # the base env: refused above, as the conda in use's root
+        return False
+    try:
+        return find_env(configured).resolve() == prefix.resolve()
+    except (UsageError, OSError):  # it names no env (any more): nothing to protect
+        return False
 
 
 def remove(prefix: Path, *, override_frozen: bool = False) -> Result:

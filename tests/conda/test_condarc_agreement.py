@@ -27,6 +27,7 @@ print(json.dumps({
     "envs_dirs": [str(p) for p in context.envs_dirs],
     "pkgs_dirs": [str(p) for p in context.pkgs_dirs],
     "configured_pkgs": [str(p) for p in context._pkgs_dirs],
+    "default_activation_env": context.default_activation_env,
 }))
 """
 
@@ -54,8 +55,14 @@ def layout_precedence(home: Path, env: dict[str, str]) -> None:
     scalar, lists put the later file's entries first, mappings merge."""
     write(home / "xdg" / "conda" / ".condarc", "channel_alias: https://xdg.example\nenvs_dirs: [/srv/xdg-envs]\n")
     write(home / ".config" / "conda" / ".condarc", "custom_channels: {nvidia: 'https://nv.example/'}\nenvs_dirs: [/srv/config-envs]\n")
-    write(home / ".conda" / ".condarc", "channel_alias: https://dotconda.example/\ncustom_channels: {bioconda: https://bio.example}\n")
-    write(home / ".condarc", "envs_dirs: [/srv/home-envs, /srv/xdg-envs]\npkgs_dirs: [/srv/p1, /srv/p2]\n")
+    write(
+        home / ".conda" / ".condarc",
+        "channel_alias: https://dotconda.example/\ncustom_channels: {bioconda: https://bio.example}\ndefault_activation_env: first\n",
+    )
+    write(
+        home / ".condarc",
+        "envs_dirs: [/srv/home-envs, /srv/xdg-envs]\npkgs_dirs: [/srv/p1, /srv/p2]\ndefault_activation_env: ~/envs/work\n",
+    )
     env["XDG_CONFIG_HOME"] = str(home / "xdg")
 
 
@@ -72,6 +79,7 @@ def layout_condarc_var_and_env(home: Path, env: dict[str, str]) -> None:
     env["CONDARC"] = str(home / "elsewhere.yml")
     env["CONDA_ENVS_DIRS"] = os.pathsep.join(["/srv/env-a", "/srv/env-b"])
     env["CONDA_PKGS_DIRS"] = "/srv/pkgs-a,/srv/pkgs-b"
+    env["CONDA_DEFAULT_ACTIVATION_ENV"] = "training"
 
 
 def layout_alias_variable(home: Path, env: dict[str, str]) -> None:
@@ -107,6 +115,7 @@ def test_envkit_reads_condarc_as_conda_does(conda: Conda, tmp_path: Path, monkey
     urls = {c.name: c.url for c in resolve_channels(CHANNELS, {})}
     assert urls == {n: u.rstrip("/") for n, u in theirs["channels"].items()}
     assert [str(p) for p in ours.envs_dirs] == theirs["envs_dirs"]
+    assert ours.default_activation_env == theirs["default_activation_env"]  # the env remove must not take
     assert [str(p) for p in ours.pkgs_dirs] == [str(Path(os.path.expandvars(p)).expanduser()) for p in theirs["configured_pkgs"]]
     # where envkit puts a new env, and its package cache: conda's first choices when configured
     assert str(envs.envs_dir()) == next(p for p in theirs["envs_dirs"] if _creatable(Path(p)))

@@ -94,3 +94,24 @@ def test_a_second_conda_installation_is_not_removed_or_replaced(conda: Conda, tm
     assert run_envkit("remove", "-p", str(inner), "--yes").returncode == 0
     assert str(inner) not in other.ok("env", "list")
     other.ok("--version")
+
+
+def test_the_default_activation_env_is_not_removed_as_conda_refuses(conda: Conda, tmp_path: Path) -> None:
+    """conda 26's `default_activation_env` (the env `conda activate` with no name activates): conda
+    refuses to remove it, by name from .condarc or by path from CONDA_DEFAULT_ACTIVATION_ENV."""
+    envs = tmp_path / "envs"
+    work = conda.create(envs / "work", [tiny_channel(tmp_path)], ["tool"])
+    home = Path(os.environ["HOME"])
+    (home / ".condarc").write_text("default_activation_env: work\n")
+    by_name = {**os.environ, "CONDA_ENVS_DIRS": str(envs)}
+    by_path = {**os.environ, "CONDA_DEFAULT_ACTIVATION_ENV": str(work)}
+    theirs = conda.run("env", "remove", "-y", "-p", str(work), env=conda.environ(CONDA_ENVS_DIRS=str(envs)))
+    assert theirs.returncode != 0 and "default_activation_env" in theirs.stdout + theirs.stderr
+    for removal, env in ((["remove", "-n", "work", "--yes"], by_name), (["remove", "-p", str(work), "--yes"], by_path)):
+        proc = run_envkit(*removal, env=env)
+        assert proc.returncode == 2, proc.stderr
+        assert f"{work} is conda's default_activation_env" in proc.stderr and "conda config --set default_activation_env" in proc.stderr
+    assert (work / "conda-meta").is_dir()
+    (home / ".condarc").unlink()
+    assert run_envkit("remove", "-n", "work", "--yes", env=by_name).returncode == 0
+    assert not work.exists()
