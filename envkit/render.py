@@ -388,6 +388,10 @@ def _list(c: Out, rows: Any) -> None:
     if any(r.lock_file == "changed" and r.recipe_files != "changed" for r in rows):
         c.print("a lock changed since the env was installed from it (a re-lock, or a `recipes update`): `envkit sync --locked -n NAME`")
     for r in rows:
+        if r.frozen is not None:
+            why = f": {escape(r.frozen)}" if r.frozen else ""
+            c.print(f"{escape(r.name)} is frozen (conda-meta/frozen){why}; sync, remove and audit --fix leave it alone (--override-frozen)")
+    for r in rows:
         if r.stale_lock and r.recipe_files != "changed":
             c.print(
                 f"{escape(r.name)} holds {escape(r.stale_lock)} as it was (--frozen), older than its recipe: "

@@ -11,7 +11,7 @@ from envkit.condaconfig import current
 from envkit.envs import all_envs, find_env, unregister
 from envkit.errors import EnvkitError, UsageError
 from envkit.installed import pip_dists, read_conda_meta
-from envkit.protect import must_be_an_env_alone, must_not_be_frozen
+from envkit.protect import frozen_env, must_be_an_env_alone, must_not_be_frozen
 from envkit.record import read_record, recipe_name
 from envkit.sync import drift, lock_file, recipe_files
 from envkit.transaction import env_lock, real_prefix, recover, remove_tree, work_dir
@@ -34,15 +34,18 @@ class ListedEnv:
     recipe_files: str | None = None  # envkit.sync.recipe_files: unchanged | changed | missing
     stale_lock: str | None = None  # the lock a --frozen create or sync installed though its recipe had changed
     lock_file: str | None = None  # envkit.sync.lock_file: the lock it was installed from, since: unchanged | changed | missing
+    frozen: str | None = None  # marked frozen (CEP 22): the marker's reason, "" where it gives none
 
 
 def describe(prefix: Path) -> ListedEnv:
+    marker = frozen_env(prefix)
+    frozen = marker.reason if marker is not None else None
     try:
         record = read_record(prefix)
     except EnvkitError as exc:
-        return ListedEnv(str(prefix), prefix.name, True, error=exc.message)
+        return ListedEnv(str(prefix), prefix.name, True, error=exc.message, frozen=frozen)
     if record is None:
-        return ListedEnv(str(prefix), prefix.name, False)
+        return ListedEnv(str(prefix), prefix.name, False, frozen=frozen)
     recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
     assert isinstance(recipe, dict)
     healthy = record.get("healthy")
@@ -63,6 +66,7 @@ def describe(prefix: Path) -> ListedEnv:
         recipe_files=recipe_files(recipe),
         stale_lock=str(lock["path"]) if lock.get("stale") and lock.get("path") else None,
         lock_file=lock_file(record),
+        frozen=frozen,
     )
 
 

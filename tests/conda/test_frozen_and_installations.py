@@ -50,6 +50,9 @@ def test_a_frozen_env_is_left_as_conda_leaves_it_unless_overridden(conda: Conda,
     assert f"envkit: error: {prefix} {said} fix it" in doctor.stderr, doctor.stderr
     assert not activation_script(prefix).exists() and (prefix / "etc" / "envkit" / "record.json").read_bytes() == record
     assert run_envkit("sync", "-p", str(prefix), "--dry-run").returncode == 0  # looking changes nothing
+    listed = json.loads(run_envkit("list", "--json").stdout)["data"]
+    assert [e["frozen"] for e in listed if e["prefix"] == str(prefix)] == ["the nightly training job runs from it"]
+    assert "tiny is frozen (conda-meta/frozen): the nightly training job runs from it" in run_envkit("list").stdout
 
     # told to, for one command each; the marker stays, so conda still refuses afterwards
     assert run_envkit("audit", "-p", str(prefix), "--fix", "--yes", "--override-frozen").returncode == 0
