@@ -92,10 +92,8 @@ def doctor_fix(prefix: str, args: Namespace, confirm: Any) -> int:
 
         frozen = frozen_env(Path(prefix))
         if frozen is not None:
-            print(
-                f"envkit: error: {frozen.refusal('fix').message} (pass --override-frozen to fix it all the same, at your own risk)",
-                file=sys.stderr,
-            )
+            refused = frozen.refusal("fix")
+            print(f"envkit: error: {refused.message} ({refused.hint})", file=sys.stderr)
             return 1
     plan = doctor_fix_plan(prefix)
     if plan is None:

@@ -87,12 +87,12 @@ def _kernel_settings_of(prefix: Path) -> dict[str, str | None] | None:
 
 
 def _frozen_marker(prefix: Path) -> bytes | None:
-    """The CEP 22 marker of an env being replaced, as it is (envkit.protect reads it as conda does)."""
-    if frozen_env(prefix) is None:
-        return None
+    """The CEP 22 marker of an env being replaced, byte for byte; None where there is none (a file
+    by that name, as envkit.protect and conda take it)."""
+    marker = prefix.joinpath(*FROZEN_MARKER)
     try:
-        return prefix.joinpath(*FROZEN_MARKER).read_bytes()
-    except OSError:
+        return marker.read_bytes() if marker.is_file() else None
+    except OSError:  # there but unreadable: it still freezes the env (envkit.protect)
         return b""
 
 

@@ -100,7 +100,8 @@ def audit(
             fixable = [f for f in a.findings if f.fixable]
             frozen = None if override_frozen or not fixable else frozen_env(Path(a.prefix))
             if frozen is not None:
-                held.append(f"--fix: {frozen.refusal('fix').message} (pass --override-frozen to fix it all the same, at your own risk)")
+                refused = frozen.refusal("fix")
+                held.append(f"--fix: {refused.message} ({refused.hint})")
             elif fixable:
                 plan = plan_fix(Path(a.prefix), fixable)
                 if plan.changes:
