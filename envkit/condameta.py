@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit import paths
-from envkit.fsutil import atomic_write_text, created_mode
+from envkit.fsutil import atomic_write_text, created_mode, write_staged
 
 SOFTLINK_FIELDS = ("sha256_in_prefix", "size_in_bytes")
 KEEP_AT_MOST = 8192  # archives remembered as free of softlinks; beyond it the oldest half goes
@@ -40,11 +40,14 @@ def archives_of(records: list[Any]) -> dict[str, str]:
     return {f"{r.name.normalized}-{r.version}-{r.build}.json": bytes(r.sha256).hex() for r in records if r.sha256 is not None}
 
 
-def as_conda_writes(prefix: Path, names: set[str] | None = None, archives: dict[str, str] | None = None) -> list[Path]:
+def as_conda_writes(
+    prefix: Path, names: set[str] | None = None, archives: dict[str, str] | None = None, *, staged: bool = False
+) -> list[Path]:
     """Give records the bits conda's mode has, and rewrite those that hold softlink hashes;
     returns the files rewritten. `names`: only these record files (the ones a change wrote; a
     torch env's records are some 9 MB to read). `archives` (archives_of the records just linked):
-    a record whose archive is known to hold no softlink is not searched."""
+    a record whose archive is known to hold no softlink is not searched. `staged`: the prefix is a
+    staging env that a rename puts in place (envkit.fsutil.write_staged)."""
     changed = []
     mode = created_mode()
     archives = archives or {}
@@ -77,7 +80,11 @@ def as_conda_writes(prefix: Path, names: set[str] | None = None, archives: dict[
                 for key in SOFTLINK_FIELDS:
                     dirty |= entry.pop(key, None) is not None
         if dirty:
-            atomic_write_text(path, json.dumps(data, indent=2) + "\n")
+            text = json.dumps(data, indent=2) + "\n"
+            if staged:
+                write_staged(path, text, mode=path.stat().st_mode & 0o7777)
+            else:
+                atomic_write_text(path, text)
             changed.append(path)
     _remember_free(free, learned)
     return changed

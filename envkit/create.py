@@ -130,7 +130,7 @@ def create_env(
         try:
             pkgcache.verify_archives(records, cache)
             backend.install(records, staging, cache, [s.spec for s in plan.specs], reporter, final_prefix=prefix)
-            condameta.as_conda_writes(staging, archives=condameta.archives_of(records))
+            condameta.as_conda_writes(staging, archives=condameta.archives_of(records), staged=True)
             linked = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for p in plan.packages]
             append_block(staging, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
             mark_created(staging)
@@ -148,7 +148,7 @@ def create_env(
                 "conda_meta": condameta.stamp(staging),  # kept by the rename into place
                 **(provenance or {}),
             }
-            write_record(staging, record)  # last: the staging env is complete
+            write_record(staging, record, staged=True)  # last: the staging env is complete
             old = swap_in(staging, prefix)
         except BaseException as exc:
             remove_tree(staging, writers_may_linger=True)

@@ -82,14 +82,16 @@ def cached_sha256(cache: Path, rec: Any) -> bytes | None:
 
     rattler writes `<cache>/<name>-<version>-<build>.lock` as an 8-byte revision followed by the
     archive's 32-byte sha256; an entry whose hash matches is reused without reading the archive.
-    Anything unexpected means "unknown", and the archive is hashed.
+    Anything unexpected means "unknown", and the archive is hashed. (Strings, not pathlib: a locked
+    create asks this of every package before the install starts.)
     """
-    lock = cache / f"{rec.name.normalized}-{rec.version}-{rec.build}.lock"
+    entry = os.path.join(cache, f"{rec.name.normalized}-{rec.version}-{rec.build}")
     try:
-        data = lock.read_bytes()
+        with open(entry + ".lock", "rb") as lock:
+            data = lock.read(41)
     except OSError:
         return None
-    return data[8:40] if len(data) == 40 and (cache / lock.stem / "info" / "index.json").is_file() else None
+    return data[8:40] if len(data) == 40 and os.path.isfile(os.path.join(entry, "info", "index.json")) else None
 
 
 def verify_archives(records: list[Any], cache: Path | None = None) -> None:
@@ -97,12 +99,11 @@ def verify_archives(records: list[Any], cache: Path | None = None) -> None:
     cache holds already, extracted from an archive of that sha256, is not read again."""
     for rec in records:
         url = str(rec.url)
-        parsed = urlparse(url)
-        if parsed.scheme != "file" or rec.sha256 is None:
+        if not url.startswith("file:") or rec.sha256 is None:
             continue
         if cache is not None and cached_sha256(cache, rec) == bytes(rec.sha256):
             continue
-        path = Path(unquote(parsed.path))
+        path = Path(unquote(urlparse(url).path))
         try:
             with path.open("rb") as handle:
                 digest = hashlib.file_digest(handle, "sha256")

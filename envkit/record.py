@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text, created_mode
+from envkit.fsutil import atomic_write_text, created_mode, write_staged
 
 RECORD_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -71,8 +71,9 @@ def legacy_record_path(prefix: Path) -> Path:
     return prefix / LEGACY_RECORD_REL
 
 
-def write_record(prefix: Path, record: dict[str, Any]) -> None:
-    """Write atomically at the current location; a record at the old location is then removed."""
+def write_record(prefix: Path, record: dict[str, Any], *, staged: bool = False) -> None:
+    """Write atomically at the current location; a record at the old location is then removed.
+    `staged`: the prefix is a staging env that a rename puts in place (envkit.fsutil.write_staged)."""
     # The version is this writer's, whatever a record read back earlier carried.
     data = {**record, "envkit_record_version": RECORD_VERSION}
     path = record_path(prefix)
@@ -80,7 +81,11 @@ def write_record(prefix: Path, record: dict[str, Any]) -> None:
         mode: int | None = (path.stat().st_mode & 0o7777) | created_mode()
     except OSError:
         mode = None
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=mode)
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    if staged:
+        write_staged(path, text, mode=mode or created_mode())
+    else:
+        atomic_write_text(path, text, mode=mode)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(legacy_record_path(prefix))
 

@@ -138,3 +138,37 @@ def test_an_archive_found_free_of_softlinks_is_not_searched_again(tmp_path: Path
     (marks / sha256["linky"]).touch()
     second, _ = _linked_env(tmp_path, "second")
     assert "sha256_in_prefix" in _softlink_entry(second)  # rattler's record, not searched
+
+
+def test_a_staging_envs_records_are_written_as_in_place_without_a_flush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a staging env (`staged`, as create calls it) the record rewritten is the same bytes and
+    mode as the atomic write gives an env in place, with no temporary file left and no fsync: the
+    rename of the whole staging env into place is what makes it appear whole (an fsync right after
+    rattler linked thousands of files waits for the journal to commit them)."""
+    import json
+
+    link = {"_path": "bin/python", "path_type": "softlink", "sha256_in_prefix": "ab" * 32, "size_in_bytes": 9}
+    flushed: list[int] = []
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        flushed.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    results = {}
+    for staged in (False, True):
+        meta = tmp_path / str(staged) / "conda-meta"
+        meta.mkdir(parents=True)
+        (meta / "python-3.11-0.json").write_text(json.dumps({"name": "python", "paths_data": {"paths": [link]}}))
+        (meta / "python-3.11-0.json").chmod(0o600)  # as rattler leaves it
+        flushed.clear()
+        old = os.umask(0o027)
+        try:
+            assert as_conda_writes(meta.parent, staged=staged) == [meta / "python-3.11-0.json"]
+        finally:
+            os.umask(old)
+        results[staged] = ((meta / "python-3.11-0.json").read_bytes(), (meta / "python-3.11-0.json").stat().st_mode & 0o777, len(flushed))
+        assert sorted(p.name for p in meta.iterdir()) == ["python-3.11-0.json"]
+    assert results[True][:2] == results[False][:2] and results[True][1] == 0o640
+    assert results[False][2] == 1 and results[True][2] == 0

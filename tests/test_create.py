@@ -310,3 +310,40 @@ def test_a_locked_create_loads_only_what_it_uses(tmp_path: Path) -> None:
     assert {"rattler", "envkit.create", "envkit.record"} <= loaded
     unused = {"shutil", "bz2", "lzma", "tempfile", "random", "envkit.pipinstall"}
     assert not loaded & unused, sorted(loaded & unused)
+
+
+FLUSHES = """
+import json, os, sys
+flushed = []
+real_fsync = os.fsync
+def spy(fd):
+    flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return real_fsync(fd)
+os.fsync = spy
+from envkit.cli import main
+code = main(sys.argv[1:])
+print(json.dumps(flushed))
+sys.stdout.flush()
+os._exit(code)
+"""
+
+
+def test_a_create_flushes_the_registry_and_nothing_it_stages(tmp_path: Path, isolated: Path) -> None:
+    """What create writes into its staging env (the record, conda-meta records rewritten) appears
+    whole through the staging env's rename into place, as rattler's thousands of linked files do:
+    an fsync there, right after the install, waits for the journal to commit all of them (a few ms
+    of every create). The registry, a file other envs share, is still written atomically and flushed."""
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    prefix = tmp_path / "env"
+    proc = subprocess.run(
+        [sys.executable, "-c", FLUSHES, "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    flushed = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [Path(p).parent for p in flushed] == [isolated / ".conda"], flushed
+    assert (prefix / "etc" / "envkit" / "record.json").is_file()
+    assert (isolated / ".conda" / "environments.txt").read_text().splitlines() == [str(prefix)]
