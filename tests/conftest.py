@@ -71,6 +71,21 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture
+def flushed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every file descriptor this process passes to os.fsync from here on; each call still goes
+    through to the real one."""
+    calls: list[int] = []
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        calls.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return calls
+
+
 @pytest.fixture(scope="session")
 def conda_pkgs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One package cache for every conda the tests run, so torch is extracted once."""

@@ -140,7 +140,7 @@ def test_an_archive_found_free_of_softlinks_is_not_searched_again(tmp_path: Path
     assert "sha256_in_prefix" in _softlink_entry(second)  # rattler's record, not searched
 
 
-def test_a_staging_envs_records_are_written_as_in_place_without_a_flush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_staging_envs_records_are_written_as_in_place_without_a_flush(tmp_path: Path, flushed: list[int]) -> None:
     """In a staging env (`staged`, as create calls it) the record rewritten is the same bytes and
     mode as the atomic write gives an env in place, with no temporary file left and no fsync: the
     rename of the whole staging env into place is what makes it appear whole (an fsync right after
@@ -148,14 +148,6 @@ def test_a_staging_envs_records_are_written_as_in_place_without_a_flush(tmp_path
     import json
 
     link = {"_path": "bin/python", "path_type": "softlink", "sha256_in_prefix": "ab" * 32, "size_in_bytes": 9}
-    flushed: list[int] = []
-    real_fsync = os.fsync
-
-    def spy(fd: int) -> None:
-        flushed.append(fd)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
     results = {}
     for staged in (False, True):
         meta = tmp_path / str(staged) / "conda-meta"

@@ -8,8 +8,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-
 from envkit.record import legacy_record_path, read_record, record_path, write_record
 from tests.conftest import run_envkit
 from tests.support.tiny import tiny_channel, tiny_recipe
@@ -137,18 +135,10 @@ def test_a_record_edited_to_write_elsewhere_or_to_inject_shell_text_is_refused(t
         assert not list(tmp_path.glob("escaped*")) and not (prefix / "etc" / "conda" / "activate.d" / "envkit-x").exists()
 
 
-def test_a_staging_envs_record_is_the_same_file_written_straight(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_staging_envs_record_is_the_same_file_written_straight(tmp_path: Path, flushed: list[int]) -> None:
     """create writes the record of its staging env with `staged`: the bytes and mode an atomic
     write gives, without its temporary file and fsync (the rename of the staging env into place is
     what makes it appear whole)."""
-    flushed: list[int] = []
-    real_fsync = os.fsync
-
-    def spy(fd: int) -> None:
-        flushed.append(fd)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
     record: dict[str, object] = {"recipe": {"name": "demo"}, "packages": [], "probe": None}
     written = {}
     for staged in (False, True):
