@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit import paths
-from envkit.fsutil import atomic_write_text, created_mode, write_staged
+from envkit.fsutil import atomic_write_text, created_mode
 
 SOFTLINK_FIELDS = ("sha256_in_prefix", "size_in_bytes")
 KEEP_AT_MOST = 8192  # archives remembered as free of softlinks; beyond it the oldest half goes
@@ -47,7 +47,8 @@ def as_conda_writes(
     returns the files rewritten. `names`: only these record files (the ones a change wrote; a
     torch env's records are some 9 MB to read). `archives` (archives_of the records just linked):
     a record whose archive is known to hold no softlink is not searched. `staged`: the prefix is a
-    staging env that a rename puts in place (envkit.fsutil.write_staged)."""
+    staging env that a rename puts in place, so a record is replaced without an fsync (see
+    envkit.fsutil.atomic_write_text's `flush`)."""
     changed = []
     mode = created_mode()
     archives = archives or {}
@@ -80,11 +81,7 @@ def as_conda_writes(
                 for key in SOFTLINK_FIELDS:
                     dirty |= entry.pop(key, None) is not None
         if dirty:
-            text = json.dumps(data, indent=2) + "\n"
-            if staged:
-                write_staged(path, text, mode=path.stat().st_mode & 0o7777)
-            else:
-                atomic_write_text(path, text)
+            atomic_write_text(path, json.dumps(data, indent=2) + "\n", flush=not staged)  # rattler's own copy stays until then
             changed.append(path)
     _remember_free(free, learned)
     return changed

@@ -64,10 +64,14 @@ def write_staged(path: Path, text: str, *, mode: int) -> None:
         os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str, *, mode: int | None = None, errors: str = "strict") -> None:
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None, errors: str = "strict", flush: bool = True) -> None:
     """Write via a temp file in the same directory and rename over the target. The file keeps the
     mode it had, or gets the one open() would have given it: mkstemp's 0600 would make a shared
-    env's record, or a lock meant for the team, readable by its writer only."""
+    env's record, or a lock meant for the team, readable by its writer only. `flush=False`: no
+    fsync before the rename, for a file in a staging env that is not in place yet (an fsync right
+    after an install waits for the journal to commit every link rattler made); replacing a file,
+    the rename still gives the old one or the new one whole on ext4 and btrfs, which write a file
+    renamed over another before the rename is committed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None:
         try:
@@ -81,8 +85,9 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None, errors:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors=errors, newline="") as handle:
             handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if flush:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException as exc:

@@ -16,6 +16,7 @@ complete but not yet moved in is moved in. Each is reported (envkit.notices).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import time
@@ -145,7 +146,7 @@ def recover(prefix: Path) -> list[Recovered]:
             done.append(Recovered(prefix, "removed", path))
             continue
         staged = stagings.pop(pid, None)
-        if staged is not None and record_path(staged).is_file():
+        if staged is not None and _complete(staged):
             os.rename(staged, prefix)
             remove_tree(path)
             done.append(Recovered(prefix, "finished", staged))
@@ -159,6 +160,17 @@ def recover(prefix: Path) -> list[Recovered]:
     for item in done:
         notify(item.describe())
     return done
+
+
+def _complete(staged: Path) -> bool:
+    """Whether a staging env was finished: its record, create's last write, reads back whole. That
+    write is not flushed (the rename into place is what makes a staging env appear), so after a
+    power loss the file can be there and empty, or cut short: the env it would have replaced is
+    then the one to keep."""
+    try:
+        return isinstance(json.loads(record_path(staged).read_bytes()), dict)
+    except (OSError, ValueError):
+        return False
 
 
 def recover_unlocked(prefix: Path) -> None:

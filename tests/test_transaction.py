@@ -97,12 +97,18 @@ def _complete_env(path: Path, marker: str) -> None:
     record_path(path).write_text(json.dumps({"envkit_record_version": 2, "recipe": {"name": "x"}, "activation": {"ops": []}}))
 
 
-def test_interrupted_swap_restores_the_old_env(tmp_path: Path) -> None:
+@pytest.mark.parametrize("record", [None, b"", b'{"envkit_record_version": 2, "rec'], ids=["no record", "empty", "cut short"])
+def test_interrupted_swap_restores_the_old_env(tmp_path: Path, record: bytes | None) -> None:
+    """No record: the new env never finished. An empty or cut-short one: its write, which create
+    does not flush (the staging env's rename is what makes it appear), was lost with the power."""
     prefix = tmp_path / "envs" / "swap"
     pid = dead_pid()
     _complete_env(work_dir(prefix, "old", pid), "old")
     half = work_dir(prefix, "staging", pid)
-    (half / "conda-meta").mkdir(parents=True)  # no record: the new env never finished
+    (half / "conda-meta").mkdir(parents=True)
+    if record is not None:
+        record_path(half).parent.mkdir(parents=True)
+        record_path(half).write_bytes(record)
     proc = run_envkit("audit", "-p", str(prefix), "--json")
     assert (prefix / "share" / "which").read_text() == "old" and leftovers(prefix) == []
     messages = json.loads(proc.stdout)["messages"]
