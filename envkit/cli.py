@@ -466,14 +466,10 @@ def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
             "--update moves packages within the recipe, and a lock pins them",
             hint="re-lock with 'envkit lock --update NAME', then sync --locked",
         )
-    if not args.dry_run:  # as conda install does, whether or not anything would change
-        from envkit.protect import must_not_be_frozen
-
-        must_not_be_frozen(prefix, "sync", override=args.override_frozen)
     if not (args.frozen or args.update or args.update_all):  # the quick answer, before YAML, the solver or rich are loaded
         from envkit.commands.sync_quick import quick
 
-        done = quick(prefix, locked=args.locked, lock=args.lock)
+        done = quick(prefix, locked=args.locked, lock=args.lock, dry_run=args.dry_run, override_frozen=args.override_frozen)
         if done is not None:
             return done, False
     from envkit.inplace import Installer

@@ -23,7 +23,7 @@ from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, os
 from envkit.fsutil import LockBusy, may_create_in
 from envkit.history import Linked, append_block, block, mark_created
 from envkit.notices import notify
-from envkit.protect import FROZEN_MARKER, frozen_env, must_be_an_env_alone, must_not_be_frozen
+from envkit.protect import FROZEN_MARKER, frozen_env, frozen_marker, must_be_an_env_alone, must_not_be_frozen
 from envkit.recipe.model import ProbeSpec, RecipeOrigin
 from envkit.record import read_record, record_digest, write_record
 from envkit.solve import Plan
@@ -86,16 +86,6 @@ def _kernel_settings_of(prefix: Path) -> dict[str, str | None] | None:
     return settings_of(activation.ops, activation.carried) if activation else None
 
 
-def _frozen_marker(prefix: Path) -> bytes | None:
-    """The CEP 22 marker of an env being replaced, byte for byte; None where there is none (a file
-    by that name, as envkit.protect and conda take it)."""
-    marker = prefix.joinpath(*FROZEN_MARKER)
-    try:
-        return marker.read_bytes() if marker.is_file() else None
-    except OSError:  # there but unreadable: it still freezes the env (envkit.protect)
-        return b""
-
-
 def _pip_install(staging: Path, plan: Plan, prefix: Path) -> list[dict[str, str]]:
     """The plan's pip list into the staging env; pip's machinery is loaded only for a recipe with one."""
     if not plan.pip_specs:
@@ -121,7 +111,7 @@ def create_env(
         recover(prefix)
         ensure_creatable(prefix, force=force, override_frozen=override_frozen)
         replaced = _kernel_settings_of(prefix)
-        marker = _frozen_marker(prefix) if force else None
+        marker = frozen_marker(prefix) if force else None
         cache = envs.pkgs_dir()
         for path in pkgcache.sweep(cache):
             notify(f"removed {path.name} from the package cache, left by an interrupted install")

@@ -45,15 +45,25 @@ class FrozenEnv:
         )
 
 
-def frozen_env(prefix: Path) -> FrozenEnv | None:
-    """The marker as conda reads it (a file, not a folder, by that exact name); one that cannot be
-    read or parsed still freezes the env, only without a reason to show."""
+def frozen_marker(prefix: Path) -> bytes | None:
+    """The marker as conda reads it (a file, not a folder, by that exact name), byte for byte; None
+    where there is none. One that cannot be read still freezes the env: b"", no reason to show."""
     marker = prefix.joinpath(*FROZEN_MARKER)
     try:
-        if not marker.is_file():
-            return None
-        text = marker.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return marker.read_bytes() if marker.is_file() else None
+    except OSError:
+        return b""
+
+
+def frozen_env(prefix: Path) -> FrozenEnv | None:
+    """The env's marker (frozen_marker) with its reason; one that cannot be parsed still freezes
+    the env, only without a reason to show."""
+    data = frozen_marker(prefix)
+    if data is None:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
         text = ""
     reason = ""
     if text.strip():

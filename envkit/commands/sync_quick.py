@@ -7,6 +7,7 @@ from typing import Any
 
 from envkit import paths
 from envkit.commands import Result
+from envkit.protect import must_not_be_frozen
 from envkit.record import read_record
 from envkit.sync import SyncOutcome, in_sync, lock_file
 
@@ -26,8 +27,12 @@ def recorded_lock(record: dict[str, Any], lock: str | None) -> Path | None:
     return paths.lock_beside(name, str(recipe.get("source")), where)
 
 
-def quick(prefix: Path, *, locked: bool, lock: str | None) -> Result | None:
-    """The no-op answer without YAML or the solver, or None when a full look is needed."""
+def quick(prefix: Path, *, locked: bool, lock: str | None, dry_run: bool = False, override_frozen: bool = False) -> Result | None:
+    """The no-op answer without YAML or the solver, or None when a full look is needed. A frozen
+    env (CEP 22) is refused first unless `override_frozen`, as conda install does whether or not
+    anything would change; a dry run only looks."""
+    if not dry_run:
+        must_not_be_frozen(prefix, "sync", override=override_frozen)
     record = read_record(prefix)
     if record is None:
         return None
