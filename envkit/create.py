@@ -6,12 +6,13 @@ transaction (envkit.transaction): under the target's lock, settle what interrupt
 verify every archive, build the whole env in a staging directory (rattler patches the final
 prefix into its files), write history, activation scripts and, last, the record; then rename it
 into place, moving an env being replaced aside for the instant of the swap. A failure or Ctrl-C
-deletes the staging directory; SIGKILL leaves one that no tool takes for an env and that the next
+deletes the staging directory (and the lock file, where no env is left at the prefix); SIGKILL leaves one that no tool takes for an env and that the next
 run removes.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from envkit import __version__, backend, condameta, envs, pkgcache
 from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, recorded_activation, write_files
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, os_refusal
-from envkit.fsutil import LockBusy, may_create_in
+from envkit.fsutil import LockBusy, discard_lock, may_create_in
 from envkit.history import Linked, append_block, block, mark_created
 from envkit.notices import notify
 from envkit.protect import FROZEN_MARKER, frozen_env, frozen_marker, must_be_an_env_alone, must_not_be_frozen
@@ -107,7 +108,7 @@ def create_env(
 ) -> CreatedEnv:
     prefix = plan.prefix
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    with env_lock(prefix):
+    with env_lock(prefix) as lock:
         recover(prefix)
         ensure_creatable(prefix, force=force, override_frozen=override_frozen)
         replaced = _kernel_settings_of(prefix)
@@ -142,6 +143,8 @@ def create_env(
             old = swap_in(staging, prefix)
         except BaseException as exc:
             remove_tree(staging, writers_may_linger=True)
+            if not os.path.lexists(prefix) and not staging.exists():  # no env here, before or now: no lock file either
+                discard_lock(lock)
             if isinstance(exc, KeyboardInterrupt):
                 raise Interrupted(
                     f"interrupted: nothing was left at {prefix}" + (" (the previous env is untouched)" if force else "")

@@ -238,34 +238,69 @@ class LockBusy(EnvkitError):
 
 
 @contextlib.contextmanager
-def exclusive_lock(lock_path: Path, what: str, *, wait: float = 0) -> Iterator[None]:
+def exclusive_lock(lock_path: Path, what: str, *, wait: float = 0) -> Iterator[Path]:
     """flock: a second envkit working on the same target fails at once (or after `wait` seconds,
-    for short critical sections such as a registry update)."""
+    for short critical sections such as a registry update). Yields the lock file's path, for
+    `discard_lock` once what it guards is gone. A lock is held only on the file that its path
+    names when it is taken: one a holder discarded while this process waited on it is let go, and
+    the file now at the path is locked instead, so two holders never think they hold one lock."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies
-        mine = True
-    except PermissionError:  # another user's lock file (an env beside others'): flock needs only a read
-        fd = os.open(lock_path, os.O_RDONLY)
-        mine = False
     deadline = time.monotonic() + wait
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies
+            mine = True
+        except PermissionError:  # another user's lock file (an env beside others'): flock needs only a read
+            fd = os.open(lock_path, os.O_RDONLY)
+            mine = False
+        try:
+            _take(fd, lock_path, what, deadline)
+        except BaseException:
+            os.close(fd)
+            raise
+        if _names(lock_path, fd):
+            break
+        os.close(fd)  # discarded while we waited on it
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise LockBusy(
-                        f"{what} is locked by another envkit process ({lock_path})",
-                        hint="wait for it to finish, then retry",
-                    ) from None
-                time.sleep(0.05)
         if mine:
             os.ftruncate(fd, 0)
             os.write(fd, str(os.getpid()).encode())
-        yield
+        yield lock_path
     finally:
         os.close(fd)
+
+
+def _take(fd: int, lock_path: Path, what: str, deadline: float) -> None:
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            if time.monotonic() >= deadline:
+                raise LockBusy(
+                    f"{what} is locked by another envkit process ({lock_path})",
+                    hint="wait for it to finish, then retry",
+                ) from None
+            time.sleep(0.05)
+
+
+def _names(lock_path: Path, fd: int) -> bool:
+    """`lock_path` still names the open file `fd` (no holder discarded it meanwhile)."""
+    try:
+        there = os.stat(lock_path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
+
+
+def discard_lock(lock_path: Path) -> None:
+    """Take away a lock file this process holds (exclusive_lock), where what it guarded is gone (a
+    removed env), so nothing is left behind; safe because a waiter checks, once it has the lock,
+    that the path still names the file it locked. Call it last in the locked block: the next
+    taker locks a new file at once. One this user may not delete (another's, in a shared folder)
+    stays."""
+    with contextlib.suppress(FileNotFoundError, PermissionError):
+        os.unlink(lock_path)

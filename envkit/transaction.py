@@ -6,7 +6,8 @@ Beside the target, on the same filesystem so that every rename is atomic:
     .NAME.envkit-old-PID       the env being replaced, between the two renames of the swap
 
 All of it runs under the target's lock (an flock, which dies with its holder, on `.NAME.envkit-lock`
-beside the env, so every user who may change a shared env takes the same one), so a staging or old
+beside the env, so every user who may change a shared env takes the same one; taken away with the
+env by `remove` or a create that leaves no env, so nothing of envkit's stays), so a staging or old
 directory found while holding the lock belongs to a run that is gone: SIGKILL by
 the OOM killer or a job scheduler, a closed SSH session. `recover` settles them: a half-built env
 is removed; an old env whose replacement never arrived is put back; a replacement that was
@@ -57,9 +58,11 @@ def lock_for(prefix: Path) -> Path:
 
 
 @contextmanager
-def env_lock(prefix: Path, *, wait: float = 0) -> Iterator[None]:
-    with exclusive_lock(lock_for(prefix), f"env {prefix}", wait=wait):
-        yield
+def env_lock(prefix: Path, *, wait: float = 0) -> Iterator[Path]:
+    """The env's lock (lock_for), held for the block; yields the lock file, for
+    envkit.fsutil.discard_lock where the block leaves no env."""
+    with exclusive_lock(lock_for(prefix), f"env {prefix}", wait=wait) as held:
+        yield held
 
 
 def work_dir(prefix: Path, kind: Kind, pid: int | None = None) -> Path:

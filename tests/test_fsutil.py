@@ -8,13 +8,24 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text, scratch_file, sweep_scratch, umask, write_output, write_staged
+from envkit.fsutil import (
+    atomic_write_text,
+    discard_lock,
+    exclusive_lock,
+    scratch_file,
+    sweep_scratch,
+    umask,
+    write_output,
+    write_staged,
+)
 from envkit.probe.runner import SCRATCH_PREFIX
 
 
@@ -143,3 +154,43 @@ def test_sweep_removes_only_dead_owners_scratch(tmp_path: Path) -> None:
         path.mkdir()
     assert sweep_scratch(SCRATCH_PREFIX, tmp_path) == [stale]
     assert live.exists() and other.exists() and not stale.exists()
+
+
+def _fds_open_on(path: Path) -> int:
+    return sum(1 for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") == str(path))
+
+
+def _soon(condition: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + 10
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
+
+
+def test_a_discarded_lock_file_is_not_held_by_whoever_waited_on_it(tmp_path: Path) -> None:
+    """`envkit remove` takes the env's lock file away with the env. A waiter that opened that file
+    before it went must not end up holding it once the remover lets go: a newcomer has meanwhile
+    locked the new file at the same path, and both would think they hold the env's lock."""
+    lock = tmp_path / "envs" / ".env.envkit-lock"
+    got, done = threading.Event(), threading.Event()
+
+    def waiter() -> None:
+        with exclusive_lock(lock, "env", wait=30) as held:
+            got.set()
+            assert held == lock and lock.read_text() == str(os.getpid())
+            done.wait(30)
+
+    with ExitStack() as newcomer:
+        with exclusive_lock(lock, "env") as held:
+            waiting = threading.Thread(target=waiter)
+            waiting.start()
+            assert _soon(lambda: _fds_open_on(lock) == 2)  # the waiter has the file open, and waits for it
+            discard_lock(held)
+            assert not lock.exists()
+            newcomer.enter_context(exclusive_lock(lock, "env"))  # a new file at the path, locked at once
+        assert not got.wait(0.5)  # the remover let go of the old file: the waiter waits for the newcomer
+    assert got.wait(10)
+    done.set()
+    waiting.join()
+    discard_lock(lock)
+    assert list(lock.parent.iterdir()) == []

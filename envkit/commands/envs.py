@@ -10,6 +10,7 @@ from envkit.commands import Result
 from envkit.condaconfig import current
 from envkit.envs import all_envs, find_env, unregister
 from envkit.errors import EnvkitError, UsageError
+from envkit.fsutil import discard_lock
 from envkit.installed import pip_dists, read_conda_meta
 from envkit.protect import frozen_env, must_be_an_env_alone, must_not_be_frozen
 from envkit.record import read_record, recipe_name
@@ -118,7 +119,7 @@ def remove(prefix: Path, *, override_frozen: bool = False) -> Result:
 
     kernels = env_kernels(prefix)
     real = real_prefix(prefix)  # through a link: the env where it points, then the link (conda leaves the directory half-emptied)
-    with env_lock(real):
+    with env_lock(real) as lock:
         recover(real)
         gone = work_dir(real, "removing")
         os.rename(real, gone)
@@ -127,6 +128,8 @@ def remove(prefix: Path, *, override_frozen: bool = False) -> Result:
             unregister(prefix)
             prefix.unlink()
         remove_tree(gone)
+        if not gone.exists():  # nothing left to finish: the env's lock file goes with it
+            discard_lock(lock)
     said = f"removed {prefix}" if real == prefix else f"removed {real} and the link {prefix} to it"
     left = tuple(
         f"Jupyter kernel '{k.name}' ({k.path}) starts the removed env's python: jupyter kernelspec remove {k.name}" for k in kernels

@@ -130,7 +130,7 @@ def _save(entries: list[GitSourceEntry]) -> None:
     atomic_write_text(sources_file(), json.dumps(data, indent=2) + "\n")
 
 
-def _lock() -> AbstractContextManager[None]:
+def _lock() -> AbstractContextManager[Path]:
     return exclusive_lock(sources_file().with_name(".sources.lock"), "the recipe source list")
 
 
