@@ -11,15 +11,18 @@ commands that change an env in place or delete it refuse likewise, with conda's 
 conda refuses to remove only the base env of the conda that runs (`context.root_prefix`); a second
 conda installation on the same machine (an old anaconda3 beside miniforge3) is to it an env like any
 other, and so it was to `envkit remove`: the whole installation went, its envs and its package
-cache with it. What envkit takes for an installation: conda installed in the prefix together with
-a package cache there (an installer's base; an env that merely has the conda package, as a
-conda-build env does, keeps no `pkgs/`), or envs inside its `envs/` folder, which deleting the
-prefix would delete too.
+cache with it. What envkit takes for an installation: envs inside its `envs/` folder, which
+deleting the prefix would delete too; or conda installed in the prefix (as a conda package, or as
+a Python distribution where pip put it) together with what only an installation keeps there: its
+package cache (`pkgs/`), its envs folder (`envs/`, empty or not), or its own `.condarc`. An env
+that merely has the conda package, as a conda-build env does, keeps none of them. A wrong guess
+here refuses a removal and says why; it never deletes.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,9 +98,30 @@ def more_than_an_env(prefix: Path) -> str | None:
     if inner:
         shown = ", ".join(inner[:3]) + (f" and {len(inner) - 3} more" if len(inner) > 3 else "")
         return f"it holds other envs in its envs folder ({shown})"
-    if any((prefix / "conda-meta").glob("conda-[0-9]*.json")) and (prefix / "pkgs").is_dir():
-        return "it is a conda installation (conda is installed in it, with its package cache in pkgs)"
+    if _has_conda(prefix):
+        for kept, is_there in INSTALLATION_KEEPS:
+            if is_there(prefix):
+                return f"it is a conda installation (conda is installed in it, with {kept})"
     return None
+
+
+# What a conda installation keeps in its prefix and an env with conda in it does not, in the order
+# a refusal names them.
+INSTALLATION_KEEPS: tuple[tuple[str, Callable[[Path], bool]], ...] = (
+    ("its package cache in pkgs", lambda prefix: (prefix / "pkgs").is_dir()),
+    ("its envs folder", lambda prefix: (prefix / "envs").is_dir()),
+    ("its own .condarc", lambda prefix: (prefix / ".condarc").is_file()),
+)
+
+
+def _has_conda(prefix: Path) -> bool:
+    """conda installed in `prefix`: as a conda package (its record), or as a Python distribution,
+    where pip put it (a base made without a conda channel, as ../shared/conda's install.sh does)."""
+    if any((prefix / "conda-meta").glob("conda-[0-9]*.json")):
+        return True
+    return any(prefix.glob("lib/python3*/site-packages/conda-[0-9]*.dist-info")) or any(
+        prefix.glob("Lib/site-packages/conda-[0-9]*.dist-info")
+    )
 
 
 def must_be_an_env_alone(prefix: Path, doing: str) -> None:

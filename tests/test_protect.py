@@ -62,6 +62,19 @@ def test_what_makes_a_prefix_more_than_one_env(tmp_path: Path, monkeypatch: pyte
     # an installer's base: conda in it, and its package cache
     (build_env / "pkgs").mkdir()
     assert more_than_an_env(build_env) == "it is a conda installation (conda is installed in it, with its package cache in pkgs)"
+    # conda that pip installed (no conda record), with what only an installation keeps beside it
+    pip_base = env_at(tmp_path / "pip-base")
+    site = pip_base / "lib" / "python3.12" / "site-packages"
+    (site / "conda-26.7.1.dist-info").mkdir(parents=True)
+    (site / "conda_package_handling-2.6.0.dist-info").mkdir()
+    assert more_than_an_env(pip_base) is None
+    (pip_base / ".condarc").write_text("solver: classic\n")
+    assert more_than_an_env(pip_base) == "it is a conda installation (conda is installed in it, with its own .condarc)"
+    (pip_base / "envs").mkdir()
+    assert more_than_an_env(pip_base) == "it is a conda installation (conda is installed in it, with its envs folder)"
+    # a .condarc or an empty envs folder in an env without conda is no installation
+    (site / "conda-26.7.1.dist-info").rmdir()
+    assert more_than_an_env(pip_base) is None
     # envs inside it, however it was made
     holder = env_at(tmp_path / "holder")
     for name in ("a", "b", "c", "d", "e"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -96,6 +97,20 @@ def test_a_second_conda_installation_is_not_removed_or_replaced(conda: Conda, tm
     # what is inside it goes as any env does, and its conda agrees it is gone
     assert run_envkit("remove", "-p", str(inner), "--yes").returncode == 0
     assert str(inner) not in other.ok("env", "list")
+
+    # with no env left in it, it is still a conda installation: conda is in it (pip put it there,
+    # no conda record), with its envs folder, and without that folder, with its own .condarc
+    def refused_removal() -> str:
+        proc = run_envkit("remove", "-p", str(root), "--yes")
+        assert proc.returncode == 2, proc.stderr
+        return proc.stderr
+
+    said = f"{root}: envkit does not remove it, it is a conda installation (conda is installed in it, with"
+    assert f"{said} its envs folder)" in refused_removal()
+    assert not any(p.is_dir() for p in (root / "envs").iterdir())  # only conda's own marks are left in it
+    shutil.rmtree(root / "envs")
+    assert f"{said} its own .condarc)" in refused_removal()
+    assert (root / "bin" / "conda").is_file()
     other.ok("--version")
 
 
