@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -111,18 +111,32 @@ def _install_error(doing: str) -> Callable[[BaseException], EnvkitError]:
     return wrap
 
 
-def client() -> Any:
+def client(urls: Iterable[str] = ()) -> Any:
     """rattler's HTTP client with its authentication layer: a private channel's credentials come from
     where rattler and pixi keep them (`pixi auth login`: the keyring or ~/.rattler/credentials.json;
     RATTLER_AUTH_FILE; ~/.netrc), so the channel is named without them and no lock, record or export
-    of it carries a token. A new one per call: a forked installer child must not share a parent's."""
+    of it carries a token. A new one per call: a forked installer child must not share a parent's.
+
+    `urls`: what it will fetch (channels, archives), where known. Where every one is a file:// URL
+    (a channel on disk: a local or air-gapped mirror) nothing is fetched over a network, so there is
+    no TLS session to verify and no credentials to send: that client is made without loading the
+    system's certificates (7 ms of every command otherwise), through rattler's `tls-no-verify`,
+    which has nothing to apply to there. Any other URL, or none known, gets the verifying client."""
     from rattler.networking import AuthenticationMiddleware, Client
 
+    local = list(urls)
+    if local and all(is_local(url) for url in local):
+        return Client.from_config(rattler.Config.from_toml("tls-no-verify = true"))
     return Client([AuthenticationMiddleware()])
 
 
-def gateway() -> Any:
-    return rattler.Gateway(client=client())
+def is_local(url: str) -> bool:
+    """A file:// URL: read from this machine's filesystem (a mount included), never over HTTP."""
+    return url[:7].lower() == "file://"
+
+
+def gateway(channel_urls: Iterable[str] = ()) -> Any:
+    return rattler.Gateway(client=client(channel_urls))
 
 
 def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: list[Any]) -> list[Any]:
@@ -130,7 +144,7 @@ def solve(channel_urls: list[str], specs: list[str], platform: str, virtual: lis
         rattler.solve(
             channel_urls,
             specs,
-            gateway=gateway(),
+            gateway=gateway(channel_urls),
             platforms=cast(Any, [platform, "noarch"]),
             virtual_packages=virtual,
             channel_priority=rattler.ChannelPriority.Strict,
@@ -151,7 +165,7 @@ def solve_many(
     a lock or an env) is kept where the specs allow, as far as the channels still offer it."""
 
     async def everything() -> list[list[Any]]:
-        shared = gateway()
+        shared = gateway(channel_urls)
         wanted = preferred or [[] for _ in jobs]
         offered = await asyncio.gather(
             *(_still_offered(shared, channel_urls, job[0], keep) for job, keep in zip(jobs, wanted, strict=True))
@@ -186,7 +200,7 @@ def still_offered(channel_urls: list[str], wanted: list[tuple[str, list[Preferre
     missing was removed, or moved off the channel's label (conda-forge's broken builds)."""
 
     async def everything() -> list[list[Any]]:
-        shared = gateway()
+        shared = gateway(channel_urls)
         return await asyncio.gather(*(_still_offered(shared, channel_urls, platform, packages) for platform, packages in wanted))
 
     return [{str(r.url) for r in found} for found in _run(everything(), _solve_error)]
@@ -228,7 +242,7 @@ def reinstall(
             installed_packages=installed,
             reinstall_packages=set(relink) or None,
             show_progress=False,
-            client=http or client(),
+            client=http or client(str(r.url) for r in records),
             requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs or []],
         ),
         _install_error(f"changing {prefix}"),
@@ -252,7 +266,7 @@ def install(
             prefix,
             cache_dir=cache_dir,
             show_progress=False,
-            client=client(),
+            client=client(str(r.url) for r in records),
             reporter=reporter,
             requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs],
             alternative_target_prefix=final_prefix,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +67,57 @@ def test_a_private_channel_takes_its_credentials_from_rattlers_store_and_no_file
         assert refused.returncode == 3 and "Traceback" not in refused.stderr, refused.stderr
         if basic:  # a 401 says what is missing; a path without its token is only a 404
             assert "the channel asks for credentials" in refused.stderr and "pixi auth login" in refused.stderr, refused.stderr
+
+
+def _reads_certificates(fifo: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], bool]:
+    """`envkit ARGS` with SSL_CERT_FILE a FIFO, and whether it opened it: making rattler's verifying
+    client reads the system's certificates (an open that waits for a writer, here seen and given an
+    empty file), while a client that verifies nothing reads none."""
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envkit", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SSL_CERT_FILE": str(fifo)},
+    )
+    opened = False
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:  # opens only while a reader has it open: the command making a verifying client
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            time.sleep(0.01)
+            continue
+        opened = True
+        os.close(writer)  # no certificates in it: neither channel here needs one
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), opened
+
+
+def test_channels_on_disk_load_no_certificates_and_any_other_channel_does(tmp_path: Path) -> None:
+    """Making rattler's client loads the system's certificates, 7 ms of every create. From channels
+    on disk (file://: a local or air-gapped mirror) nothing goes over a network, so the lock, the
+    solve and the install (locked or not) make a client that loads none; a channel served over
+    HTTP gets the client that verifies, with its credentials layer, as before."""
+    fifo = tmp_path / "certificates.pem"
+    channel = tiny_channel(tmp_path)
+    recipe = tiny_recipe(tmp_path, channel)
+    for args in (
+        ("lock", str(recipe)),
+        ("create", str(recipe), "-p", str(tmp_path / "solved"), "--yes", "--no-probe"),
+        ("create", str(recipe), "-p", str(tmp_path / "locked"), "--locked", "--yes", "--no-probe"),
+    ):
+        done, opened = _reads_certificates(fifo, *args)
+        assert done.returncode == 0, done.stderr
+        assert not opened, args
+    assert (tmp_path / "locked" / "share" / "tool" / "version.txt").read_text() == "v1\n"
+
+    served_channel = tiny_channel(tmp_path / "served")
+    with served(served_channel) as url:
+        recipe.write_text(recipe.read_text().replace(channel.as_uri(), url))
+        done, opened = _reads_certificates(fifo, "create", str(recipe), "-p", str(tmp_path / "over-http"), "--yes", "--no-probe")
+    assert done.returncode == 0, done.stderr
+    assert opened
+    assert (tmp_path / "over-http" / "share" / "tool" / "version.txt").read_text() == "v1\n"
