@@ -6,7 +6,9 @@
   `conda doctor --fix` applies envkit's safe fixes through conda's confirmation;
 - after every conda solve, the `envkit_guard` setting (warn | refuse | off; default warn) judges the
   env as it would be with the audit's plan rules and names the errors the change would introduce;
-- `conda env export --format envkit-recipe`: an envkit recipe from any env.
+- `conda env export --format envkit-recipe`: an envkit recipe from any env;
+- after `conda remove --all`, `conda env remove` and `conda rename`, the lock file envkit kept
+  beside the env that is now gone is taken away, as `envkit remove` takes it.
 
 conda imports this module on every command, so it imports nothing of envkit here: each hook
 imports what it needs when it runs. A hook whose import fails (a broken envkit install) says so in
@@ -21,7 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conda import plugins
-from conda.plugins.types import CondaEnvironmentExporter, CondaHealthCheck, CondaPostSolve, CondaSetting, CondaSubcommand
+from conda.plugins.types import (
+    CondaEnvironmentExporter,
+    CondaHealthCheck,
+    CondaPostCommand,
+    CondaPostSolve,
+    CondaSetting,
+    CondaSubcommand,
+)
 
 if TYPE_CHECKING:
     from argparse import Namespace
@@ -182,6 +191,32 @@ def conda_settings() -> Iterator[CondaSetting]:
         description="What envkit does when a conda transaction would bring a toolchain error into an env: warn, refuse or off.",
         parameter=PrimitiveParameter("warn", element_type=str, validation=_guard_validation),
     )
+
+
+# ------------------------------------------------------------------ after conda removes or renames an env
+
+REMOVING_COMMANDS = {"remove", "env_remove", "rename"}  # conda's names for them (its main_*.py modules)
+
+
+def tidy_after(command: str) -> None:
+    """The env conda worked on (the source of a rename), if it is gone now: its envkit lock file
+    goes too. A package removal leaves the env, and so the lock file."""
+    from conda.base.context import context
+
+    prefix = Path(context.target_prefix)
+    if prefix.exists() or prefix.is_symlink():  # nothing gone (a package removal): nothing to load
+        return
+    try:
+        from envkit.transaction import discard_lock_of_gone_env
+    except Exception as exc:
+        _inactive("the lock file's removal after conda removed an env", exc)
+        return
+    discard_lock_of_gone_env(prefix)
+
+
+@plugins.hookimpl
+def conda_post_commands() -> Iterator[CondaPostCommand]:
+    yield CondaPostCommand(name="envkit-tidy-removed-env", action=tidy_after, run_for=REMOVING_COMMANDS)
 
 
 # ------------------------------------------------------------------ conda env export --format envkit-recipe

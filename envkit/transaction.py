@@ -7,7 +7,8 @@ Beside the target, on the same filesystem so that every rename is atomic:
 
 All of it runs under the target's lock (an flock, which dies with its holder, on `.NAME.envkit-lock`
 beside the env, so every user who may change a shared env takes the same one; taken away with the
-env by `remove` or a create that leaves no env, so nothing of envkit's stays), so a staging or old
+env by `remove`, a create that leaves no env, or the conda plugin after conda removes or renames
+the env, so nothing of envkit's stays), so a staging or old
 directory found while holding the lock belongs to a run that is gone: SIGKILL by
 the OOM killer or a job scheduler, a closed SSH session. `recover` settles them: a half-built env
 is removed; an old env whose replacement never arrived is put back; a replacement that was
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from envkit import paths
-from envkit.fsutil import exclusive_lock, may_create_in
+from envkit.fsutil import LockBusy, discard_lock, exclusive_lock, may_create_in
 from envkit.notices import notify
 from envkit.record import partial_journals, record_path, sync_journal_path
 
@@ -63,6 +64,23 @@ def env_lock(prefix: Path, *, wait: float = 0) -> Iterator[Path]:
     envkit.fsutil.discard_lock where the block leaves no env."""
     with exclusive_lock(lock_for(prefix), f"env {prefix}", wait=wait) as held:
         yield held
+
+
+def discard_lock_of_gone_env(prefix: Path) -> bool:
+    """Take away the lock file left beside an env that another tool has since removed or renamed
+    away (`conda env remove`, `conda rename`: the conda plugin's hook after them), as `envkit
+    remove` takes its own. Under the lock, and only while no env and nothing of an interrupted run
+    is there: a lock in use (an envkit creating an env at that path now) is left to its holder."""
+    if os.path.lexists(prefix) or not os.path.lexists(lock_for(prefix)):
+        return False
+    try:
+        with env_lock(prefix) as held:
+            if os.path.lexists(prefix) or leftovers(prefix):
+                return False
+            discard_lock(held)
+            return True
+    except (LockBusy, OSError):
+        return False
 
 
 def work_dir(prefix: Path, kind: Kind, pid: int | None = None) -> Path:

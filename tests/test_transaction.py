@@ -190,3 +190,27 @@ def test_cache_sweep_spares_a_running_install(tmp_path: Path) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released again
     os.close(fd)
     shutil.rmtree(cache)
+
+
+def test_the_lock_file_of_an_env_another_tool_removed_goes_only_when_nothing_is_there(tmp_path: Path) -> None:
+    """What the conda plugin does after `conda env remove` and `conda rename` (tests/conda has the
+    real commands): the lock file goes where the env is gone and no run holds or needs it."""
+    from envkit.fsutil import exclusive_lock
+    from envkit.transaction import discard_lock_of_gone_env, env_lock, lock_for
+
+    prefix = tmp_path / "envs" / "gone"
+    prefix.mkdir(parents=True)
+    with env_lock(prefix):
+        pass
+    lock = lock_for(prefix)
+    assert lock.is_file() and not discard_lock_of_gone_env(prefix)  # the env is there
+    prefix.rmdir()
+    with exclusive_lock(lock, "test"):  # an envkit at work on that path: its lock stays
+        assert not discard_lock_of_gone_env(prefix)
+    aside = work_dir(prefix, "staging", 999_999)
+    aside.mkdir()  # what an interrupted create left: the next run that takes the lock settles it
+    assert not discard_lock_of_gone_env(prefix) and lock.is_file()
+    aside.rmdir()
+    assert discard_lock_of_gone_env(prefix) and not lock.exists()
+    assert list(prefix.parent.iterdir()) == []
+    assert not discard_lock_of_gone_env(prefix)  # nothing left to take away

@@ -13,6 +13,7 @@ import pytest
 
 from envkit.activation.writer import prefix_tag
 from envkit.record import legacy_record_path, read_record, record_path
+from envkit.transaction import env_lock
 from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
@@ -58,19 +59,41 @@ def test_conda_reads_lists_exports_and_changes_an_envkit_env(conda: Conda, repli
     assert audit.returncode == 0, audit.stdout
 
 
+def lock_file(prefix: Path) -> Path:
+    return prefix.with_name(f".{prefix.name}.envkit-lock")
+
+
 def test_rename_carries_the_record_and_remove_all_deletes_it(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """What conda does to an envkit env leaves nothing of envkit's beside it: the lock file envkit
+    keeps next to an env goes when conda renames the env away or removes it (the plugin's hook
+    after those commands), as it goes with `envkit remove`."""
     prefix = envkit_env(tmp_path, replica)
     renamed = tmp_path / "envs" / "renamed"
+    assert lock_file(prefix).is_file()  # the create's
     conda.ok("rename", "-p", str(prefix), str(renamed))
-    assert not prefix.exists()
+    assert not prefix.exists() and not lock_file(prefix).exists()
     record = read_record(renamed)
     assert record is not None and record["recipe"]["name"] == "mklenv"
     audit = json.loads(run_envkit("audit", "-p", str(renamed), "--json").stdout)
     assert audit["data"]["audits"][0]["envkit_managed"] is True and audit["exit_code"] == 0, audit
     shown = run_envkit("activation", "show", "-p", str(renamed))
     assert shown.returncode == 0 and "MKL_THREADING_LAYER='GNU'" in shown.stdout
+    with env_lock(renamed):  # as every envkit command that changes the env takes it
+        pass
+    cf = replica["conda-forge"].as_uri()
+    conda.ok("install", "-y", "-q", "-p", str(renamed), "--override-channels", "-c", cf, "blis")
+    conda.ok("remove", "-y", "-q", "-p", str(renamed), "blis")
+    assert lock_file(renamed).is_file()  # a package removal leaves the env, and its lock file
     conda.ok("remove", "--all", "-y", "-p", str(renamed))
-    assert not renamed.exists()
+    assert not renamed.exists() and not lock_file(renamed).exists()
+    assert sorted(p.name for p in renamed.parent.iterdir() if p.name.startswith(".")) == []
+
+    # `conda env remove`, of an env conda made and envkit took the lock of (audit --fix does)
+    made = conda.create(tmp_path / "envs" / "made", [tiny_channel(tmp_path)], ["tool"])
+    with env_lock(made):
+        pass
+    conda.ok("env", "remove", "-y", "-p", str(made))
+    assert not made.exists() and not lock_file(made).exists()
 
 
 def test_old_record_breaks_conda_until_audit_fix_moves_it(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
