@@ -219,6 +219,9 @@ def test_conda_works_when_envkit_cannot_load(plugged: Conda, tmp_path: Path) -> 
         "install", "-y", "-p", str(prefix), "--override-channels", "-c", more.as_uri(), "helper", "--force-reinstall", env=env
     )
     assert installed.returncode == 0, installed.stderr
+    removed = plugged.run("remove", "--all", "-y", "-p", str(prefix), env=env)  # a command the plugin acts after
+    assert removed.returncode == 0 and removed.stderr.count("envkit is broken on purpose") == 1, removed.stderr
+    assert not prefix.exists()
 
     broken = tmp_path / "broken-rattler"
     (broken / "rattler").mkdir(parents=True)
@@ -227,7 +230,10 @@ def test_conda_works_when_envkit_cannot_load(plugged: Conda, tmp_path: Path) -> 
     proc = plugged.run("envkit", "create", "pytorch-base", "--dry-run", env=env)
     assert proc.returncode == 70 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == "envkit: error: rattler is broken on purpose (reinstall envkit with its dependencies)"
+    prefix = plugged.create(tmp_path / "env", [tiny_channel(tmp_path)], ["tool"])
     assert plugged.run("doctor", "-p", str(prefix), env=env).returncode == 0  # the audit needs no rattler
+    removed = plugged.run("env", "remove", "-y", "-p", str(prefix), env=env)  # nor does the lock file's removal after it
+    assert removed.returncode == 0 and "envkit" not in removed.stderr, removed.stderr
 
 
 def test_the_guard_sees_the_libraries_of_packages_conda_removes(plugged: Conda, wheel_channel: Path, tmp_path: Path) -> None:
