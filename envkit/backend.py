@@ -125,12 +125,12 @@ def client(urls: Iterable[str] = ()) -> Any:
     from rattler.networking import AuthenticationMiddleware, Client
 
     local = list(urls)
-    if local and all(is_local(url) for url in local):
+    if local and all(_on_disk(url) for url in local):
         return Client.from_config(rattler.Config.from_toml("tls-no-verify = true"))
     return Client([AuthenticationMiddleware()])
 
 
-def is_local(url: str) -> bool:
+def _on_disk(url: str) -> bool:
     """A file:// URL: read from this machine's filesystem (a mount included), never over HTTP."""
     return url[:7].lower() == "file://"
 

@@ -6,8 +6,8 @@ transaction (envkit.transaction): under the target's lock, settle what interrupt
 verify every archive, build the whole env in a staging directory (rattler patches the final
 prefix into its files), write history, activation scripts and, last, the record; then rename it
 into place, moving an env being replaced aside for the instant of the swap. A failure or Ctrl-C
-deletes the staging directory (and the lock file, where no env is left at the prefix); SIGKILL leaves one that no tool takes for an env and that the next
-run removes.
+deletes the staging directory (and the env's lock file, where no env is left at the prefix);
+SIGKILL leaves one that no tool takes for an env and that the next run removes.
 """
 
 from __future__ import annotations

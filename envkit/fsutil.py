@@ -251,7 +251,10 @@ def exclusive_lock(lock_path: Path, what: str, *, wait: float = 0) -> Iterator[P
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies
             mine = True
         except PermissionError:  # another user's lock file (an env beside others'): flock needs only a read
-            fd = os.open(lock_path, os.O_RDONLY)
+            try:
+                fd = os.open(lock_path, os.O_RDONLY)
+            except FileNotFoundError:  # its holder discarded it just now: make ours
+                continue
             mine = False
         try:
             _take(fd, lock_path, what, deadline)
