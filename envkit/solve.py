@@ -136,7 +136,26 @@ def channel_failure(text: str, channels: list[ResolvedChannel]) -> str:
     return f"cannot reach {which}: {cause}" + (f" [{url.group(1)}]" if url else "")
 
 
-def _hint(error_text: str, specs: tuple[CompiledSpec, ...]) -> str:
+def _cuda_hint(cuda: str | None, assumed: bool) -> str:
+    """What to do when __cuda is in the conflict: there is none (no driver), the driver's is too old
+    for what the recipe asks, or the recipe's own declaration (assumed, no driver) is."""
+    if cuda is None:
+        return (
+            "; it needs __cuda, which no NVIDIA driver here provides: declare the CUDA version in the recipe "
+            "(toolchain.pytorch.cuda), solve as if a driver were there with CONDA_OVERRIDE_CUDA=12.9, or use the CPU recipe"
+        )
+    if assumed:
+        return (
+            f"; __cuda={cuda} is assumed from the recipe's toolchain.pytorch.cuda (no NVIDIA driver here), and the "
+            "packages need another: make toolchain.pytorch.cuda the CUDA they are built for"
+        )
+    return (
+        f"; this machine's NVIDIA driver provides __cuda={cuda}, older than the packages need: update the driver, "
+        f'or pin builds it runs (toolchain.pytorch.cuda: "{cuda}")'
+    )
+
+
+def _hint(error_text: str, specs: tuple[CompiledSpec, ...], goal: Target | None = None) -> str:
     """Name the recipe lines and toolchain pins that take part in the conflict."""
     involved = []
     lowered = error_text.lower()
@@ -148,10 +167,8 @@ def _hint(error_text: str, specs: tuple[CompiledSpec, ...]) -> str:
                 involved.append(line)
     cuda = ""
     if "__cuda" in lowered:
-        cuda = (
-            "; it needs __cuda, which no NVIDIA driver here provides: declare the CUDA version in the recipe "
-            "(toolchain.pytorch.cuda), solve as if a driver were there with CONDA_OVERRIDE_CUDA=12.9, or use the CPU recipe"
-        )
+        have = next((v.partition("=")[2] for v in (goal.described if goal else ()) if v.startswith("__cuda=")), None)
+        cuda = _cuda_hint(have, bool(goal and goal.assumed))
     if not involved:
         return "no recipe spec is named in the conflict; check the channels with 'envkit create --dry-run -c ...'" + cuda
     return "recipe specs in the conflict: " + "; ".join(involved) + cuda
@@ -225,7 +242,7 @@ def solve_or_explain(
         where = f" for {', '.join(goal.platform for _, goal in failed)}" if name_platform or len(jobs) > 1 else ""
         specs = tuple(s for c, _ in failed for s in c.conda_specs)
         raise SolveError(
-            f"the recipe '{first.recipe.name}' cannot be solved{where}:\n{exc.message}", hint=_hint(exc.message, specs)
+            f"the recipe '{first.recipe.name}' cannot be solved{where}:\n{exc.message}", hint=_hint(exc.message, specs, failed[0][1])
         ) from None
 
 

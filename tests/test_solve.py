@@ -67,6 +67,10 @@ def test_a_detected_driver_wins_and_an_old_one_fails(
     with pytest.raises(SolveError) as info:
         solved("yolov8", replica_mirrors, tmp_path)
     assert "__cuda" in info.value.message
+    # the driver is there, only older: the hint names it, not a missing driver
+    hint = info.value.hint or ""
+    assert "this machine's NVIDIA driver provides __cuda=11.8, older than the packages need" in hint
+    assert 'toolchain.pytorch.cuda: "11.8"' in hint and "no NVIDIA driver" not in hint
 
 
 def test_an_undeclared_cuda_says_what_to_do(replica_mirrors: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

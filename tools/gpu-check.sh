@@ -12,7 +12,13 @@
 #   3. the same with CUDA_VISIBLE_DEVICES="" (expects: gpu warn naming CUDA_VISIBLE_DEVICES);
 #   4. envkit audit, audit --fix, and the probe again (expects: activation written, probe healthy);
 #   5. bench/run.py probe --prefix: full probe vs the 2-rank gloo job alone on this machine
-#      (ROUNDS rounds, default 3; ROUNDS=0 skips it).
+#      (ROUNDS rounds, default 3; ROUNDS=0 skips it);
+#   6. envkit create of a CUDA recipe over PYTHON's torch (tools/gpu_channel.py builds the channel;
+#      CREATE=0 skips it): expects the driver's __cuda detected (nothing assumed), gpu pass and a
+#      record with gpu proven; the same env made as on a login node (CONDA_OVERRIDE_CUDA= and
+#      CUDA_VISIBLE_DEVICES= hide the driver) expects __cuda assumed from the recipe, gpu warn and
+#      proven false, then `envkit probe` on the GPU expects proven true; a recipe for a CUDA newer
+#      than the driver expects a solve error naming __cuda (exit 1); the created env's audit.
 # Reports go to $OUT (default: a temp dir): probe-*.json, audit.json, bench.txt, log.txt.
 # py-rattler must be importable; put its wheel in .whl/ and this installs it into /tmp/site.
 set -u -o pipefail
@@ -71,6 +77,24 @@ fi
 cat "$OUT/audit-fix.txt" >>"$LOG"
 rm -f "$OUT/audit-fix.txt"
 
+if [ "${CREATE:-1}" -gt 0 ]; then
+    WORK=/tmp/envkit-gpu-create
+    rm -rf "$WORK" && mkdir -p "$WORK/envs"
+    export ENVKIT_PKGS_DIR=$WORK/pkgs ENVKIT_ENVS_DIR=$WORK/envs
+    step channel.txt 120 "$PYTHON" tools/gpu_channel.py "$WORK"
+    tee -a "$LOG" <"$OUT/channel.txt"
+    record() { cp "$WORK/envs/$1/etc/envkit/record.json" "$OUT/$2" 2>>"$LOG" || echo "no record for $1" | tee -a "$LOG"; }
+    step create.json 400 "${ENVKIT[@]}" create "$WORK/recipes/gpu-node.yaml" -p "$WORK/envs/node" --yes --json
+    record node record-node.json
+    step create-login.json 400 env CONDA_OVERRIDE_CUDA= CUDA_VISIBLE_DEVICES= "${ENVKIT[@]}" create \
+        "$WORK/recipes/gpu-node.yaml" -p "$WORK/envs/login" --yes --json
+    record login record-login-made.json
+    step probe-login.json 150 "${ENVKIT[@]}" probe -p "$WORK/envs/login" --json
+    record login record-login-probed.json
+    step create-newer.json 120 "${ENVKIT[@]}" create "$WORK/recipes/gpu-node-newer.yaml" -p "$WORK/envs/newer" --dry-run --json
+    step audit-node.json 150 "${ENVKIT[@]}" audit "$WORK/envs/node" --json
+fi
+
 "$PYTHON" - "$OUT" <<'EOF'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
@@ -92,4 +116,32 @@ try:
             print(f"  audit {f['rule_id']} {f['severity']}: {f['title']}: {str(f['evidence'])[:150]}")
 except (OSError, ValueError) as exc:
     print(f"audit.json: unreadable ({exc})")
+for name in ("create.json", "create-login.json", "probe-login.json", "create-newer.json"):
+    try:
+        doc = json.loads((out / name).read_text())
+    except (OSError, ValueError):
+        continue
+    data = doc.get("data") or {}
+    plan = data.get("plan") or {}
+    print(f"--- {name}: ok={doc.get('ok')} exit={doc.get('exit_code')} errors={doc.get('errors')} hint={doc.get('hint')}")
+    if plan:
+        cuda = [v for v in plan.get("virtual_packages", []) if v.startswith("__cuda")]
+        print(f"  virtual {cuda} assumed {plan.get('assumed')}")
+        print("  packages " + ", ".join(f"{p['name']} {p['version']} {p['build']}" for p in plan.get("packages", [])))
+    probe = data.get("probe") if name != "probe-login.json" else data
+    for c in (probe or {}).get("checks", []):
+        print(f"  {c['status']:5} {c['id']:24} {str(c.get('evidence') or '').splitlines()[0][:150] if c.get('evidence') else ''}")
+for name in ("record-node.json", "record-login-made.json", "record-login-probed.json"):
+    try:
+        probe = json.loads((out / name).read_text()).get("probe") or {}
+    except (OSError, ValueError) as exc:
+        print(f"{name}: unreadable ({exc})")
+        continue
+    print(f"--- {name}: status={probe.get('status')} gpu={probe.get('gpu')}")
+try:
+    for env in (json.loads((out / "audit-node.json").read_text()).get("data") or {}).get("audits", []):
+        for f in env.get("findings", []):
+            print(f"  audit-node {f['rule_id']} {f['severity']}: {f['title']}: {str(f['evidence'])[:150]}")
+except (OSError, ValueError) as exc:
+    print(f"audit-node.json: unreadable ({exc})")
 EOF
