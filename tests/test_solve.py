@@ -174,3 +174,25 @@ def test_a_channel_with_credentials_on_the_command_line_is_refused_without_repea
             assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
             assert "the channel URL holds" in refused.stderr and "pixi auth login" in refused.stderr
             assert "4a4a99ba" not in refused.stderr
+
+
+def test_a_cuda_assumed_from_the_recipe_that_the_packages_outgrow_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No driver: __cuda is the recipe's toolchain.pytorch.cuda, and a package needs a newer one."""
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
+    channel = tiny_channel(
+        tmp_path,
+        extra=(
+            PkgMeta("pytorch", "2.0", "cuda129_mkl_0", depends=["__cuda", "cuda-version >=12.9,<13"]),
+            PkgMeta("cuda-version", "12.9", "0", constrains=["__cuda >=12.9"]),
+            PkgMeta("gpukit", "1.0", "0", depends=["__cuda >=13"]),
+        ),
+    )
+    recipe = write_recipe(
+        tmp_path / "r",
+        "gpu",
+        f"envkit: 1\nname: gpu\nchannels: [{channel.as_uri()}]\npackages: [gpukit]\ntoolchain: {{pytorch: {{variant: cuda, cuda: '12.9'}}}}\n",
+    )
+    with pytest.raises(SolveError) as info:
+        solve_recipe(compile_recipe(load_recipe(str(recipe))), tmp_path / "env", extra_channels=[], override_channels=False, mirrors={})
+    hint = info.value.hint or ""
+    assert "__cuda=12.9 is assumed from the recipe's toolchain.pytorch.cuda (no NVIDIA driver here)" in hint, hint
