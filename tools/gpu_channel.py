@@ -102,8 +102,7 @@ def build(out: Path) -> None:
     channel = out / "channel"
     python_shim(channel, (real, full))
     digits = cuda.replace(".", "")
-    major, minor = (int(part) for part in cuda.split("."))
-    newer = f"{major}.{minor + 9}"  # a CUDA this node's driver is older than
+    newer = f"{int(cuda.split('.')[0]) + 1}.0"  # a CUDA this node's driver is older than
     for cv in (cuda, newer):
         meta = PkgMeta(
             "cuda-version", cv, "h0_0", constrains=[f"__cuda >={cv}", f"cudatoolkit {cv}|{cv}.*"], subdir="noarch", noarch="generic"
@@ -116,7 +115,7 @@ def build(out: Path) -> None:
                 "pytorch",
                 version,
                 f"cuda{cv_digits}_mkl_py{py.replace('.', '')}_node_0",
-                depends=[f"python {py}.*", "__cuda", f"cuda-version >={cv},<{major + 1}"],
+                depends=[f"python {py}.*", "__cuda", f"cuda-version >={cv},<{int(cv.split('.')[0]) + 1}"],
             ),
             _links(site, f"lib/python{py}/site-packages"),
         )
