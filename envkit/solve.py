@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -166,9 +167,21 @@ def _hint(error_text: str, specs: tuple[CompiledSpec, ...], goal: Target | None 
             if (line := f"'{spec.spec}' from {where}") not in involved:
                 involved.append(line)
     cuda = ""
-    if "__cuda" in lowered:
+    described, assumed = (goal.described, goal.assumed) if goal else ((), ())
+    arch = next((v.partition("=")[2] for v in described if v.startswith("__cuda_arch=")), None)
+    if "__cuda_arch" in lowered and arch is not None:
+        gpus = (
+            "assumed from the recipe's toolchain.pytorch.cuda_arch"
+            if any(a.startswith("assumed __cuda_arch=") for a in assumed)
+            else "this machine's GPUs"
+        )
+        cuda = (
+            f"; no build of these packages has kernels for GPUs of compute capability {arch} (__cuda_arch={arch}, {gpus}): "
+            "pick versions built for them, or GPUs they are built for"
+        )
+    elif "__cuda" in lowered:
         have = next((v.partition("=")[2] for v in (goal.described if goal else ()) if v.startswith("__cuda=")), None)
-        cuda = _cuda_hint(have, bool(goal and goal.assumed))
+        cuda = _cuda_hint(have, any(a.startswith("assumed __cuda=") for a in (goal.assumed if goal else ())))
     if not involved:
         return "no recipe spec is named in the conflict; check the channels with 'envkit create --dry-run -c ...'" + cuda
     return "recipe specs in the conflict: " + "; ".join(involved) + cuda
@@ -177,19 +190,37 @@ def _hint(error_text: str, specs: tuple[CompiledSpec, ...], goal: Target | None 
 def target(compiled: CompiledRecipe, platform: str, *, detect: bool = True) -> Target:
     """The virtual packages to solve with. A CUDA recipe on a machine without an NVIDIA driver (a
     login node, CI) assumes the CUDA its recipe declares (toolchain.pytorch.cuda), as pixi's
-    system-requirements do; a detected driver wins. Locks never detect: they hold on any machine."""
+    system-requirements do, and the GPUs' compute capability it declares (cuda_arch, as
+    __cuda_arch; CONDA_OVERRIDE_CUDA_ARCH wins), without which the solver would pick builds made
+    for the newest GPUs only. A detected driver and GPU win. Locks never detect: they hold on any
+    machine."""
     virtual = list(backend.virtual_packages(platform, detect=detect))
     assumed: list[str] = []
     torch = compiled.recipe.toolchain.pytorch
-    cuda_names = {backend.describe_virtual(v).partition("=")[0] for v in virtual}
-    if torch is not None and torch.variant == "cuda" and torch.cuda and not platform.startswith("osx") and "__cuda" not in cuda_names:
+    if torch is None or torch.variant != "cuda" or platform.startswith("osx"):
+        return Target(platform, tuple(virtual), ())
+    names = {backend.describe_virtual(v).partition("=")[0] for v in virtual}
+    here = detect and platform == backend.native_platform()
+    if torch.cuda and "__cuda" not in names:
         virtual.append(backend.virtual_from("__cuda", torch.cuda))
-        where = compiled.recipe.located("toolchain.pytorch.cuda")
-        machine = "no NVIDIA driver on this machine" if detect and platform == backend.native_platform() else f"solving for {platform}"
+        names.add("__cuda")
         assumed.append(
-            f"assumed __cuda={torch.cuda}, declared by the recipe (toolchain.pytorch.cuda{f', {where}' if where else ''}); {machine}"
+            _assumed("__cuda", torch.cuda, compiled, "cuda", "no NVIDIA driver on this machine" if here else f"solving for {platform}")
         )
+    arch = os.environ.get("CONDA_OVERRIDE_CUDA_ARCH") or torch.cuda_arch
+    if arch and "__cuda" in names and "__cuda_arch" not in names:
+        virtual.append(backend.virtual_from("__cuda_arch", arch))
+        why = "no NVIDIA GPU seen on this machine" if here else f"solving for {platform}"
+        if os.environ.get("CONDA_OVERRIDE_CUDA_ARCH"):
+            assumed.append(f"assumed __cuda_arch={arch}, from CONDA_OVERRIDE_CUDA_ARCH; {why}")
+        else:
+            assumed.append(_assumed("__cuda_arch", arch, compiled, "cuda_arch", why))
     return Target(platform, tuple(virtual), tuple(assumed))
+
+
+def _assumed(name: str, version: str, compiled: CompiledRecipe, field: str, why: str) -> str:
+    where = compiled.recipe.located(f"toolchain.pytorch.{field}")
+    return f"assumed {name}={version}, declared by the recipe (toolchain.pytorch.{field}{f', {where}' if where else ''}); {why}"
 
 
 def solve_recipe(

@@ -13,7 +13,7 @@ from envkit.recipe.loader import load_recipe
 from envkit.solve import solve_recipe
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgMeta, index_channel, write_tar_bz2
-from tests.support.tiny import tiny_channel, tiny_recipe
+from tests.support.tiny import cuda_arch_channel, cuda_recipe, tiny_channel, tiny_recipe
 
 
 def solved(name: str, mirrors: dict[str, str], tmp_path: Path) -> dict[str, tuple[str, str, str]]:
@@ -196,3 +196,63 @@ def test_a_cuda_assumed_from_the_recipe_that_the_packages_outgrow_says_so(tmp_pa
         solve_recipe(compile_recipe(load_recipe(str(recipe))), tmp_path / "env", extra_channels=[], override_channels=False, mirrors={})
     hint = info.value.hint or ""
     assert "__cuda=12.9 is assumed from the recipe's toolchain.pytorch.cuda (no NVIDIA driver here)" in hint, hint
+
+
+def _arch_plan(tmp_path: Path, arch: str | None, *, detect: bool = True) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
+    from envkit.solve import target
+
+    recipe = cuda_recipe(tmp_path, cuda_arch_channel(tmp_path), arch)
+    compiled = compile_recipe(load_recipe(str(recipe)))
+    if not detect:  # a lock's target: no machine detected
+        goal = target(compiled, "linux-64", detect=False)
+        return {}, goal.described, goal.assumed
+    plan = solve_recipe(compiled, tmp_path / "env", extra_channels=[], override_channels=False, mirrors={}).plan
+    return {p.name: p.build for p in plan.packages}, plan.virtual_packages, plan.assumed
+
+
+def test_gpu_builds_without_a_cuda_arch_are_the_newest_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A login node, no cuda_arch declared: nothing constrains cuda-arch, and the solver takes the
+    highest build, made for compute capability 10.0 only (a 9.0 H200 has no kernels in it)."""
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
+    builds, virtual, assumed = _arch_plan(tmp_path, None)
+    assert builds["pytorch"] == "cuda129_mkl_sm100_200" and not any(v.startswith("__cuda_arch") for v in virtual)
+    assert [a.split(",")[0] for a in assumed] == ["assumed __cuda=12.9"]
+
+
+def test_a_declared_cuda_arch_is_assumed_where_no_gpu_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
+    builds, virtual, assumed = _arch_plan(tmp_path, "9.0")
+    assert builds["pytorch"] == "cuda129_mkl_sm90_100" and builds["cuda-arch"] == "0" and "__cuda_arch=9.0" in virtual
+    assert assumed[1].startswith("assumed __cuda_arch=9.0, declared by the recipe (toolchain.pytorch.cuda_arch, ")
+    assert assumed[1].endswith("gpu.yaml:5:63); no NVIDIA GPU seen on this machine"), assumed
+    # CONDA_OVERRIDE_CUDA_ARCH wins over the recipe, as conda's overrides do
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA_ARCH", "8.0")
+    builds, _, assumed = _arch_plan(tmp_path, "9.0")
+    assert builds["pytorch"] == "cuda129_mkl_sm80_0" and assumed[1].startswith("assumed __cuda_arch=8.0, from CONDA_OVERRIDE_CUDA_ARCH")
+
+
+def test_a_detected_gpu_wins_over_the_declared_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rattler's detection, its overrides standing in for a GPU node's driver and devices (CEP 46:
+    CONDA_OVERRIDE_CUDA_ARCH counts where __cuda is there); on an H200 rattler detected 9.0 itself."""
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.9")
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA_ARCH", "10.0")
+    builds, virtual, assumed = _arch_plan(tmp_path, "9.0")
+    assert builds["pytorch"] == "cuda129_mkl_sm100_200" and "__cuda_arch=10.0" in virtual and assumed == ()
+
+
+def test_a_lock_takes_the_declared_cuda_arch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CONDA_OVERRIDE_CUDA", raising=False)
+    monkeypatch.delenv("CONDA_OVERRIDE_CUDA_ARCH", raising=False)
+    _, virtual, assumed = _arch_plan(tmp_path, "9.0", detect=False)
+    assert "__cuda=12.9" in virtual and "__cuda_arch=9.0" in virtual
+    assert [a.split(",")[0] for a in assumed] == ["assumed __cuda=12.9", "assumed __cuda_arch=9.0"]
+    assert assumed[1].endswith("; solving for linux-64")
+
+
+def test_gpus_no_build_has_kernels_for_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
+    with pytest.raises(SolveError) as info:
+        _arch_plan(tmp_path, "7.0")
+    hint = info.value.hint or ""
+    assert "no build of these packages has kernels for GPUs of compute capability 7.0 (__cuda_arch=7.0, assumed from the recipe" in hint
+    assert "no NVIDIA driver" not in hint

@@ -18,7 +18,10 @@
 #      record with gpu proven; the same env made as on a login node (CONDA_OVERRIDE_CUDA= and
 #      CUDA_VISIBLE_DEVICES= hide the driver) expects __cuda assumed from the recipe, gpu warn and
 #      proven false, then `envkit probe` on the GPU expects proven true; a recipe for a CUDA newer
-#      than the driver expects a solve error naming __cuda (exit 1); the created env's audit.
+#      than the driver expects a solve error naming __cuda (exit 3); the created env's audit. GPU
+#      variants (CEP 46): the node's create expects the build for its detected __cuda_arch; the
+#      login-node env expects the newest GPUs' build with EK039 in its plan and EK038 in its audit
+#      on the node; a recipe declaring cuda_arch "9.0" made as on a login node expects the 9.0 build.
 # Reports go to $OUT (default: a temp dir): probe-*.json, audit.json, bench.txt, log.txt.
 # py-rattler must be importable; put its wheel in .whl/ and this installs it into /tmp/site.
 set -u -o pipefail
@@ -93,6 +96,9 @@ if [ "${CREATE:-1}" -gt 0 ]; then
     record login record-login-probed.json
     step create-newer.json 120 "${ENVKIT[@]}" create "$WORK/recipes/gpu-node-newer.yaml" -p "$WORK/envs/newer" --dry-run --json
     step audit-node.json 150 "${ENVKIT[@]}" audit "$WORK/envs/node" --json
+    step audit-login.json 150 "${ENVKIT[@]}" audit "$WORK/envs/login" --json
+    step create-declared.json 400 env CONDA_OVERRIDE_CUDA= CUDA_VISIBLE_DEVICES= "${ENVKIT[@]}" create \
+        "$WORK/recipes/gpu-node-h200.yaml" -p "$WORK/envs/declared" --yes --no-probe --json
 fi
 
 "$PYTHON" - "$OUT" <<'EOF'
@@ -116,7 +122,7 @@ try:
             print(f"  audit {f['rule_id']} {f['severity']}: {f['title']}: {str(f['evidence'])[:150]}")
 except (OSError, ValueError) as exc:
     print(f"audit.json: unreadable ({exc})")
-for name in ("create.json", "create-login.json", "probe-login.json", "create-newer.json"):
+for name in ("create.json", "create-login.json", "probe-login.json", "create-newer.json", "create-declared.json"):
     try:
         doc = json.loads((out / name).read_text())
     except (OSError, ValueError):
@@ -128,6 +134,8 @@ for name in ("create.json", "create-login.json", "probe-login.json", "create-new
         cuda = [v for v in plan.get("virtual_packages", []) if v.startswith("__cuda")]
         print(f"  virtual {cuda} assumed {plan.get('assumed')}")
         print("  packages " + ", ".join(f"{p['name']} {p['version']} {p['build']}" for p in plan.get("packages", [])))
+    for f in data.get("findings") or []:
+        print(f"  plan {f['rule_id']} {f['severity']}: {str(f['evidence'])[:160]}")
     probe = data.get("probe") if name != "probe-login.json" else data
     for c in (probe or {}).get("checks", []):
         print(f"  {c['status']:5} {c['id']:24} {str(c.get('evidence') or '').splitlines()[0][:150] if c.get('evidence') else ''}")
@@ -138,10 +146,11 @@ for name in ("record-node.json", "record-login-made.json", "record-login-probed.
         print(f"{name}: unreadable ({exc})")
         continue
     print(f"--- {name}: status={probe.get('status')} gpu={probe.get('gpu')}")
-try:
-    for env in (json.loads((out / "audit-node.json").read_text()).get("data") or {}).get("audits", []):
-        for f in env.get("findings", []):
-            print(f"  audit-node {f['rule_id']} {f['severity']}: {f['title']}: {str(f['evidence'])[:150]}")
-except (OSError, ValueError) as exc:
-    print(f"audit-node.json: unreadable ({exc})")
+for name in ("audit-node.json", "audit-login.json"):
+    try:
+        for env in (json.loads((out / name).read_text()).get("data") or {}).get("audits", []):
+            for f in env.get("findings", []):
+                print(f"  {name[:-5]} {f['rule_id']} {f['severity']}: {f['title']}: {str(f['evidence'])[:150]}")
+    except (OSError, ValueError) as exc:
+        print(f"{name}: unreadable ({exc})")
 EOF

@@ -9,7 +9,11 @@ build: torch, the nvidia-* libraries, numpy...) into the env's site-packages, so
 them from itself. (A .pth file pointing there would not do: the probe's `origin` check rightly
 fails modules found outside the env.) Its metadata is shaped after conda-forge's CUDA builds (build string
 `cudaXYZ_mkl_pyXY_*`, depends on `__cuda` and `cuda-version`), and `cuda-version` constrains `__cuda`
-as conda-forge's does, so the solve meets the driver as a real CUDA env's would.
+as conda-forge's does, so the solve meets the driver as a real CUDA env's would. The pytorch
+builds for the node's CUDA come in three GPU variants as conda-forge ranks them (CEP 46: each needs
+`cuda-arch >=` 8.0, 9.0 or 10.0, the newest GPUs' with the highest build number, and `cuda-arch`
+constrains `__cuda_arch`); their files are the same (the node's torch), so the solve, the plan
+audit and the env audit are what they check, not the kernels.
 
     python tools/gpu_channel.py OUT_DIR     # run by PYTHON; writes OUT_DIR/channel, OUT_DIR/recipes
 """
@@ -77,7 +81,15 @@ def _links(site: Path, into: str) -> list[PkgFile]:
     return out
 
 
-def recipe(channel: Path, name: str, cuda: str) -> str:
+def _same_major(cuda: str) -> str:
+    return f"cuda-version >={cuda},<{int(cuda.partition('.')[0]) + 1}"
+
+
+ARCHS = (("8.0", 0), ("9.0", 100), ("10.0", 200))  # compute capability, build number
+
+
+def recipe(channel: Path, name: str, cuda: str, arch: str | None = None) -> str:
+    declared = f'\n    cuda_arch: "{arch}"' if arch else ""
     return f"""envkit: 1
 name: {name}
 description: The node's CUDA torch in an env envkit makes (tools/gpu-check.sh).
@@ -87,7 +99,7 @@ python: "{sys.version_info[0]}.{sys.version_info[1]}"
 toolchain:
   pytorch:
     variant: cuda
-    cuda: "{cuda}"
+    cuda: "{cuda}"{declared}
 probe:
   imports: [torch]
   ddp: {{enabled: true, nproc: 2}}
@@ -108,22 +120,22 @@ def build(out: Path) -> None:
             "cuda-version", cv, "h0_0", constrains=[f"__cuda >={cv}", f"cudatoolkit {cv}|{cv}.*"], subdir="noarch", noarch="generic"
         )
         write_conda(channel, meta, [])
-    for cv, cv_digits in ((cuda, digits), (newer, newer.replace(".", ""))):
-        write_conda(
-            channel,
-            PkgMeta(
-                "pytorch",
-                version,
-                f"cuda{cv_digits}_mkl_py{py.replace('.', '')}_node_0",
-                depends=[f"python {py}.*", "__cuda", f"cuda-version >={cv},<{int(cv.split('.')[0]) + 1}"],
-            ),
-            _links(site, f"lib/python{py}/site-packages"),
-        )
+    for arch, _ in ARCHS:
+        write_conda(channel, PkgMeta("cuda-arch", arch, "0", constrains=[f"__cuda_arch {arch}"], subdir="noarch", noarch="generic"), [])
+    payload = _links(site, f"lib/python{py}/site-packages")
+    tag = py.replace(".", "")
+    for arch, number in ARCHS:
+        depends = [f"python {py}.*", "__cuda", _same_major(cuda), f"cuda-arch >={arch}"]
+        build = f"cuda{digits}_mkl_py{tag}_sm{arch.replace('.', '')}_{number}"
+        write_conda(channel, PkgMeta("pytorch", version, build, build_number=number, depends=depends), payload)
+    depends = [f"python {py}.*", "__cuda", _same_major(newer)]
+    write_conda(channel, PkgMeta("pytorch", version, f"cuda{newer.replace('.', '')}_mkl_py{tag}_node_0", depends=depends), payload)
     index_channel(channel)
     recipes = out / "recipes"
     recipes.mkdir(parents=True, exist_ok=True)
     (recipes / "gpu-node.yaml").write_text(recipe(channel, "gpu-node", cuda), encoding="utf-8")
     (recipes / "gpu-node-newer.yaml").write_text(recipe(channel, "gpu-node-newer", newer), encoding="utf-8")
+    (recipes / "gpu-node-h200.yaml").write_text(recipe(channel, "gpu-node-h200", cuda, "9.0"), encoding="utf-8")
     print(f"torch {version} (CUDA {cuda}) from {site}; python {full} at {real}; newer CUDA {newer}")
 
 

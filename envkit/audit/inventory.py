@@ -84,6 +84,9 @@ class Inventory:
     record: dict[str, Any] | None
     cpu_vendor: str | None
     cuda_driver: str | None
+    # the lowest compute capability of the GPUs (__cuda_arch): this machine's for an env on it, the
+    # ones a plan was solved for (detected or declared) for a plan
+    cuda_arch: str | None = None
     envkit_scripts: tuple[ScriptState, ...] = ()
     legacy_record: bool = False
     unreadable: tuple[UnreadableRecord, ...] = ()
@@ -261,6 +264,18 @@ def cuda_driver_version() -> str | None:
     """The driver's maximum CUDA as conda sees it (__cuda); CONDA_OVERRIDE_CUDA wins."""
     if "CONDA_OVERRIDE_CUDA" in os.environ:
         return os.environ["CONDA_OVERRIDE_CUDA"] or None
+    return _detected("__cuda")
+
+
+def cuda_arch_version() -> str | None:
+    """The lowest compute capability of this machine's GPUs as conda sees it (__cuda_arch, CEP 46:
+    none without __cuda; CONDA_OVERRIDE_CUDA_ARCH wins where there is one)."""
+    if os.environ.get("CONDA_OVERRIDE_CUDA", None) == "":
+        return None
+    return _detected("__cuda_arch")
+
+
+def _detected(wanted: str) -> str | None:
     from envkit import backend  # rattler: only when the driver is actually asked for
 
     try:
@@ -269,7 +284,7 @@ def cuda_driver_version() -> str | None:
         return None
     for name_version in map(backend.describe_virtual, detected):
         name, _, version = name_version.partition("=")
-        if name == "__cuda":
+        if name == wanted:
             return version
     return None
 
@@ -299,6 +314,7 @@ def plan_inventory(
     activation: tuple[EnvOp, ...],
     *,
     cuda_driver: str | None = None,
+    cuda_arch: str | None = None,
     machine: bool = True,
 ) -> Inventory:
     """What an env will be, before anything is installed: the solved packages, the pip names the
@@ -323,6 +339,7 @@ def plan_inventory(
         record=None,
         cpu_vendor=_cpu_vendor() if machine else None,
         cuda_driver=cuda_driver,
+        cuda_arch=cuda_arch,
         on_this_machine=machine,
         planned=True,
     )
@@ -412,7 +429,12 @@ def private_records(prefix: Path) -> tuple[tuple[str, int], ...]:
 
 
 def read_inventory(
-    prefix: Path, *, cpu_vendor: str | None = None, cuda_driver: str | None = None, kernels: tuple[KernelSpec, ...] | None = None
+    prefix: Path,
+    *,
+    cpu_vendor: str | None = None,
+    cuda_driver: str | None = None,
+    cuda_arch: str | None = None,
+    kernels: tuple[KernelSpec, ...] | None = None,
 ) -> Inventory:
     """`kernels`: every kernelspec Jupyter finds (envkit.kernels.installed_kernels), read once for
     an audit of many envs; None: looked up for this one."""
@@ -438,6 +460,7 @@ def read_inventory(
         record=record,
         cpu_vendor=cpu_vendor if cpu_vendor is not None else _cpu_vendor(),
         cuda_driver=cuda_driver,
+        cuda_arch=cuda_arch,
         envkit_scripts=_envkit_scripts(prefix, record),
         conda_vars={name: value for name, (value, source) in conda.items() if source == STATE},
         envkit_settings=envkit_settings,

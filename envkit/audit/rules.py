@@ -504,6 +504,29 @@ def cuda_without_driver(inv: Inventory) -> list[str]:
     return [f"{build[0]} {build[1]}: no NVIDIA driver on this machine (no __cuda), so the GPU part cannot be proven here"]
 
 
+def cuda_arch_above_gpus(inv: Inventory) -> list[str]:
+    arch = inv.packages.get("cuda-arch")
+    if arch is None or not inv.cuda_arch:
+        return []
+    need, have = _ver(arch.version), _ver(inv.cuda_arch)
+    if need is None or have is None or need <= have:
+        return []
+    gpus = "the GPUs the plan is for are" if inv.planned else "this machine's GPUs are"
+    return [
+        f"cuda-arch {arch.version}: its packages need GPUs of compute capability {arch.version} or newer; {gpus} {inv.cuda_arch} (__cuda_arch)"
+    ]
+
+
+def cuda_arch_unknown(inv: Inventory) -> list[str]:
+    arch = inv.packages.get("cuda-arch")
+    if arch is None or inv.cuda_arch or not inv.planned:
+        return []
+    return [
+        f"cuda-arch {arch.version} was solved with no GPU to go by (no __cuda_arch): the builds picked need GPUs of compute "
+        f"capability {arch.version} or newer"
+    ]
+
+
 def oversubscription(inv: Inventory) -> list[str]:
     if not inv.on_this_machine:  # a lock, or another platform's plan: this machine's CPUs say nothing
         return []
@@ -1069,6 +1092,35 @@ RULES: tuple[Rule, ...] = (
         ),
         activation_only_settings,
         "carry-activation",
+    ),
+    Rule(
+        "EK038",
+        "cuda-arch-above-gpus",
+        "error",
+        "packages built for newer GPUs than these",
+        "conda-forge packages built for some GPU architectures only depend on the cuda-arch metapackage (cuda-arch >= the lowest "
+        "compute capability they have kernels for), which the __cuda_arch virtual package (the lowest compute capability of "
+        "the machine's GPUs, CEP 46) constrains. An env solved where no GPU was seen (a login node, CI) can hold builds for "
+        "newer GPUs than the ones it runs on: torch then fails at the first kernel with 'no kernel image is available for "
+        "execution on the device'.",
+        "Recreate the env here (envkit create --force), where the GPUs are detected, or declare their compute capability in "
+        'the recipe (toolchain.pytorch.cuda_arch: "9.0" for H100/H200) and create it again; the probe\'s gpu check proves it.',
+        ("https://conda.org/learn/ceps/cep-0046", "https://conda-forge.org/blog/2026/10/19/cuda-arch/"),
+        cuda_arch_above_gpus,
+        toolchain=True,
+    ),
+    Rule(
+        "EK039",
+        "cuda-arch-unknown-gpus",
+        "warning",
+        "GPU builds picked without knowing the GPUs",
+        "Without a __cuda_arch (no GPU seen, none declared) the cuda-arch metapackage constrains nothing, and the solver "
+        "prefers the variant with the highest build number: conda-forge ranks the builds for the newest GPUs first. The "
+        "plan may then hold builds that have no kernels for the GPUs of the nodes the env is made for.",
+        'Declare the lowest compute capability of those GPUs in the recipe (toolchain.pytorch.cuda_arch: "9.0" for H100/H200, '
+        '"8.0" for A100), or set CONDA_OVERRIDE_CUDA_ARCH for this run; on a GPU node it is detected.',
+        ("https://conda.org/learn/ceps/cep-0046", "https://conda-forge.org/blog/2026/10/19/cuda-arch/"),
+        cuda_arch_unknown,
     ),
 )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from envkit.audit.engine import EnvAudit, audit_many
 from envkit.audit.fix import FixOutdated, FixPlan, apply_fix, plan_fix
-from envkit.audit.inventory import cuda_driver_version
+from envkit.audit.inventory import cuda_arch_version, cuda_driver_version
 from envkit.audit.rules import RULES, SEVERITY_ORDER, Rule, lookup
 from envkit.commands import Result
 from envkit.envs import all_envs, find_env, select_env
@@ -92,7 +92,7 @@ def audit(
             hint=f"lower --min-severity to {fail_on}, or raise --fail-on",
         )
     prefixes = _targets(targets, name, prefix, all_envs_flag)
-    audits = _at_or_above(audit_many(prefixes, probe=probe, cuda_driver=cuda_driver_version()), min_severity)
+    audits = _at_or_above(audit_many(prefixes, probe=probe, cuda_driver=cuda_driver_version(), cuda_arch=cuda_arch_version()), min_severity)
     fixes: list[FixPlan] = []
     held: list[str] = []
     if fix:
@@ -137,7 +137,7 @@ def apply_fixes(result: Result) -> Result:
         except (FixOutdated, LockBusy) as exc:
             skipped.append(f"fixes not applied: {exc.message} ({exc.hint})")
     fixed = {plan.prefix for plan in outcome.fixes}
-    again = {a.prefix: a for a in audit_many(sorted(fixed), cuda_driver=cuda_driver_version())}
+    again = {a.prefix: a for a in audit_many(sorted(fixed), cuda_driver=cuda_driver_version(), cuda_arch=cuda_arch_version())}
     audits = _at_or_above([again.get(a.prefix, a) for a in outcome.audits], outcome.min_severity)
     after = replace(outcome, audits=tuple(audits), applied=tuple(applied))
     if skipped:

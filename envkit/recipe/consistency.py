@@ -181,6 +181,8 @@ def _check_cuda(recipe: Recipe) -> str | None:
         return "pytorch variant 'cuda' needs toolchain.pytorch.cuda (e.g. \"12.4\") to pick the CUDA runtime"
     if torch.variant == "cpu" and torch.cuda:
         return "toolchain.pytorch.cuda is set but the variant is 'cpu'"
+    if torch.variant == "cpu" and torch.cuda_arch:
+        return "toolchain.pytorch.cuda_arch is set but the variant is 'cpu'"
     if torch.variant == "cuda" and any(p.startswith("osx-") for p in _platforms(recipe)):
         return "there are no CUDA builds of pytorch for macOS"
     return None
@@ -343,9 +345,9 @@ RULES: tuple[ConsistencyRule, ...] = (
         "incoherent-cuda",
         "error",
         "CUDA choice incoherent",
-        "A CUDA pytorch needs a CUDA version and a platform with CUDA builds.",
-        'Give toolchain.pytorch.cuda (e.g. "12.9") with variant: cuda, none with variant: cpu, and no CUDA on macOS.',
-        ("https://github.com/conda-forge/pytorch-cpu-feedstock",),
+        "A CUDA pytorch needs a CUDA version and a platform with CUDA builds; a CPU one has no GPUs to name.",
+        'Give toolchain.pytorch.cuda (e.g. "12.9") with variant: cuda, no cuda or cuda_arch with variant: cpu, and no CUDA on macOS.',
+        ("https://github.com/conda-forge/pytorch-cpu-feedstock", "https://conda.org/learn/ceps/cep-0046"),
         _check_cuda,
     ),
     ConsistencyRule(

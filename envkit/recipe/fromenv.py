@@ -61,6 +61,8 @@ def infer_toolchain(packages: dict[str, EnvPackage]) -> dict[str, object]:
             choice: dict[str, object] = {"version": torch.version, "variant": "cpu" if cf["kind"] == "cpu" else "cuda"}
             if cf["cuda"]:
                 choice["cuda"] = _cuda(cf["cuda"])
+                if "cuda-arch" in packages:  # the GPUs it was solved for (CEP 46), kept for a login node's solve
+                    choice["cuda_arch"] = ".".join(packages["cuda-arch"].version.split(".")[:2])
             out["pytorch"] = choice
         elif legacy is not None:
             choice = {"version": torch.version, "variant": "cpu" if legacy["kind"] == "cpu" else "cuda", "source": "pytorch-channel"}

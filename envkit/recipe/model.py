@@ -52,6 +52,9 @@ class PytorchChoice:
     version: str | None = None
     variant: TorchVariant = "cpu"
     cuda: str | None = None
+    # The lowest compute capability of the GPUs the env is for ("9.0": H100/H200), assumed as
+    # __cuda_arch where no GPU is seen (CEP 46), so builds that need newer GPUs are not picked.
+    cuda_arch: str | None = None
     source: TorchSource = "conda-forge"
 
     @property

@@ -101,7 +101,7 @@ class _Checker:
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             self.expect(path, "a string", value)
             return None
-        if isinstance(value, float) and path[-1] in ("python", "mkl", "version", "cuda"):
+        if isinstance(value, float) and path[-1] in ("python", "mkl", "version", "cuda", "cuda_arch"):
             # 3.10 read as a float becomes 3.1: refuse rather than silently change the meaning.
             self.fail(path, f'expected a quoted string, found number {value!r} (write it as "{value}")')
             return None
@@ -368,6 +368,7 @@ ORIGIN_FIELDS: tuple[PathKey, ...] = (
     ("toolchain", "pytorch", "version"),
     ("toolchain", "pytorch", "variant"),
     ("toolchain", "pytorch", "cuda"),
+    ("toolchain", "pytorch", "cuda_arch"),
     ("toolchain", "pytorch", "source"),
     ("threading", "mkl_threading_layer"),
     ("threading", "omp_num_threads"),
@@ -432,7 +433,7 @@ def _toolchain(c: _Checker, value: object) -> dict[str, Any]:
         out["openmp"] = omp
     if "pytorch" in tc:
         path: PathKey = ("toolchain", "pytorch")
-        pt = c.mapping(path, tc["pytorch"], ("version", "variant", "cuda", "source"))
+        pt = c.mapping(path, tc["pytorch"], ("version", "variant", "cuda", "cuda_arch", "source"))
         if pt is not None:
             torch: dict[str, Any] = {}
             if "version" in pt and pt["version"] is None:
@@ -450,6 +451,15 @@ def _toolchain(c: _Checker, value: object) -> dict[str, Any]:
                         torch["cuda"] = cuda
                     else:
                         c.expect((*path, "cuda"), 'a CUDA major.minor such as "12.4"', cuda)
+            if "cuda_arch" in pt and pt["cuda_arch"] is None:
+                torch["cuda_arch"] = None
+            elif "cuda_arch" in pt:
+                arch = c.string((*path, "cuda_arch"), pt["cuda_arch"])
+                if arch is not None:
+                    if re.match(r"^\d+\.\d+$", arch):
+                        torch["cuda_arch"] = arch
+                    else:
+                        c.expect((*path, "cuda_arch"), 'a compute capability major.minor such as "9.0" (H100, H200)', arch)
             if "source" in pt and (source := c.choice((*path, "source"), pt["source"], TORCH_SOURCES)):
                 torch["source"] = source
             out["pytorch"] = torch

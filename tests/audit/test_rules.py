@@ -354,3 +354,39 @@ def test_ek032_toolchain_packages_in_the_user_site(tmp_path: Path, monkeypatch: 
     (prefix / "bin").mkdir()
     (prefix / "bin" / "python3.11").symlink_to(sys.executable)
     assert "EK032" in ids(prefix)
+
+
+def test_gpu_builds_for_newer_gpus_than_these(tmp_path: Path) -> None:
+    """EK039 on the plan a login node makes without knowing the GPUs; EK038 on that env audited on
+    a 9.0 GPU node (rattler's CONDA_OVERRIDE_CUDA and CONDA_OVERRIDE_CUDA_ARCH stand in for the node's
+    driver and devices); a recipe that declares the GPUs gets builds that have kernels for them."""
+    from tests.support.tiny import cuda_arch_channel, cuda_recipe
+
+    channel = cuda_arch_channel(tmp_path)
+    login = {**os.environ, "CONDA_OVERRIDE_CUDA": ""}
+    login.pop("CONDA_OVERRIDE_CUDA_ARCH", None)
+    node = {**login, "CONDA_OVERRIDE_CUDA": "12.9", "CONDA_OVERRIDE_CUDA_ARCH": "9.0"}
+
+    def findings(proc: subprocess.CompletedProcess[str], key: str) -> dict[str, dict[str, str]]:
+        doc = json.loads(proc.stdout)
+        found = doc["data"]["findings"] if key == "plan" else doc["data"]["audits"][0]["findings"]
+        return {f["rule_id"]: f for f in found}
+
+    undeclared, declared = cuda_recipe(tmp_path / "u", channel), cuda_recipe(tmp_path / "d", channel, "9.0")
+    plan = findings(run_envkit("create", str(undeclared), "-p", str(tmp_path / "a"), "--dry-run", "--json", env=login), "plan")
+    assert plan["EK039"]["severity"] == "warning" and "cuda-arch 10.0 was solved with no GPU to go by" in plan["EK039"]["evidence"]
+    assert "EK038" not in plan
+    plan = findings(run_envkit("create", str(declared), "-p", str(tmp_path / "b"), "--dry-run", "--json", env=login), "plan")
+    assert "EK039" not in plan and "EK038" not in plan
+
+    made = run_envkit("create", str(undeclared), "-p", str(tmp_path / "a"), "--yes", "--no-probe", env=login)
+    assert made.returncode == 0, made.stderr
+    on_node = findings(run_envkit("audit", "-p", str(tmp_path / "a"), "--json", env=node), "env")
+    assert on_node["EK038"]["severity"] == "error"
+    assert on_node["EK038"]["evidence"] == (
+        "cuda-arch 10.0: its packages need GPUs of compute capability 10.0 or newer; this machine's GPUs are 9.0 (__cuda_arch)"
+    )
+    assert "EK038" not in findings(run_envkit("audit", "-p", str(tmp_path / "a"), "--json", env=login), "env")  # no GPU to judge by
+    made = run_envkit("create", str(declared), "-p", str(tmp_path / "b"), "--yes", "--no-probe", env=login)
+    assert made.returncode == 0, made.stderr
+    assert "EK038" not in findings(run_envkit("audit", "-p", str(tmp_path / "b"), "--json", env=node), "env")

@@ -88,3 +88,9 @@ def test_a_value_written_for_a_shell_is_named_where_it_is(tmp_path: Path, env: s
 def test_plain_values_are_not_shell_syntax(tmp_path: Path, value: str) -> None:
     path = write_recipe(tmp_path, "t", f"envkit: 1\nname: t\nchannels: [conda-forge]\nthreading:\n  env: {{X: '{value}'}}\n")
     assert [f for f in check_recipe(load_recipe(str(path))) if f.rule.id == "RC016"] == []
+
+
+def test_gpus_named_for_a_cpu_torch_are_incoherent(tmp_path: Path) -> None:
+    body = "envkit: 1\nname: t\nchannels: [conda-forge]\ntoolchain: {pytorch: {variant: cpu, cuda_arch: '9.0'}}\n"
+    found = [(f.rule.id, f.message) for f in check_recipe(load_recipe(str(write_recipe(tmp_path, "t", body))))]
+    assert ("RC010", "toolchain.pytorch.cuda_arch is set but the variant is 'cpu'") in found

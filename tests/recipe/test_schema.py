@@ -89,6 +89,19 @@ def test_float_versions_are_refused_not_mangled(tmp_path: Path) -> None:
     assert lines == [f'{tmp_path}/r.yaml:4:9: python: expected a quoted string, found number 3.1 (write it as "3.1")']
 
 
+def test_the_gpus_compute_capability_is_a_quoted_major_minor(tmp_path: Path) -> None:
+    head = "envkit: 1\nname: r\nchannels: [c]\ntoolchain:\n  pytorch:\n    variant: cuda\n    cuda: '12.9'\n"
+    assert problems(tmp_path, head + "    cuda_arch: 9.0\n") == [
+        f'{tmp_path}/r.yaml:8:16: toolchain.pytorch.cuda_arch: expected a quoted string, found number 9.0 (write it as "9.0")'
+    ]
+    assert problems(tmp_path, head + "    cuda_arch: sm_90\n") == [
+        f"{tmp_path}/r.yaml:8:16: toolchain.pytorch.cuda_arch: expected a compute capability major.minor such as "
+        "\"9.0\" (H100, H200), found 'sm_90'"
+    ]
+    torch = load_recipe(str(write_recipe(tmp_path, "ok", head.replace("name: r", "name: ok") + "    cuda_arch: '9.0'\n"))).toolchain.pytorch
+    assert torch is not None and torch.cuda_arch == "9.0"
+
+
 def test_numbers_in_package_lists_are_refused_not_taken_as_names(tmp_path: Path) -> None:
     """`- 1.26` under numpy, or `- 3.10` read by YAML as 3.1: each became a package named "1.26" or
     "3.1" that the solve then could not find, or worse, found."""

@@ -45,3 +45,38 @@ def python_builds_channel(root: Path, newer_needs: str | None = None) -> Path:
             write_tar_bz2(ch, PkgMeta("helper", version, "0", depends=[needs]), [PkgFile("share/helper.txt", version.encode())])
     index_channel(ch)
     return ch
+
+
+def cuda_arch_channel(root: Path) -> Path:
+    """CUDA builds per GPU architecture, shaped as conda-forge ships them (CEP 46): one `cuda-arch`
+    per compute capability, each constraining `__cuda_arch` to itself, and a pytorch variant for
+    each of 8.0, 9.0 and 10.0 that needs `cuda-arch >=` it, the newest GPUs' with the highest build
+    number; `cuda-version` constrains `__cuda`. Metadata and a file each, no payload."""
+    ch = root / "cuda-arch"
+    write_tar_bz2(ch, PkgMeta("cuda-version", "12.9", "0", constrains=["__cuda >=12.9"], subdir="noarch", noarch="generic"))
+    for arch in ("7.0", "8.0", "9.0", "10.0"):
+        write_tar_bz2(ch, PkgMeta("cuda-arch", arch, "0", constrains=[f"__cuda_arch {arch}"], subdir="noarch", noarch="generic"))
+    for arch, number in (("8.0", 0), ("9.0", 100), ("10.0", 200)):
+        meta = PkgMeta(
+            "pytorch",
+            "2.9.0",
+            f"cuda129_mkl_sm{arch.replace('.', '')}_{number}",
+            build_number=number,
+            depends=["__cuda", "cuda-version >=12.9,<13", f"cuda-arch >={arch}"],
+        )
+        write_tar_bz2(ch, meta, [PkgFile("share/pytorch/arch.txt", arch.encode())])
+    index_channel(ch)
+    return ch
+
+
+def cuda_recipe(root: Path, channel: Path, arch: str | None = None, name: str = "gpu") -> Path:
+    folder = root / "recipes"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    declared = f", cuda_arch: '{arch}'" if arch else ""
+    path.write_text(
+        f"envkit: 1\nname: {name}\nchannels: [{channel.as_uri()}]\nplatforms: [linux-64]\n"
+        f"toolchain: {{pytorch: {{variant: cuda, cuda: '12.9'{declared}}}}}\n",
+        encoding="utf-8",
+    )
+    return path
