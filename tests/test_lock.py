@@ -1037,3 +1037,22 @@ def test_a_lock_in_a_newer_format_is_neither_read_nor_written_over(tmp_path: Pat
     relocked = run_envkit("lock", str(recipe))
     assert relocked.returncode == 2 and "upgrade envkit" in relocked.stderr, relocked.stderr
     assert lock_path.read_text() == newer
+
+
+def test_a_lock_for_newer_gpus_says_so_where_it_is_installed(tmp_path: Path) -> None:
+    """The lock takes the recipe's cuda_arch (9.0: H100/H200); a locked create on a node whose GPUs
+    are 8.0 (A100; rattler's overrides stand in for its driver and devices) says the lock's builds
+    were picked for newer GPUs, and the audit of the plan names the package (EK038)."""
+    from tests.support.tiny import cuda_arch_channel, cuda_recipe
+
+    recipe = cuda_recipe(tmp_path, cuda_arch_channel(tmp_path), "9.0")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONDA_OVERRIDE_CUDA")}
+    assert run_envkit("lock", str(recipe), env=env).returncode == 0
+    a100 = {**env, "CONDA_OVERRIDE_CUDA": "12.9", "CONDA_OVERRIDE_CUDA_ARCH": "8.0"}
+    proc = run_envkit("create", str(recipe), "-p", str(tmp_path / "env"), "--locked", "--dry-run", "--json", env=a100)
+    data = json.loads(proc.stdout)["data"]
+    assert "the lock assumes __cuda_arch=9.0; this machine has __cuda_arch=8.0: builds picked for its GPUs" in " ".join(
+        data["plan"]["assumed"]
+    )
+    assert {p["name"]: p["build"] for p in data["plan"]["packages"]}["pytorch"] == "cuda129_mkl_sm90_100"
+    assert [f["rule_id"] for f in data["findings"] if f["severity"] == "error"] == ["EK038"]

@@ -266,7 +266,8 @@ def plan_from_lock(
 
 
 def machine_gaps(locked: tuple[str, ...], detected: list[Any]) -> tuple[str, ...]:
-    """What the lock assumed of a machine that this one does not offer (an older glibc, no driver)."""
+    """What the lock assumed of a machine that this one does not offer (an older glibc, no driver,
+    GPUs of a lower compute capability than its builds were picked for)."""
     have = dict(backend.describe_virtual(v).partition("=")[::2] for v in detected)
     gaps = []
     for entry in locked:
@@ -277,8 +278,11 @@ def machine_gaps(locked: tuple[str, ...], detected: list[Any]) -> tuple[str, ...
                 f"the lock assumes {entry}; this machine has no {name}"
                 + (" (no NVIDIA driver: the GPU part cannot be proven here)" if name == "__cuda" else "")
             )
-        elif version and name in ("__glibc", "__osx", "__cuda") and _older(mine, version):
-            gaps.append(f"the lock assumes {entry}; this machine has {name}={mine}")
+        elif version and name in ("__glibc", "__osx", "__cuda", "__cuda_arch") and _older(mine, version):
+            gaps.append(
+                f"the lock assumes {entry}; this machine has {name}={mine}"
+                + (": builds picked for its GPUs may have no kernels for these (EK038 says which)" if name == "__cuda_arch" else "")
+            )
     return tuple(gaps)
 
 
