@@ -442,24 +442,18 @@ def _toolchain(c: _Checker, value: object) -> dict[str, Any]:
                 torch["version"] = ver
             if "variant" in pt and (variant := c.choice((*path, "variant"), pt["variant"], TORCH_VARIANTS)):
                 torch["variant"] = variant
-            if "cuda" in pt and pt["cuda"] is None:
-                torch["cuda"] = None  # null clears a value inherited through extends
-            elif "cuda" in pt:
-                cuda = c.string((*path, "cuda"), pt["cuda"])
-                if cuda is not None:
-                    if re.match(r"^\d+\.\d+$", cuda):
-                        torch["cuda"] = cuda
+            majors_minors = (
+                ("cuda", 'a CUDA major.minor such as "12.4"'),
+                ("cuda_arch", 'a compute capability major.minor such as "9.0" (H100, H200)'),
+            )
+            for key, what in majors_minors:
+                if key in pt and pt[key] is None:
+                    torch[key] = None  # null clears a value inherited through extends
+                elif key in pt and (text := c.string((*path, key), pt[key])) is not None:
+                    if re.match(r"^\d+\.\d+$", text):
+                        torch[key] = text
                     else:
-                        c.expect((*path, "cuda"), 'a CUDA major.minor such as "12.4"', cuda)
-            if "cuda_arch" in pt and pt["cuda_arch"] is None:
-                torch["cuda_arch"] = None
-            elif "cuda_arch" in pt:
-                arch = c.string((*path, "cuda_arch"), pt["cuda_arch"])
-                if arch is not None:
-                    if re.match(r"^\d+\.\d+$", arch):
-                        torch["cuda_arch"] = arch
-                    else:
-                        c.expect((*path, "cuda_arch"), 'a compute capability major.minor such as "9.0" (H100, H200)', arch)
+                        c.expect((*path, key), what, text)
             if "source" in pt and (source := c.choice((*path, "source"), pt["source"], TORCH_SOURCES)):
                 torch["source"] = source
             out["pytorch"] = torch
