@@ -69,7 +69,16 @@ def test_no_driver_is_a_warning_not_a_failure() -> None:
 def test_a_build_without_kernels_for_the_gpu_fails() -> None:
     data = recorded("visible") | {"arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86"]}
     status, evidence, remedy = classify_gpu(data)
-    assert status == "fail" and "no kernels for sm_90" in evidence and "sm_90" in remedy
+    assert status == "fail" and "no kernels for sm_90" in evidence and "sm_90" in remedy and "newer one" in remedy
+
+
+def test_a_build_for_newer_gpus_only_names_the_gpus_compute_capability() -> None:
+    """What an env solved on a login node can hold (EK038): builds for Blackwell on an H200."""
+    data = recorded("visible") | {"arch_list": ["sm_100", "sm_120", "compute_120"]}
+    status, evidence, remedy = classify_gpu(data)
+    assert status == "fail" and "no kernels for sm_90 (it has sm_100 sm_120 compute_120)" in evidence
+    assert remedy.startswith("this build is for newer GPUs only: install one for compute capability 9.0")
+    assert 'toolchain.pytorch.cuda_arch: "9.0"' in remedy
 
 
 def test_a_failed_nccl_reduce_fails_and_missing_nccl_warns() -> None:

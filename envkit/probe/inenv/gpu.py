@@ -129,6 +129,14 @@ def arch_supported(arch_list: list[str], capability: list[int] | tuple[int, int]
     return False
 
 
+def _all_newer(arch_list: list[str], capability: list[int] | tuple[int, int]) -> bool:
+    """Whether every architecture a build has is above this GPU's: a build made for newer GPUs only
+    (an env solved where no GPU was seen), not an old one."""
+    numbers = [arch.partition("_")[2] for arch in arch_list]
+    digits = [n for n in numbers if n.isdigit() and len(n) >= 2]
+    return bool(digits) and all((int(n[:-1]), int(n[-1])) > tuple(capability) for n in digits)
+
+
 def classify_gpu(data: dict[str, Any], torch_build: str | None = None) -> tuple[str, str, str]:
     """(status, evidence, remedy) from the GPU observations. torch_build is the build the env was
     made for ('cuda' or 'cpu', from the recipe or the installed pytorch record), or None."""
@@ -193,7 +201,14 @@ def classify_gpu(data: dict[str, Any], torch_build: str | None = None) -> tuple[
     arch = data.get("arch_list") or []
     if arch and not arch_supported(arch, cap):
         problems.append("this build has no kernels for {} (it has {})".format(sm, " ".join(arch)))
-        remedies.append(f"install a pytorch build that supports {sm} (usually a newer one)")
+        if _all_newer(arch, cap):
+            cc = f"{cap[0]}.{cap[1]}"
+            remedies.append(
+                f"this build is for newer GPUs only: install one for compute capability {cc} (toolchain.pytorch.cuda_arch: "
+                f'"{cc}" in the recipe, or create the env where these GPUs are seen; see EK038)'
+            )
+        else:
+            remedies.append(f"install a pytorch build that supports {sm} (usually a newer one)")
     err = data.get("matmul_rel_err")
     if err is None or not err <= 1e-3:  # NaN fails too
         problems.append(f"a float32 GPU matmul is off from the float64 CPU result by {err} (relative)")
