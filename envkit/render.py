@@ -60,6 +60,7 @@ def _recipes_show(c: Out, shown: Any) -> None:
     c.print(
         f"toolchain: blas={tc.blas or '-'} mkl={tc.mkl or '-'} openmp={tc.openmp or '-'} pytorch="
         + (f"{torch.source}/{torch.variant}{'/' + torch.cuda if torch.cuda else ''} {torch.version or ''}" if torch else "-")
+        + (f" cuda_arch={torch.cuda_arch}" if torch and torch.cuda_arch else "")
     )
     if shown.compiled is not None:
         c.print("[bold]conda specs[/bold]")

@@ -54,6 +54,16 @@ def test_show_resolved_human() -> None:
     assert "libblas * *openblas" in proc.stdout and "libopenblas * *openmp*" in proc.stdout and "nomkl" in proc.stdout
 
 
+def test_show_names_the_gpus_a_recipe_is_for(tmp_path: Path) -> None:
+    recipe = write_recipe(
+        tmp_path, "gpu", "envkit: 1\nname: gpu\nchannels: [c]\ntoolchain: {pytorch: {variant: cuda, cuda: '12.9', cuda_arch: '9.0'}}\n"
+    )
+    proc = run_envkit("recipes", "show", str(recipe))
+    assert proc.returncode == 0 and "pytorch=conda-forge/cuda/12.9  cuda_arch=9.0" in proc.stdout, proc.stdout
+    doc = json.loads(run_envkit("recipes", "show", str(recipe), "--json").stdout)
+    assert doc["data"]["recipe"]["toolchain"]["pytorch"]["cuda_arch"] == "9.0"
+
+
 def test_validate_reports_each_problem_and_exit_2(tmp_path: Path) -> None:
     bad = write_recipe(
         tmp_path,
