@@ -170,18 +170,21 @@ def _hint(error_text: str, specs: tuple[CompiledSpec, ...], goal: Target | None 
     described, assumed = (goal.described, goal.assumed) if goal else ((), ())
     arch = next((v.partition("=")[2] for v in described if v.startswith("__cuda_arch=")), None)
     if "__cuda_arch" in lowered and arch is not None:
+        told = next((a for a in assumed if a.startswith("assumed __cuda_arch=")), None)
         gpus = (
-            "assumed from the recipe's toolchain.pytorch.cuda_arch"
-            if any(a.startswith("assumed __cuda_arch=") for a in assumed)
-            else "this machine's GPUs"
+            "this machine's GPUs"
+            if told is None
+            else "from CONDA_OVERRIDE_CUDA_ARCH"
+            if "CONDA_OVERRIDE_CUDA_ARCH" in told
+            else "assumed from the recipe's toolchain.pytorch.cuda_arch"
         )
         cuda = (
             f"; no build of these packages has kernels for GPUs of compute capability {arch} (__cuda_arch={arch}, {gpus}): "
             "pick versions built for them, or GPUs they are built for"
         )
     elif "__cuda" in lowered:
-        have = next((v.partition("=")[2] for v in (goal.described if goal else ()) if v.startswith("__cuda=")), None)
-        cuda = _cuda_hint(have, any(a.startswith("assumed __cuda=") for a in (goal.assumed if goal else ())))
+        have = next((v.partition("=")[2] for v in described if v.startswith("__cuda=")), None)
+        cuda = _cuda_hint(have, any(a.startswith("assumed __cuda=") for a in assumed))
     if not involved:
         return "no recipe spec is named in the conflict; check the channels with 'envkit create --dry-run -c ...'" + cuda
     return "recipe specs in the conflict: " + "; ".join(involved) + cuda

@@ -256,3 +256,7 @@ def test_gpus_no_build_has_kernels_for_are_named(tmp_path: Path, monkeypatch: py
     hint = info.value.hint or ""
     assert "no build of these packages has kernels for GPUs of compute capability 7.0 (__cuda_arch=7.0, assumed from the recipe" in hint
     assert "no NVIDIA driver" not in hint
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA_ARCH", "7.0")
+    with pytest.raises(SolveError) as info:
+        _arch_plan(tmp_path, None)
+    assert "(__cuda_arch=7.0, from CONDA_OVERRIDE_CUDA_ARCH)" in (info.value.hint or "")
