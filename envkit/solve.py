@@ -156,6 +156,21 @@ def _cuda_hint(cuda: str | None, assumed: bool) -> str:
     )
 
 
+def _arch_hint(arch: str, assumed: str | None) -> str:
+    """What to say when __cuda_arch is in the conflict: no build has kernels for these GPUs, and
+    where they came from (this machine's, or the plan line that assumed them)."""
+    if assumed is None:
+        gpus = "this machine's GPUs"
+    elif "CONDA_OVERRIDE_CUDA_ARCH" in assumed:
+        gpus = "from CONDA_OVERRIDE_CUDA_ARCH"
+    else:
+        gpus = "assumed from the recipe's toolchain.pytorch.cuda_arch"
+    return (
+        f"; no build of these packages has kernels for GPUs of compute capability {arch} (__cuda_arch={arch}, {gpus}): "
+        "pick versions built for them, or GPUs they are built for"
+    )
+
+
 def _hint(error_text: str, specs: tuple[CompiledSpec, ...], goal: Target | None = None) -> str:
     """Name the recipe lines and toolchain pins that take part in the conflict."""
     involved = []
@@ -170,18 +185,7 @@ def _hint(error_text: str, specs: tuple[CompiledSpec, ...], goal: Target | None 
     described, assumed = (goal.described, goal.assumed) if goal else ((), ())
     arch = next((v.partition("=")[2] for v in described if v.startswith("__cuda_arch=")), None)
     if "__cuda_arch" in lowered and arch is not None:
-        told = next((a for a in assumed if a.startswith("assumed __cuda_arch=")), None)
-        gpus = (
-            "this machine's GPUs"
-            if told is None
-            else "from CONDA_OVERRIDE_CUDA_ARCH"
-            if "CONDA_OVERRIDE_CUDA_ARCH" in told
-            else "assumed from the recipe's toolchain.pytorch.cuda_arch"
-        )
-        cuda = (
-            f"; no build of these packages has kernels for GPUs of compute capability {arch} (__cuda_arch={arch}, {gpus}): "
-            "pick versions built for them, or GPUs they are built for"
-        )
+        cuda = _arch_hint(arch, next((a for a in assumed if a.startswith("assumed __cuda_arch=")), None))
     elif "__cuda" in lowered:
         have = next((v.partition("=")[2] for v in described if v.startswith("__cuda=")), None)
         cuda = _cuda_hint(have, any(a.startswith("assumed __cuda=") for a in assumed))
@@ -210,11 +214,12 @@ def target(compiled: CompiledRecipe, platform: str, *, detect: bool = True) -> T
         assumed.append(
             _assumed("__cuda", torch.cuda, compiled, "cuda", "no NVIDIA driver on this machine" if here else f"solving for {platform}")
         )
-    arch = os.environ.get("CONDA_OVERRIDE_CUDA_ARCH") or torch.cuda_arch
+    override = os.environ.get("CONDA_OVERRIDE_CUDA_ARCH")
+    arch = override or torch.cuda_arch
     if arch and "__cuda" in names and "__cuda_arch" not in names:
         virtual.append(backend.virtual_from("__cuda_arch", arch))
         why = "no NVIDIA GPU seen on this machine" if here else f"solving for {platform}"
-        if os.environ.get("CONDA_OVERRIDE_CUDA_ARCH"):
+        if override:
             assumed.append(f"assumed __cuda_arch={arch}, from CONDA_OVERRIDE_CUDA_ARCH; {why}")
         else:
             assumed.append(_assumed("__cuda_arch", arch, compiled, "cuda_arch", why))

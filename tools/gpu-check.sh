@@ -115,13 +115,6 @@ for name in ("probe-plain.json", "probe-hidden.json", "probe-fixed.json"):
         print(f"  {c['status']:5} {c['id']:24} {str(c.get('evidence', '')).splitlines()[0][:150] if c.get('evidence') else ''}")
         if c["status"] in ("warn", "fail"):
             print(f"        remedy: {c.get('remedy')}")
-try:
-    audit = json.loads((out / "audit.json").read_text())
-    for env in (audit.get("data") or {}).get("audits", []):
-        for f in env.get("findings", []):
-            print(f"  audit {f['rule_id']} {f['severity']}: {f['title']}: {str(f['evidence'])[:150]}")
-except (OSError, ValueError) as exc:
-    print(f"audit.json: unreadable ({exc})")
 for name in ("create.json", "create-login.json", "probe-login.json", "create-newer.json", "create-declared.json"):
     try:
         doc = json.loads((out / name).read_text())
@@ -146,7 +139,7 @@ for name in ("record-node.json", "record-login-made.json", "record-login-probed.
         print(f"{name}: unreadable ({exc})")
         continue
     print(f"--- {name}: status={probe.get('status')} gpu={probe.get('gpu')}")
-for name in ("audit-node.json", "audit-login.json"):
+for name in ("audit.json", "audit-node.json", "audit-login.json"):
     try:
         for env in (json.loads((out / name).read_text()).get("data") or {}).get("audits", []):
             for f in env.get("findings", []):

@@ -123,9 +123,9 @@ def audit_env(
     return EnvAudit(prefix, tuple(findings), inv.record is not None, len(inv.packages))
 
 
-def _audit_one(prefix: Path, probe: bool, cuda: tuple[str | None, str | None], kernels: tuple[KernelSpec, ...]) -> EnvAudit:
+def _audit_one(prefix: Path, probe: bool, cuda_driver: str | None, cuda_arch: str | None, kernels: tuple[KernelSpec, ...]) -> EnvAudit:
     try:
-        return audit_env(prefix, probe=probe, cuda_driver=cuda[0], cuda_arch=cuda[1], kernels=kernels)
+        return audit_env(prefix, probe=probe, cuda_driver=cuda_driver, cuda_arch=cuda_arch, kernels=kernels)
     except EnvkitError as exc:
         return EnvAudit(prefix, (), False, 0, error=" ".join(exc.lines()))  # with its hint: the fix is what an unreadable env needs most
 
@@ -133,15 +133,16 @@ def _audit_one(prefix: Path, probe: bool, cuda: tuple[str | None, str | None], k
 def audit_many(
     prefixes: list[Path], *, probe: bool = False, cuda_driver: str | None = None, cuda_arch: str | None = None
 ) -> list[EnvAudit]:
-    """`cuda_driver`, `cuda_arch`: this machine's __cuda and __cuda_arch. A broken env is reported, not fatal. Static audits are dominated by JSON parsing (CPU, GIL),
-    so many envs are split across forked processes; probes wait on subprocesses, so threads do."""
+    """`cuda_driver`, `cuda_arch`: this machine's __cuda and __cuda_arch. A broken env is reported,
+    not fatal. Static audits are dominated by JSON parsing (CPU, GIL), so many envs are split across
+    forked processes; probes wait on subprocesses, so threads do."""
     from envkit.envs import all_envs
     from envkit.kernels import installed_kernels, kernel_dirs
 
     kernels = installed_kernels(kernel_dirs(tuple(dict.fromkeys([*prefixes, *all_envs()]))))  # Jupyter's: read once for all
     workers = min(len(prefixes), os.cpu_count() or 1)
     if workers <= 1 or len(prefixes) < 4:
-        return [_audit_one(p, probe, (cuda_driver, cuda_arch), kernels) for p in prefixes]
+        return [_audit_one(p, probe, cuda_driver, cuda_arch, kernels) for p in prefixes]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
@@ -149,10 +150,10 @@ def audit_many(
         # a fork copies only the thread that forks: a lock another thread held (rattler's runtime,
         # a probe's pipe reader) stays held for ever in the child
         with ThreadPoolExecutor(max_workers=workers) as threads:
-            return list(threads.map(lambda p: _audit_one(p, probe, (cuda_driver, cuda_arch), kernels), prefixes))
+            return list(threads.map(lambda p: _audit_one(p, probe, cuda_driver, cuda_arch, kernels), prefixes))
     chunks = [prefixes[i::workers] for i in range(workers)]
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        parts = list(pool.map(_audit_chunk, chunks, [(cuda_driver, cuda_arch)] * workers, [kernels] * workers))
+        parts = list(pool.map(_audit_chunk, chunks, [cuda_driver] * workers, [cuda_arch] * workers, [kernels] * workers))
     by_prefix = {a.prefix: a for part in parts for a in part}
     return [by_prefix[p] for p in prefixes]
 
@@ -165,5 +166,5 @@ def _single_threaded() -> bool:
         return False
 
 
-def _audit_chunk(prefixes: list[Path], cuda: tuple[str | None, str | None], kernels: tuple[KernelSpec, ...]) -> list[EnvAudit]:
-    return [_audit_one(p, False, cuda, kernels) for p in prefixes]
+def _audit_chunk(prefixes: list[Path], cuda_driver: str | None, cuda_arch: str | None, kernels: tuple[KernelSpec, ...]) -> list[EnvAudit]:
+    return [_audit_one(p, False, cuda_driver, cuda_arch, kernels) for p in prefixes]

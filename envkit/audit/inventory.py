@@ -269,9 +269,7 @@ def cuda_driver_version() -> str | None:
 
 def cuda_arch_version() -> str | None:
     """The lowest compute capability of this machine's GPUs as conda sees it (__cuda_arch, CEP 46:
-    none without __cuda; CONDA_OVERRIDE_CUDA_ARCH wins where there is one)."""
-    if os.environ.get("CONDA_OVERRIDE_CUDA", None) == "":
-        return None
+    none without __cuda; rattler's detection honours CONDA_OVERRIDE_CUDA and _ARCH)."""
     return _detected("__cuda_arch")
 
 

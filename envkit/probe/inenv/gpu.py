@@ -113,15 +113,21 @@ def _major_minor(text: Any) -> tuple[int, int] | None:
         return None
 
 
+def _archs(arch_list: list[str]) -> list[tuple[str, int, int]]:
+    """torch's arch list ('sm_90', 'compute_120') as (kind, major, minor); others left out."""
+    out = []
+    for arch in arch_list:
+        kind, _, digits = arch.partition("_")
+        if digits.isdigit() and len(digits) >= 2:
+            out.append((kind, int(digits[:-1]), int(digits[-1])))
+    return out
+
+
 def arch_supported(arch_list: list[str], capability: list[int] | tuple[int, int]) -> bool:
     """Whether a build's compiled architectures can run on a GPU of this compute capability: a cubin
     for the same major and an equal or lower minor, or PTX for an equal or lower architecture."""
     major, minor = capability
-    for arch in arch_list:
-        kind, _, digits = arch.partition("_")
-        if not digits.isdigit() or len(digits) < 2:
-            continue
-        a_major, a_minor = int(digits[:-1]), int(digits[-1])
+    for kind, a_major, a_minor in _archs(arch_list):
         if kind == "sm" and a_major == major and a_minor <= minor:
             return True
         if kind == "compute" and (a_major, a_minor) <= (major, minor):
@@ -132,9 +138,8 @@ def arch_supported(arch_list: list[str], capability: list[int] | tuple[int, int]
 def _all_newer(arch_list: list[str], capability: list[int] | tuple[int, int]) -> bool:
     """Whether every architecture a build has is above this GPU's: a build made for newer GPUs only
     (an env solved where no GPU was seen), not an old one."""
-    numbers = [arch.partition("_")[2] for arch in arch_list]
-    digits = [n for n in numbers if n.isdigit() and len(n) >= 2]
-    return bool(digits) and all((int(n[:-1]), int(n[-1])) > tuple(capability) for n in digits)
+    archs = _archs(arch_list)
+    return bool(archs) and all((a_major, a_minor) > tuple(capability) for _, a_major, a_minor in archs)
 
 
 def classify_gpu(data: dict[str, Any], torch_build: str | None = None) -> tuple[str, str, str]:
