@@ -257,19 +257,39 @@ def install(
     reporter: Any | None,
     *,
     final_prefix: Path | None = None,
-) -> None:
+    meanwhile: Callable[[], T] | None = None,
+) -> T | None:
     """Install into `prefix`; with `final_prefix`, files get that prefix patched in instead, so the
-    env can be built in a staging directory and renamed into place."""
-    _run(
-        rattler.install(
-            records,
-            prefix,
-            cache_dir=cache_dir,
-            show_progress=False,
-            client=client(str(r.url) for r in records),
-            reporter=reporter,
-            requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs],
-            alternative_target_prefix=final_prefix,
+    env can be built in a staging directory and renamed into place. `meanwhile`: work that does not
+    depend on the new env, done while rattler links (its own threads, no GIL held), so that it
+    costs no time where the install is long; its result, or None where it failed (the caller then
+    does it itself: a failure changes nothing but the time). Only reads: the install may fail."""
+    return _run(
+        _alongside(
+            rattler.install(
+                records,
+                prefix,
+                cache_dir=cache_dir,
+                show_progress=False,
+                client=client(str(r.url) for r in records),
+                reporter=reporter,
+                requested_specs=[rattler.MatchSpec(s)._match_spec for s in specs],
+                alternative_target_prefix=final_prefix,
+            ),
+            meanwhile,
         ),
         _install_error(f"installing into {final_prefix or prefix}"),
     )
+
+
+async def _alongside(install: Coroutine[Any, Any, None], meanwhile: Callable[[], T] | None) -> T | None:
+    task = asyncio.ensure_future(install)
+    value = None
+    if meanwhile is not None:
+        await asyncio.sleep(0)  # the task runs to its first wait: rattler has handed the work to its threads
+        try:
+            value = meanwhile()
+        except Exception:  # the caller does the work again, and meets the error there
+            value = None
+    await task
+    return value

@@ -18,19 +18,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envkit import __version__, backend, condameta, envs, pkgcache
-from envkit.activation.writer import ActivationFile, RecordedActivation, activation_json, prefix_tag, recorded_activation, write_files
+from envkit import __version__, backend, envs, pkgcache
 from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, os_refusal
 from envkit.fsutil import LockBusy, discard_lock, may_create_in
-from envkit.history import Linked, append_block, block, mark_created
 from envkit.notices import notify
 from envkit.protect import FROZEN_MARKER, frozen_env, frozen_marker, must_be_an_env_alone, must_not_be_frozen
-from envkit.recipe.model import ProbeSpec, RecipeOrigin
+from envkit.recipe.model import EnvOp, ProbeSpec, RecipeOrigin
 from envkit.record import read_record, record_digest, write_record
 from envkit.solve import Plan
 from envkit.transaction import env_lock, recover, remove_tree, swap_in, work_dir
 
 if TYPE_CHECKING:
+    from envkit.activation.writer import ActivationFile, RecordedActivation
+    from envkit.kernels import KernelSearch
     from envkit.probe.model import ProbeReport
 
 
@@ -77,14 +77,64 @@ def _kernel_settings_of(prefix: Path) -> dict[str, str | None] | None:
     """What the env a --force create replaces gave its Jupyter kernels (envkit.kernels), so that a
     value for a setting the new recipe has not is taken out of them; None where there is no such
     env, or its record cannot be read (its kernels then keep what they hold)."""
-    from envkit.kernels import settings_of
-
     try:
         record = read_record(prefix)
-        activation = recorded_activation(prefix, record) if record else None
+        if record is None:
+            return None
+        from envkit.activation.writer import recorded_activation  # for a fresh env, loaded while rattler links (_ahead)
+
+        activation = recorded_activation(prefix, record)
     except EnvkitError:
         return None
-    return settings_of(activation.ops, activation.carried) if activation else None
+    from envkit.kernels import settings_of
+
+    return settings_of(activation.ops, activation.carried)
+
+
+def _ahead(prefix: Path, activation: tuple[EnvOp, ...], replaced: dict[str, str | None] | None) -> KernelSearch | None:
+    """What create does while rattler links (backend.install's `meanwhile`): load the modules that
+    finish the env (_finish) and, where the env has settings for its Jupyter kernels or replaces
+    one that had, read the kernels of other envs (none are looked for otherwise)."""
+    import importlib
+
+    for module in ("envkit.condameta", "envkit.history", "envkit.activation.writer"):
+        importlib.import_module(module)
+    from envkit.kernels import search_ahead, settings_of
+
+    return search_ahead(prefix) if settings_of(activation) or replaced else None
+
+
+def _finish(
+    staging: Path, plan: Plan, records: list[Any], origin: RecipeOrigin, *, marker: bytes | None, provenance: dict[str, Any] | None
+) -> list[ActivationFile]:
+    """Make the freshly linked staging env complete: conda-meta as conda writes it, history, pip
+    packages, activation scripts and, last, the record; returns the activation files as they will
+    be at the final prefix."""
+    from envkit import condameta
+    from envkit.activation.writer import ActivationFile, RecordedActivation, prefix_tag, write_files
+    from envkit.history import Linked, append_block, block, mark_created
+
+    prefix = plan.prefix
+    condameta.as_conda_writes(staging, archives=condameta.archives_of(records), staged=True)
+    linked = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for p in plan.packages]
+    append_block(staging, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
+    mark_created(staging)
+    pip_installed = _pip_install(staging, plan, prefix)
+    if marker is not None:  # --override-frozen replaced it for this once; the env stays frozen
+        staging.joinpath(*FROZEN_MARKER).write_bytes(marker)
+    activation = RecordedActivation(plan.recipe, plan.activation, prefix_tag(prefix))
+    staged = activation.files(staging)
+    write_files(staged, staged=True)
+    # the same files at the final place: the staging env's python says where its site-packages is
+    files = [ActivationFile(prefix / f.path.relative_to(staging), f.text) for f in staged]
+    record = {
+        **build_record(plan, origin, activation, files),
+        "pip_installed": pip_installed,
+        "conda_meta": condameta.stamp(staging),  # kept by the rename into place
+        **(provenance or {}),
+    }
+    write_record(staging, record, staged=True)  # last: the staging env is complete
+    return files
 
 
 def _pip_install(staging: Path, plan: Plan, prefix: Path) -> list[dict[str, str]]:
@@ -120,26 +170,16 @@ def create_env(
         old: Path | None = None
         try:
             pkgcache.verify_archives(records, cache)
-            backend.install(records, staging, cache, [s.spec for s in plan.specs], reporter, final_prefix=prefix)
-            condameta.as_conda_writes(staging, archives=condameta.archives_of(records), staged=True)
-            linked = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for p in plan.packages]
-            append_block(staging, block(["envkit", "create", plan.recipe, "-p", str(prefix)], linked, [], [s.spec for s in plan.specs]))
-            mark_created(staging)
-            pip_installed = _pip_install(staging, plan, prefix)
-            if marker is not None:  # --override-frozen replaced it for this once; the env stays frozen
-                staging.joinpath(*FROZEN_MARKER).write_bytes(marker)
-            activation = RecordedActivation(plan.recipe, plan.activation, prefix_tag(prefix))
-            staged = activation.files(staging)
-            write_files(staged, staged=True)
-            # the same files at the final place: the staging env's python says where its site-packages is
-            files = [ActivationFile(prefix / f.path.relative_to(staging), f.text) for f in staged]
-            record = {
-                **build_record(plan, origin, activation, files),
-                "pip_installed": pip_installed,
-                "conda_meta": condameta.stamp(staging),  # kept by the rename into place
-                **(provenance or {}),
-            }
-            write_record(staging, record, staged=True)  # last: the staging env is complete
+            search = backend.install(
+                records,
+                staging,
+                cache,
+                [s.spec for s in plan.specs],
+                reporter,
+                final_prefix=prefix,
+                meanwhile=lambda: _ahead(prefix, plan.activation, replaced),
+            )
+            files = _finish(staging, plan, records, origin, marker=marker, provenance=provenance)
             old = swap_in(staging, prefix)
         except BaseException as exc:
             remove_tree(staging, writers_may_linger=True)
@@ -159,11 +199,13 @@ def create_env(
             remove_tree(old)
     from envkit.kernels import give_settings, settings_of  # kernels made for an env at this prefix before
 
-    given = give_settings(prefix, settings_of(plan.activation), before=replaced)
+    given = give_settings(prefix, settings_of(plan.activation), before=replaced, search=search)
     return CreatedEnv(prefix, tuple(f.path for f in files), old is not None, given.written, given.failed)
 
 
 def build_record(plan: Plan, origin: RecipeOrigin, activation: RecordedActivation, files: list[ActivationFile]) -> dict[str, Any]:
+    from envkit.activation.writer import activation_json
+
     now = datetime.now(UTC).isoformat(timespec="seconds")
     return {
         "envkit_version": __version__,

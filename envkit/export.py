@@ -9,7 +9,6 @@ ENV can prepend (`${VAR}`) but not unset; conda-lock's file has no place for set
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shlex
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from envkit import __version__
 from envkit.activation.startup import carried_name
+from envkit.digests import sha256
 from envkit.recipe.model import EnvOp
 from envkit.yamltext import quoted, text
 
@@ -299,7 +299,7 @@ def conda_lock(envs: tuple[EnvSnapshot, ...]) -> str:
 def _content_hash(env: EnvSnapshot) -> str:
     """Of what is locked for the platform (the file has no sources for conda-lock to hash)."""
     listed = [(p.name, p.version, p.build, p.url) for p in env.packages] + [(p.name, p.version, "", p.url) for p in env.pip if p.url]
-    return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
+    return sha256(json.dumps(listed).encode()).hexdigest()
 
 
 def _platform_entries(env: EnvSnapshot) -> list[str]:

@@ -113,21 +113,43 @@ def search_dirs(prefix: Path) -> tuple[Path, ...]:
     return kernel_dirs((prefix, *all_envs()))
 
 
-def installed_kernels(dirs: tuple[Path, ...]) -> tuple[KernelSpec, ...]:
+def installed_kernels(dirs: tuple[Path, ...], read: Mapping[Path, tuple[KernelSpec, ...]] | None = None) -> tuple[KernelSpec, ...]:
     """Every kernelspec Jupyter takes from `dirs`: the first of a name (names are not case
-    sensitive) wins, as in Jupyter."""
+    sensitive) wins, as in Jupyter. `read`: folders read earlier (folder_kernels), taken as they were."""
     seen: set[str] = set()
     out = []
     for folder in dirs:
-        try:
-            names = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
-        except OSError:
-            continue
-        for name in names:
-            if name.lower() not in seen and (spec := _read(folder / name / KERNEL_FILE, name)) is not None:
-                seen.add(name.lower())
+        for spec in read[folder] if read is not None and folder in read else folder_kernels(folder):
+            if spec.name.lower() not in seen:
+                seen.add(spec.name.lower())
                 out.append(spec)
     return tuple(out)
+
+
+def folder_kernels(folder: Path) -> tuple[KernelSpec, ...]:
+    """The kernelspecs Jupyter would take from one folder, by name."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
+    except OSError:
+        return ()
+    return tuple(spec for name in names if (spec := _read(folder / name / KERNEL_FILE, name)) is not None)
+
+
+@dataclass(frozen=True)
+class KernelSearch:
+    """Where Jupyter finds `prefix`'s kernels (search_dirs), with the folders outside the prefix
+    already read: create reads them while rattler links the env, which holds no GIL meanwhile,
+    and reads the prefix's own folder once the env is in place."""
+
+    prefix: Path
+    dirs: tuple[Path, ...]
+    read: Mapping[Path, tuple[KernelSpec, ...]]
+
+
+def search_ahead(prefix: Path) -> KernelSearch:
+    own = prefix / "share" / "jupyter" / "kernels"
+    dirs = search_dirs(prefix)
+    return KernelSearch(prefix, dirs, {folder: folder_kernels(folder) for folder in dirs if folder != own})
 
 
 def kernels_of(prefix: Path, kernels: tuple[KernelSpec, ...]) -> tuple[KernelSpec, ...]:
@@ -141,9 +163,11 @@ def kernels_of(prefix: Path, kernels: tuple[KernelSpec, ...]) -> tuple[KernelSpe
     )
 
 
-def env_kernels(prefix: Path) -> tuple[KernelSpec, ...]:
-    """`prefix`'s kernels, wherever Jupyter finds them (search_dirs)."""
-    return kernels_of(prefix, installed_kernels(search_dirs(prefix)))
+def env_kernels(prefix: Path, search: KernelSearch | None = None) -> tuple[KernelSpec, ...]:
+    """`prefix`'s kernels, wherever Jupyter finds them (search_dirs, or `search` made for it)."""
+    if search is None or search.prefix != prefix:
+        return kernels_of(prefix, installed_kernels(search_dirs(prefix)))
+    return kernels_of(prefix, installed_kernels(search.dirs, search.read))
 
 
 @dataclass(frozen=True)
@@ -155,27 +179,35 @@ class KernelsGiven:
 
 
 def settings_writes(
-    prefix: Path, settings: Mapping[str, str | None], before: Mapping[str, str | None] | None = None
+    prefix: Path,
+    settings: Mapping[str, str | None],
+    before: Mapping[str, str | None] | None = None,
+    search: KernelSearch | None = None,
 ) -> tuple[tuple[KernelSpec, str], ...]:
     """Each of `prefix`'s kernels whose environment is not what `settings` give, with the
     kernel.json that gives them. `before`: the settings the env had, whose values a kernel still
     holds for names `settings` no longer has are taken out (envkit wrote them)."""
     dropped = {name: escaped(value) for name, value in (before or {}).items() if name not in settings and value is not None}
     out = []
-    for kernel in env_kernels(prefix) if settings or dropped else ():
+    for kernel in env_kernels(prefix, search) if settings or dropped else ():
         drop = [name for name, value in dropped.items() if kernel.env.get(name) == value]
         if kernel.differences(settings) or drop:
             out.append((kernel, kernel.with_settings(settings, drop)))
     return tuple(out)
 
 
-def give_settings(prefix: Path, settings: Mapping[str, str | None], before: Mapping[str, str | None] | None = None) -> KernelsGiven:
+def give_settings(
+    prefix: Path,
+    settings: Mapping[str, str | None],
+    before: Mapping[str, str | None] | None = None,
+    search: KernelSearch | None = None,
+) -> KernelsGiven:
     """settings_writes, written: each file whole or not at all (it keeps its mode); one that cannot
     be written is said, not fatal, as the env is what matters here (`audit --fix` stops instead)."""
     from envkit.fsutil import atomic_write_text
 
     written, failed = [], []
-    for kernel, text in settings_writes(prefix, settings, before):
+    for kernel, text in settings_writes(prefix, settings, before, search):
         try:
             atomic_write_text(kernel.path, text)
         except OSError as exc:

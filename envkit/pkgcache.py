@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -33,17 +32,20 @@ _TEMP_SUFFIX = re.compile(r"^[A-Za-z0-9]{6}$")
 def abandoned_extractions(cache: Path) -> list[Path]:
     """Temporary extraction directories in the cache: hidden, named after a package that has a
     .lock file, plus rattler's random suffix."""
-    if not cache.is_dir():
+    try:
+        with os.scandir(cache) as listing:  # one listing of a cache of thousands, for both kinds
+            entries = list(listing)
+    except OSError:  # no cache yet
         return []
-    locks = {p.name[: -len(".lock")] for p in cache.glob("*.lock") if not p.name.startswith(".")}
+    locks = {e.name[: -len(".lock")] for e in entries if e.name.endswith(".lock") and not e.name.startswith(".")}
     out = []
-    for entry in cache.iterdir():
+    for entry in entries:
         name = entry.name
-        if not name.startswith(".") or not entry.is_dir() or entry.is_symlink():
+        if not name.startswith(".") or not entry.is_dir(follow_symlinks=False):
             continue
         stem, suffix = name[1:-6], name[-6:]
         if stem in locks and _TEMP_SUFFIX.match(suffix):
-            out.append(entry)
+            out.append(cache / name)
     return sorted(out)
 
 
@@ -103,6 +105,8 @@ def verify_archives(records: list[Any], cache: Path | None = None) -> None:
             continue
         if cache is not None and cached_sha256(cache, rec) == bytes(rec.sha256):
             continue
+        import hashlib  # OpenSSL, for archives of hundreds of MB: loaded only when one is read (envkit.digests)
+
         path = Path(unquote(urlparse(url).path))
         try:
             with path.open("rb") as handle:

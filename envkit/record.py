@@ -19,12 +19,12 @@ write, and reported by the audit (EK021) until then.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from envkit.digests import sha256
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, created_mode, write_staged
 
@@ -64,7 +64,11 @@ def partial_journals(prefix: Path) -> list[Path]:
     """Journal copies a killed writer left half-made: never renamed into place, so nothing was
     changed under them."""
     journal = sync_journal_path(prefix)
-    return sorted(journal.parent.glob(journal.name + ".tmp-*"))
+    try:
+        with os.scandir(journal.parent) as entries:
+            return sorted(journal.parent / e.name for e in entries if e.name.startswith(f"{journal.name}.tmp-"))
+    except OSError:  # no folder: no journal was ever begun
+        return []
 
 
 def legacy_record_path(prefix: Path) -> Path:
@@ -109,7 +113,7 @@ def record_digest(prefix: Path) -> str | None:
     """The record's bytes, hashed: what a probe's verdict is about (envkit.create.keep_verdict)."""
     path = existing_record_path(prefix)
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else None
+        return sha256(path.read_bytes()).hexdigest() if path is not None else None
     except OSError:
         return None
 

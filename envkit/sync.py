@@ -12,7 +12,6 @@ Applying a difference (envkit.commands.sync_change) is all or nothing, under a j
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from envkit.activation import SCRIPTS_FORMAT
 from envkit.changes import Kind, differences
 from envkit.condameta import stamp
 from envkit.cpus import PHYSICAL_CORES, physical_cores
+from envkit.digests import sha256
 from envkit.fsutil import read_exact
 from envkit.installed import dist_files, pip_dists, requires
 from envkit.pipurls import commit_shown, url_commit
@@ -142,7 +142,7 @@ def scripts_match(prefix: Path, record: dict[str, Any]) -> bool:
 
 def _sha256(path: Path) -> str | None:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
 

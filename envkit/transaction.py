@@ -17,7 +17,6 @@ complete but not yet moved in is moved in. Each is reported (envkit.notices).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from envkit import paths
+from envkit.digests import sha256
 from envkit.fsutil import LockBusy, discard_lock, exclusive_lock, may_create_in
 from envkit.notices import notify
 from envkit.record import partial_journals, record_path, sync_journal_path
@@ -54,7 +54,7 @@ def lock_for(prefix: Path) -> Path:
     # after the env's directory exists
     if os.access(beside, os.R_OK) or may_create_in(prefix.parent) is None:
         return beside
-    digest = hashlib.sha256(str(prefix).encode()).hexdigest()[:16]
+    digest = sha256(str(prefix).encode()).hexdigest()[:16]
     return paths.cache_dir() / "locks" / f"{digest}.lock"
 
 
@@ -94,19 +94,18 @@ def is_leftover(path: Path) -> bool:
 
 def leftovers(prefix: Path) -> list[tuple[Kind, int, Path]]:
     prefix = real_prefix(prefix)
-    if not prefix.parent.is_dir():
+    head = f".{prefix.name}.envkit-"  # its own name first: a name that holds another's stays apart
+    try:
+        with os.scandir(prefix.parent) as entries:
+            names = sorted(entry.name for entry in entries if entry.name.startswith(head))
+    except OSError:  # no parent folder (nothing left there), or one this user may not list
         return []
     out: list[tuple[Kind, int, Path]] = []
-    for path in sorted(prefix.parent.glob(f".{glob_escape(prefix.name)}.envkit-*-*")):
-        match = LEFTOVER_RE.match(path.name)
+    for name in names:
+        match = LEFTOVER_RE.match(name)
         if match and match.group("name") == prefix.name:
-            kind = cast(Kind, match.group("kind"))
-            out.append((kind, int(match.group("pid")), path))
+            out.append((cast(Kind, match.group("kind")), int(match.group("pid")), prefix.parent / name))
     return out
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 def remove_tree(path: Path, *, writers_may_linger: bool = False) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib.util
 import json
 import os
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit import __version__, paths
+from envkit.digests import sha256
 
 FORMAT = 2  # bumped whenever a parse accepts less (2: a lone surrogate is refused), so no entry kept before skips the new check
 KEEP_AT_MOST = 256  # entries; beyond it the oldest half goes (recipes are a few KB each)
@@ -43,7 +43,7 @@ def _yaml_identity() -> str:
 
 
 def _entry(kind: str, text: str) -> Path:
-    key = hashlib.sha256(f"{FORMAT}\0{__version__}\0{_yaml_identity()}\0{kind}\0{text}".encode("utf-8", "surrogatepass"))
+    key = sha256(f"{FORMAT}\0{__version__}\0{_yaml_identity()}\0{kind}\0{text}".encode("utf-8", "surrogatepass"))
     return paths.cache_dir() / "yaml" / f"{key.hexdigest()}.json"
 
 

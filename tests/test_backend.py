@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from envkit import backend
 from tests.conftest import run_envkit
 from tests.support.condapkg import PkgMeta
 from tests.support.httpchannel import auth_file, served
@@ -121,3 +122,31 @@ def test_channels_on_disk_load_no_certificates_and_any_other_channel_does(tmp_pa
     assert done.returncode == 0, done.stderr
     assert opened
     assert (tmp_path / "over-http" / "share" / "tool" / "version.txt").read_text() == "v1\n"
+
+
+def test_work_given_to_an_install_runs_while_rattler_links_and_its_failure_costs_only_time(tmp_path: Path) -> None:
+    """backend.install's `meanwhile` runs in envkit's thread after rattler has taken the install to
+    its own threads: waiting in it for a file of the env, the file comes (were the install to wait
+    for the work, it would never come). Its result is returned; an error in it gives None, and the
+    env is installed all the same."""
+    channel = tiny_channel(tmp_path)
+    records = backend.solve([channel.as_uri()], ["tool"], "linux-64", backend.virtual_packages("linux-64"))
+
+    def until_linked(prefix: Path) -> bool:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if (prefix / "share" / "tool" / "version.txt").is_file():
+                return True
+            time.sleep(0.005)
+        return False
+
+    first = tmp_path / "first"
+    assert backend.install(records, first, tmp_path / "pkgs", ["tool"], None, meanwhile=lambda: until_linked(first)) is True
+
+    def fails() -> bool:
+        raise RuntimeError("a read that failed")
+
+    second = tmp_path / "second"
+    assert backend.install(records, second, tmp_path / "pkgs", ["tool"], None, meanwhile=fails) is None
+    assert (second / "share" / "tool" / "version.txt").read_text() == "v1\n"
+    assert backend.install(records, tmp_path / "third", tmp_path / "pkgs", ["tool"], None) is None

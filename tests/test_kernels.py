@@ -13,7 +13,7 @@ import pytest
 
 from envkit.audit.engine import findings_for
 from envkit.audit.inventory import read_inventory
-from envkit.kernels import escaped, installed_kernels, kernel_dirs, kernels_of, unescaped
+from envkit.kernels import env_kernels, escaped, installed_kernels, kernel_dirs, kernels_of, search_ahead, unescaped
 from tests.conftest import python_env, run_envkit
 from tests.support.conda import tool_exe
 from tests.support.seed import SEED_SCENARIO
@@ -61,6 +61,28 @@ def test_the_env_s_kernels_are_found_where_jupyter_looks_and_others_are_not(tmp_
     found = {k.name: k for k in kernels_of(prefix, installed_kernels(dirs))}
     assert sorted(found) == ["in-env", "via-link"]
     assert {k.name for k in kernels_of(prefix, installed_kernels(dirs[1:]))} == {"mine", "in-env", "via-link"}
+
+
+def test_kernels_read_while_the_env_is_linked_are_taken_as_read_and_its_own_folder_is_read_after(tmp_path: Path, isolated: Path) -> None:
+    """create reads every folder but the new env's own while rattler links it (search_ahead), and
+    the env's own folder (where a package installs a kernel) once it is in place: what is found is
+    what a search made after would find, but for what changed meanwhile in another env's folder."""
+    prefix = tmp_path / "env"
+    (prefix / "bin").mkdir(parents=True)
+    user = isolated / ".local" / "share" / "jupyter" / "kernels"
+    python = [str(prefix / "bin" / "python"), "-m", "ipykernel_launcher"]
+    _spec(user, "made-before", python)
+    _spec(user, "theirs", ["/elsewhere/bin/python"])
+    search = search_ahead(prefix)
+    assert prefix / "share" / "jupyter" / "kernels" in search.dirs
+    assert prefix / "share" / "jupyter" / "kernels" not in search.read
+    assert user in search.read and [k.name for k in search.read[user]] == ["made-before", "theirs"]
+
+    _spec(prefix / "share" / "jupyter" / "kernels", "shipped", python)  # the install puts one in the env
+    _spec(user, "made-meanwhile", python)  # another process, while the env was being linked
+    assert [k.name for k in env_kernels(prefix, search)] == ["made-before", "shipped"]
+    assert [k.name for k in env_kernels(prefix)] == ["made-before", "made-meanwhile", "shipped"]
+    assert [k.name for k in env_kernels(tmp_path / "other", search)] == []  # a search made for another env is not used
 
 
 def test_differences_and_the_written_spec_keep_jupyters_reading_of_dollars(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from envkit.activation import FILE_PREFIX, SCRIPTS_FORMAT
 from envkit.activation.shells import GENERATORS, ScriptContext
 from envkit.activation.startup import NAMES as STARTUP_NAMES
 from envkit.activation.startup import carried_name, drop_leftovers, site_dir, startup_texts
+from envkit.digests import sha256
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, read_exact, write_staged
 from envkit.names import NAME_RE, VAR_RE
@@ -26,7 +26,7 @@ TAG_RE = re.compile(r"_ENVKIT_([0-9a-f]{8})_ACTIVE")
 
 def prefix_tag(prefix: Path) -> str:
     """A new env's tag: unique per prefix, so stacked envs keep separate saved state."""
-    return hashlib.sha256(str(prefix.resolve()).encode()).hexdigest()[:8]
+    return sha256(str(prefix.resolve()).encode()).hexdigest()[:8]
 
 
 def _script_json(op: EnvOp) -> dict[str, object]:
@@ -35,7 +35,7 @@ def _script_json(op: EnvOp) -> dict[str, object]:
 
 
 def ops_digest(ops: tuple[EnvOp, ...]) -> str:
-    return hashlib.sha256(json.dumps([_script_json(op) for op in ops], sort_keys=True).encode()).hexdigest()
+    return sha256(json.dumps([_script_json(op) for op in ops], sort_keys=True).encode()).hexdigest()
 
 
 def ops_to_json(ops: tuple[EnvOp, ...]) -> list[dict[str, object]]:
@@ -253,7 +253,7 @@ def own_tag(prefix: Path, tag: str) -> str:
 
 def text_sha256(text: str) -> str:
     """The digest of a file written by atomic_write_text (UTF-8, line endings as given)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    return sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def activation_json(activation: RecordedActivation, prefix: Path, files: list[ActivationFile]) -> dict[str, object]:

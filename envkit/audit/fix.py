@@ -6,7 +6,6 @@ would take with it."""
 from __future__ import annotations
 
 import difflib
-import hashlib
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from envkit.activation.writer import (
 from envkit.audit.engine import Finding
 from envkit.audit.inventory import carried_values, private_records, read_activation
 from envkit.audit.rules import RULES_BY_ID
+from envkit.digests import sha256
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, read_exact
 from envkit.kernels import KernelSpec, env_kernels, settings_of, settings_writes
@@ -90,7 +90,7 @@ def fix_basis(prefix: Path) -> str:
     """A digest of what a fix is planned from and writes over: envkit's record (at either place),
     envkit's activation files and the records' modes. Between the plan shown and its answer, a sync
     may have changed the env; a fix planned before would write the old settings back over it."""
-    digest = hashlib.sha256()
+    digest = sha256()
     paths = [record_path(prefix), legacy_record_path(prefix)]
     for sub in ("activate.d", "deactivate.d"):
         paths += sorted((prefix / "etc" / "conda" / sub).glob(f"{FILE_PREFIX}*"))

@@ -10,10 +10,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from envkit.digests import sha256
 
 if TYPE_CHECKING:
     from envkit.recipe.model import Recipe
@@ -34,19 +35,19 @@ def resolved_digest(recipe: Recipe) -> str:
             "activation": list(c.activation.as_json()),
         }
     canonical = {"name": recipe.name, "channels": list(recipe.channels), "platforms": list(recipe.platforms), "compiled": compiled}
-    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
+    return sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
 
 
 def sources_digest(chain: Sequence[str]) -> str | None:
     """None when a file of the chain is gone: the recipe has to be loaded to know more."""
-    digest = hashlib.sha256()
+    digest = sha256()
     for path in chain:
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
         except OSError:
             return None
-        digest.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
+        digest.update(path.encode() + b"\0" + sha256(data).digest())
     return digest.hexdigest()
 
 
