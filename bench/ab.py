@@ -127,9 +127,11 @@ def compare_create(work: Path, other: Path, rev: str, rounds: int, *, small: boo
     times: dict[str, list[float]] = {name: [] for name in [*sides, "raw"]}
     with bench.fresh_prefixes(work / "locked") as fresh:  # each install into a prefix of its own
         timed(create(next(fresh)), env)  # the package cache, warm for every side
-        for n in range(rounds):
+        for n in range(rounds):  # each install starts with the disk's writeback of the one before done, as in run.py
             for name, side_env in in_turn(sides, n):
+                os.sync()
                 times[name].append(timed(create(next(fresh)), side_env))
+            os.sync()
             times["raw"].append(timed(raw(next(fresh)), env))
     report(f"create --locked of {'a two-package lock' if small else 'the torch env'}, {rounds} rounds", rev, times)
     return 0

@@ -475,7 +475,8 @@ def _locked_create(work: Path, env: dict[str, str], recipe: Path, rounds: int) -
 
     with fresh_prefixes(work / f"{recipe.stem}-rounds") as fresh:
         run(ours(next(fresh)), env=env)  # warm the package cache
-        times = alternate_runs(lambda: run(ours(next(fresh)), env=env), lambda: run(raw(next(fresh)), env=env), rounds)
+        # each install starts with the disk's writeback of the one before done (fresh_prefixes)
+        times = alternate_runs(lambda: run(ours(next(fresh)), env=env), lambda: run(raw(next(fresh)), env=env), rounds, os.sync)
     return times, ours(a), a
 
 
@@ -486,8 +487,12 @@ def fresh_prefixes(root: Path) -> Iterator[Iterator[Path]]:
     filesystem while the next install runs: measured, that made both sides' installs two to three
     times slower and their times swing by a second, so the ratio said more about the disk's backlog
     than about envkit. For the same reason the disk is flushed before the first round and after the
-    removal (os.sync), so that neither this row nor the next starts with another's backlog. Each
-    prefix costs inodes and a few MB (its files are hard links)."""
+    removal (os.sync), so that neither this row nor the next starts with another's backlog, and the
+    rows that time installs flush it before each round as well (alternate_runs' setup, untimed):
+    without that, each install also paid for the writeback of the 22,000 links the one before made,
+    and the torch env's installs in one run spread over 0.40-0.89 s (2026-12-04), enough to move the
+    medians' ratio by 0.07 in a run whose paired differences said +2 ms. Each prefix costs inodes and
+    a few MB (its files are hard links)."""
     os.sync()
     try:
         yield (root / str(n) for n in itertools.count())
