@@ -89,8 +89,10 @@ def compare_sync(work: Path, other: Path, rev: str, rounds: int, package: str) -
             bench._payload_recipe(work, versions, f"{package} 1.0")
             bench.run(sync, env=side_env)
             bench._payload_recipe(work, versions, f"{package} 2.0")
+            os.sync()  # as in run.py: the put-back's writeback done, untimed
             times[name].append(timed(sync, side_env))
         bench.run(raw("1.0"), env=env)
+        os.sync()
         times["raw"].append(timed(raw("2.0"), env))
     report(f"sync after one version change ({bench.SYNC_PACKAGES[package]:,} files), {rounds} rounds", rev, times)
     return 0

@@ -410,6 +410,7 @@ def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path,
         _payload_recipe(work, versions, f"{package} 2.0")
         pair = [(ours_times, sync_cmd), (base_times, raw("2.0"))]
         for into, cmd in pair if n % 2 == 0 else pair[::-1]:  # which goes first alternates (see alternate)
+            os.sync()  # the writeback of the put-backs done, untimed (fresh_prefixes)
             into.append(timed(functools.partial(run, cmd, env=env)))
     for p in (a, b):
         shutil.rmtree(p, ignore_errors=True)

@@ -147,9 +147,9 @@ class KernelSearch:
 
 
 def search_ahead(prefix: Path) -> KernelSearch:
-    own = prefix / "share" / "jupyter" / "kernels"
+    own = _real(prefix / "share" / "jupyter" / "kernels")  # also as conda's registry may name it (a link's target)
     dirs = search_dirs(prefix)
-    return KernelSearch(prefix, dirs, {folder: folder_kernels(folder) for folder in dirs if folder != own})
+    return KernelSearch(prefix, dirs, {folder: folder_kernels(folder) for folder in dirs if _real(folder) != own})
 
 
 def kernels_of(prefix: Path, kernels: tuple[KernelSpec, ...]) -> tuple[KernelSpec, ...]:

@@ -69,13 +69,19 @@ def test_kernels_read_while_the_env_is_linked_are_taken_as_read_and_its_own_fold
     what a search made after would find, but for what changed meanwhile in another env's folder."""
     prefix = tmp_path / "env"
     (prefix / "bin").mkdir(parents=True)
+    (prefix / "conda-meta").mkdir()
     user = isolated / ".local" / "share" / "jupyter" / "kernels"
     python = [str(prefix / "bin" / "python"), "-m", "ipykernel_launcher"]
     _spec(user, "made-before", python)
     _spec(user, "theirs", ["/elsewhere/bin/python"])
+    alias = tmp_path / "alias"  # the registry names the env by another path: its folder is the env's own all the same
+    alias.symlink_to(prefix)
+    registry = isolated / ".conda" / "environments.txt"
+    registry.parent.mkdir()
+    registry.write_text(f"{alias}\n")
     search = search_ahead(prefix)
-    assert prefix / "share" / "jupyter" / "kernels" in search.dirs
-    assert prefix / "share" / "jupyter" / "kernels" not in search.read
+    assert prefix / "share" / "jupyter" / "kernels" in search.dirs and alias / "share" / "jupyter" / "kernels" in search.dirs
+    assert prefix / "share" / "jupyter" / "kernels" not in search.read and alias / "share" / "jupyter" / "kernels" not in search.read
     assert user in search.read and [k.name for k in search.read[user]] == ["made-before", "theirs"]
 
     _spec(prefix / "share" / "jupyter" / "kernels", "shipped", python)  # the install puts one in the env
