@@ -3,6 +3,7 @@ including Rust panics (BaseException), becomes an envkit error here."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Coroutine, Iterable
@@ -287,9 +288,7 @@ async def _alongside(install: Coroutine[Any, Any, None], meanwhile: Callable[[],
     value = None
     if meanwhile is not None:
         await asyncio.sleep(0)  # the task runs to its first wait: rattler has handed the work to its threads
-        try:
+        with contextlib.suppress(Exception):  # the caller does the work again, and meets the error there
             value = meanwhile()
-        except Exception:  # the caller does the work again, and meets the error there
-            value = None
     await task
     return value

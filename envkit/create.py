@@ -97,7 +97,7 @@ def _ahead(prefix: Path, activation: tuple[EnvOp, ...], replaced: dict[str, str 
     one that had, read the kernels of other envs (none are looked for otherwise)."""
     import importlib
 
-    for module in ("envkit.condameta", "envkit.history", "envkit.activation.writer"):
+    for module in ("envkit.condameta", "envkit.history", "envkit.activation.writer"):  # those _finish imports
         importlib.import_module(module)
     from envkit.kernels import search_ahead, settings_of
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 if TYPE_CHECKING:  # the same interface: update, digest, hexdigest
     from hashlib import sha256
 else:
@@ -24,4 +27,10 @@ else:
     except ImportError:  # an interpreter built without them: hashlib has sha256 all the same
         from hashlib import sha256
 
-__all__ = ["sha256"]
+__all__ = ["file_sha256", "sha256"]
+
+
+def file_sha256(path: Path) -> str:
+    """The hex digest of a small file's bytes (a lock, a record, an activation script); OSError as
+    reading it raises."""
+    return sha256(path.read_bytes()).hexdigest()

@@ -22,7 +22,7 @@ from rattler.lock import LockChannel, LockPlatform
 
 from envkit import paths
 from envkit.channels import rebase
-from envkit.digests import sha256
+from envkit.digests import file_sha256
 from envkit.errors import UsageError, os_errno
 from envkit.fsutil import scratch_file, write_output
 from envkit.pipurls import pip_shown, url_commit
@@ -256,4 +256,4 @@ def read_lock(path: Path) -> Lock:
 
 
 def lock_digest(path: Path) -> str:
-    return sha256(path.read_bytes()).hexdigest()
+    return file_sha256(path)

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from envkit.digests import sha256
+from envkit.digests import file_sha256
 from envkit.errors import UsageError
 from envkit.fsutil import atomic_write_text, created_mode, write_staged
 
@@ -113,7 +113,7 @@ def record_digest(prefix: Path) -> str | None:
     """The record's bytes, hashed: what a probe's verdict is about (envkit.create.keep_verdict)."""
     path = existing_record_path(prefix)
     try:
-        return sha256(path.read_bytes()).hexdigest() if path is not None else None
+        return file_sha256(path) if path is not None else None
     except OSError:
         return None
 

@@ -21,7 +21,7 @@ from envkit.activation import SCRIPTS_FORMAT
 from envkit.changes import Kind, differences
 from envkit.condameta import stamp
 from envkit.cpus import PHYSICAL_CORES, physical_cores
-from envkit.digests import sha256
+from envkit.digests import file_sha256
 from envkit.fsutil import read_exact
 from envkit.installed import dist_files, pip_dists, requires
 from envkit.pipurls import commit_shown, url_commit
@@ -142,7 +142,7 @@ def scripts_match(prefix: Path, record: dict[str, Any]) -> bool:
 
 def _sha256(path: Path) -> str | None:
     try:
-        return sha256(path.read_bytes()).hexdigest()
+        return file_sha256(path)
     except OSError:
         return None
 

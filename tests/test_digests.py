@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from envkit.digests import sha256
+from envkit.digests import file_sha256, sha256
 from tests.conftest import run_envkit
 from tests.support.importtime import imported, profiled
 from tests.support.tiny import tiny_channel, tiny_recipe
 
 
-def test_the_digest_is_hashlibs_whole_and_in_parts() -> None:
+def test_the_digest_is_hashlibs_whole_and_in_parts(tmp_path: Path) -> None:
     for size in (0, 1, 55, 56, 64, 1000, 300_000):
         data = bytes(range(256)) * (size // 256) + bytes(size % 256)
         assert sha256(data).hexdigest() == hashlib.sha256(data).hexdigest(), size
@@ -19,6 +19,8 @@ def test_the_digest_is_hashlibs_whole_and_in_parts() -> None:
         for start in range(0, size, 4093):
             parts.update(data[start : start + 4093])
         assert parts.digest() == hashlib.sha256(data).digest(), size
+        (tmp_path / "file").write_bytes(data)
+        assert file_sha256(tmp_path / "file") == hashlib.sha256(data).hexdigest(), size
 
 
 def test_a_locked_create_from_a_warm_cache_loads_no_openssl(tmp_path: Path) -> None:
