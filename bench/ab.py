@@ -8,8 +8,7 @@ that, so the two versions take turns, round after round, each timed whole as a u
 + install), `lock` of a recipe for three platforms on the replica channel (yardstick: three raw
 solves), or `create --locked` of the torch env (yardstick: a raw install of the lock's records).
 Both checkouts are byte-compiled first (PYTHONDONTWRITEBYTECODE would otherwise make whichever was
-edited last recompile on every run), and their commands run without it, so a checkout with
-envkit.codecache reads the dataclass methods its first run compiled. Prints the medians, the ratio
+edited last recompile on every run), and their commands run without it. Prints the medians, the ratio
 of the two versions, each round's ratio and their median: a change that helps shows in most rounds,
 not just in the median (and the rounds' median holds where the machine drifts during the run, as a
 disk slowing under sustained writes makes the medians of whole runs drift). The env is created by

@@ -98,8 +98,7 @@ def bench_version() -> Measurement:
 
 def _isolated_env(work: Path) -> dict[str, str]:
     """envkit as it runs on a user's machine: no conda or envkit settings of this one, and Python
-    writing bytecode, so envkit's first run of a command writes its compiled dataclass methods
-    (envkit.codecache) as an import writes .pyc files, and the timed runs read them."""
+    writing bytecode, as an installed envkit does."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "ENVKIT_")) and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(
         HOME=str(work / "home"),

@@ -1,21 +1,14 @@
-"""The `envkit` console script and `python -m envkit`: envkit's own process. It keeps the code of
-dataclass methods between runs (envkit.codecache), so the cache goes in before the CLI's imports
-create their classes."""
+"""The `envkit` console script and `python -m envkit`: envkit's own process."""
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing itself loads after ownprocess.claim(), like every other import
-if TYPE_CHECKING:
-    from typing import NoReturn
+from typing import NoReturn
 
 
 def main() -> NoReturn:
     from envkit import ownprocess
 
-    ownprocess.claim()  # before any import of weight: it turns the cyclic collector off
-    from envkit import codecache
-
-    codecache.install()
+    ownprocess.claim()
     from envkit.cli import run
 
     run()

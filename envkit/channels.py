@@ -179,6 +179,12 @@ def resolve_channels(names: list[str], flag_mirrors: dict[str, str]) -> list[Res
         if name == "defaults" and name not in flag_mirrors and name not in config_mirrors:
             out += [ResolvedChannel(name, url, f"{where} default_channels") for url in conda.default_channels]
             continue
+        if name in conda.custom_multichannels and name not in flag_mirrors and name not in config_mirrors:
+            # each member a URL, or a name under channel_alias: conda makes them simple channels of the
+            # alias (Channel.make_simple_channel), custom_channels and mirrors aside
+            via = f"{where} custom_multichannels {name}"
+            out += [ResolvedChannel(m, m.rstrip("/") if _is_url(m) else f"{alias}/{m}", via) for m in conda.custom_multichannels[name]]
+            continue
         if _is_url(name):
             out.append(ResolvedChannel(name, name, "url"))
         elif name.startswith("/"):

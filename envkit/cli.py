@@ -9,10 +9,8 @@ exit code no longer says what happened. pyo3-async-runtimes offers no way to sto
 (PyO3/pyo3-async-runtimes#40), so envkit flushes its output and leaves with os._exit, which ends
 every thread at once. bench/stress_exit.py measures it.
 
-rich is imported only to draw on a terminal, or what plain text cannot lay out as rich would (a
-tree, a table too wide): it costs about as much as the rest of a quick command. `envkit --version`,
-JSON output, a no-op `envkit sync`, and a lock, sync or create whose output goes to a pipe or a
-file never load it (envkit.plaintext).
+rich is imported only where a result is rendered for a person (envkit.console): `envkit
+--version`, JSON output and a no-op `envkit sync` never load it.
 """
 
 from __future__ import annotations
@@ -26,18 +24,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from envkit import __version__, codecache, stdio
+from envkit import __version__, stdio
 from envkit.errors import EnvkitError, ExitCode, Interrupted, OutputError, UsageError, one_line, os_refusal
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from envkit.commands import Result
-    from envkit.plaintext import Out
 
 EPILOG = (
     "exit codes: 0 ok, 1 findings or probe failure, 2 usage or invalid input, 3 solve failure, 4 install failure, "
-    "70 internal error, 130 interrupted (envkit run: the command's own)"
+    "70 internal error, 74 the filesystem refused a write (full, over quota, read-only), 126 envkit run: the command "
+    "is not executable, 127 envkit run: no such command, 130 interrupted, 141 the reader of the output went away "
+    "(envkit run: otherwise the command's own)"
 )
 SHELLS = ("bash", "zsh", "dash", "sh", "posix", "fish", "csh", "tcsh", "cmd", "cmd.exe", "powershell", "pwsh")
 EXPORT_FORMATS = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock")
@@ -354,23 +353,17 @@ class UI:
         self.interactive = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
 
     @functools.cached_property
-    def out(self) -> Out:
-        """Plans and results: stderr when stdout is taken; rich's console on a terminal, plain text
-        through envkit.plaintext off one."""
-        from envkit.plaintext import console
+    def out(self) -> Console:
+        """Plans and results: stderr when stdout is taken; rich's console, unwrapped off a terminal."""
+        from envkit.console import console
 
         return console(stderr=self.stdout_taken)
 
     @functools.cached_property
     def terminal(self) -> Console:
-        """rich's console, for questions and progress bars: used only when interactive, where
-        `out` is that same console."""
-        from rich.console import Console
-
-        from envkit.plaintext import console_options
-
-        out = self.out
-        return out if isinstance(out, Console) else Console(stderr=self.stdout_taken, **console_options())
+        """rich's console, for questions and progress bars: used only when interactive, where it
+        is `out` itself."""
+        return self.out
 
     def ask(self, question: str) -> bool:
         """Yes only for y or yes; Ctrl-D (the end of input) is a no, as the default is."""
@@ -460,7 +453,7 @@ def _lock(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
 def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     from envkit.envs import select_env
 
-    prefix = select_env(args.name, args.prefix)
+    prefix = select_env(args.name, args.prefix, settle_first=not args.dry_run)
     if (args.update or args.update_all) and (args.locked or args.lock or args.frozen):
         raise UsageError(
             "--update moves packages within the recipe, and a lock pins them",
@@ -533,7 +526,7 @@ def _remove(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     from envkit.commands.envs import must_be_removable, remove
     from envkit.envs import select_env
 
-    prefix = select_env(args.name, args.prefix)
+    prefix = select_env(args.name, args.prefix, settle_first=True)
     must_be_removable(prefix, override_frozen=args.override_frozen)
     if not args.yes:
         if not ui.interactive:
@@ -634,12 +627,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from envkit.interrupts import terminate_as_interrupt
 
     terminate_as_interrupt()
+    if not [arg for arg in argv if arg != "--json"]:  # bare `envkit`: what it can do, and the usage error's exit code
+        sys.stderr.write(build_parser().format_help())
+        return int(ExitCode.USAGE)
+    named = command_in(argv)
     try:
-        args = build_parser(command_in(argv)).parse_args(argv)
+        args = build_parser(named).parse_args(argv)
     except SystemExit as exc:  # --help and --version print and exit 0
         return int(exc.code or 0)
+    except UsageError as exc:
+        return _report_error(_with_suggestion(exc, argv, named), as_json, command=named or "")
     except EnvkitError as exc:
-        return _report_error(exc, as_json, command="")
+        return _report_error(exc, as_json, command=named or "")
     as_json = bool(getattr(args, "json", False))
     output: str | None = getattr(args, "output", None)
     stdout_taken = False
@@ -693,6 +692,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return -result.end_signal if result.end_signal else result.exit_code
 
 
+def _with_suggestion(exc: UsageError, argv: list[str], named: str | None) -> UsageError:
+    """argparse's error with a did-you-mean: the command or flag nearest the one typed."""
+    import difflib
+    import re
+
+    typed: list[str] = []
+    candidates: list[str] = []
+    if (choice := re.search(r"invalid choice: '([^']*)'", exc.message)) and named is None:
+        typed, candidates = [choice.group(1)], [name for name, _, _ in COMMANDS]
+    elif exc.message.startswith("unrecognized arguments: "):
+        typed = [a.split("=", 1)[0] for a in exc.message.removeprefix("unrecognized arguments: ").split() if a.startswith("-")]
+        parser = build_parser(named)
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        sub = actions[0].choices.get(named) if actions and named else parser
+        candidates = [option for action in (sub or parser)._actions for option in action.option_strings]
+    for word in typed:
+        near = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+        if near:
+            return UsageError(exc.message, hint=f"did you mean '{near[0]}'? {exc.hint}" if exc.hint else f"did you mean '{near[0]}'?")
+    return exc
+
+
 def _tell(notices: list[str]) -> None:
     """Notices of a command that then failed: on stderr (a JSON error document has no messages)."""
     for text in notices:
@@ -731,7 +752,6 @@ def hard_exit(code: int) -> NoReturn:
         pass
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
-    codecache.save()  # after the flush: a reader has all of the output before this write
     if code < 0:
         _end_by_signal(-code)
     os._exit(code)

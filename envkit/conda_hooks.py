@@ -67,6 +67,81 @@ def judge_transaction(prefix: str, unlink: tuple[Any, ...], link: tuple[Any, ...
     return [_line(f) for f in after if (f.rule_id, f.evidence) not in before]
 
 
+def stale_request_moves(prefix: str, unlink: tuple[Any, ...], link: tuple[Any, ...]) -> list[str]:
+    """The packages a conda transaction moves away from what envkit installed, where a request in
+    conda-meta/history that the recipe does not make is what holds them there (EK041)."""
+    from envkit.history import spec_name, stale_requests
+    from envkit.record import read_record
+
+    path = Path(prefix)
+    try:
+        record = read_record(path)
+    except Exception:  # a record the user may not read: the audit says so
+        return []
+    if not isinstance(record, dict):
+        return []
+    stale = {spec_name(asked): asked for asked, _ in stale_requests(path, record)}
+    installed = {str(p.get("name")): str(p.get("version")) for p in record.get("packages") or [] if isinstance(p, dict)}
+    recipe = record.get("recipe")
+    recipe_name = recipe.get("name") if isinstance(recipe, dict) else None
+    out = []
+    for rec in link:
+        name, version = str(rec.name), str(rec.version)
+        if name in stale and name in installed and installed[name] != version:
+            out.append(
+                f"EK041 warning: {name} {installed[name]} -> {version}, held by conda's request {stale[name]} "
+                f"(conda-meta/history), which recipe '{recipe_name}' does not make "
+                f"(fix: envkit sync -p {prefix} puts the recipe's packages and requests back)"
+            )
+    return out
+
+
+def export_variables(prefix: Path) -> tuple[dict[str, str], list[str]]:
+    """What `conda env export` / `conda export` should write under `variables:` for an env envkit
+    made: its `set` settings (they win over conda's own env vars at activation, so also here), and
+    the names of the settings a plain variable cannot carry (prepend, append, unset)."""
+    from envkit.activation.writer import recorded_activation
+    from envkit.record import read_record
+
+    try:
+        record = read_record(prefix)
+        ops = recorded_activation(prefix, record).ops if isinstance(record, dict) else ()
+    except Exception:  # an unreadable record: conda's export goes on without envkit's settings
+        return {}, []
+    plain = {op.name: op.value for op in ops if op.action == "set" and op.value is not None}
+    return plain, [op.name for op in ops if op.name not in plain]
+
+
+def settings_into_conda_export() -> None:
+    """Let conda's own export (environment.yml) carry envkit's settings: conda builds its
+    `variables:` from PrefixData.get_environment_env_vars (conda-meta/state) alone, so for this
+    export command that method also returns envkit's `set` settings. Nothing is written to the env:
+    conda-meta/state stays conda's (its activation restores a variable that was unset before as an
+    empty one, which envkit's own scripts do not). An environment.yml made this way gives a teammate's
+    `conda env create -f` env the settings through conda's env vars."""
+    import sys
+
+    from conda.core.prefix_data import PrefixData
+
+    original = PrefixData.get_environment_env_vars
+    if getattr(original, "_envkit", False):
+        return
+
+    def with_envkit_settings(self: Any) -> dict[str, str]:
+        found = dict(original(self))
+        plain, left_out = export_variables(Path(self.prefix_path))
+        if left_out:
+            print(
+                f"envkit: conda's variables hold plain values: {', '.join(left_out)} (prepend, append or unset) "
+                f"left out of this export; `envkit export -p {self.prefix_path} --format environment-yml` keeps them",
+                file=sys.stderr,
+            )
+        return {**found, **plain}
+
+    with_envkit_settings._envkit = True  # type: ignore[attr-defined]
+    PrefixData.get_environment_env_vars = with_envkit_settings
+
+
 def recipe_for_environment(environment: Any) -> str:
     """`conda env export --format envkit-recipe`: conda's Environment model to recipe text."""
     from envkit.recipe.fromenv import EnvPackage, recipe_text

@@ -7,6 +7,8 @@
 - after every conda solve, the `envkit_guard` setting (warn | refuse | off; default warn) judges the
   env as it would be with the audit's plan rules and names the errors the change would introduce;
 - `conda env export --format envkit-recipe`: an envkit recipe from any env;
+- `conda env export` and `conda export`: the environment.yml conda writes of an envkit env has
+  envkit's settings under `variables:` (so `conda env create -f` of it keeps MKL_THREADING_LAYER);
 - after `conda remove --all`, `conda env remove` and `conda rename`, the lock file envkit kept
   beside the env that is now gone is taken away, as `envkit remove` takes it.
 
@@ -28,6 +30,7 @@ from conda.plugins.types import (
     CondaHealthCheck,
     CondaPostCommand,
     CondaPostSolve,
+    CondaPreCommand,
     CondaSetting,
     CondaSubcommand,
 )
@@ -153,10 +156,16 @@ def guard(repodata_fn: str, unlink_precs: tuple[Any, ...], link_precs: tuple[Any
     from conda.base.context import context
 
     try:
-        from envkit.conda_hooks import judge_transaction
+        from envkit.conda_hooks import judge_transaction, stale_request_moves
+
+        moves = stale_request_moves(context.target_prefix, unlink_precs, link_precs)
     except Exception as exc:
         _inactive("envkit_guard", exc)
         return
+    if moves:
+        print("envkit_guard: this change moves the env away from its recipe because of a request conda kept:", file=sys.stderr)
+        for line in moves:
+            print(f"  {line}", file=sys.stderr)
     verdict = judge_transaction(context.target_prefix, unlink_precs, link_precs)
     if not verdict:
         return
@@ -217,6 +226,25 @@ def tidy_after(command: str) -> None:
 @plugins.hookimpl
 def conda_post_commands() -> Iterator[CondaPostCommand]:
     yield CondaPostCommand(name="envkit-tidy-removed-env", action=tidy_after, run_for=REMOVING_COMMANDS)
+
+
+# ------------------------------------------------------------------ conda's own export keeps envkit's settings
+
+EXPORTING_COMMANDS = {"export"}  # conda export and conda env export (both run conda/cli/main_export.py)
+
+
+def settings_into_export(command: str) -> None:
+    try:
+        from envkit.conda_hooks import settings_into_conda_export
+
+        settings_into_conda_export()
+    except Exception as exc:
+        _inactive("envkit's settings in conda's export", exc)
+
+
+@plugins.hookimpl
+def conda_pre_commands() -> Iterator[CondaPreCommand]:
+    yield CondaPreCommand(name="envkit-settings-in-export", action=settings_into_export, run_for=EXPORTING_COMMANDS)
 
 
 # ------------------------------------------------------------------ conda env export --format envkit-recipe

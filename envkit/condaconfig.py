@@ -67,6 +67,8 @@ class CondaConfig:
     files: tuple[str, ...] = ()  # the condarc files read, in order
     via: str = "condarc"  # "condarc" (envkit read them) or "conda" (conda's context)
     default_activation_env: str = "base"  # what `conda activate` with no name activates: a name or a path
+    # a name that stands for several channels, each a name or a URL (conda's custom_multichannels)
+    custom_multichannels: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class _InForce:
@@ -159,26 +161,23 @@ def condarc_files(root: Path | None = None) -> list[Path]:
 
 
 def read_mapping(path: Path, hint: str = "fix the file's YAML (conda reads it too)") -> dict[str, Any]:
-    """A YAML config file as a mapping (anything else reads as empty); one-line error if unreadable.
-    PyYAML is imported only for text no earlier command parsed (envkit.yamlcache)."""
-    from envkit import yamlcache
+    """A YAML config file as a mapping (anything else reads as empty); one-line error if unreadable."""
+    import yaml
+
     from envkit.errors import UsageError
+    from envkit.yamlload import safe_load
 
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {str(exc).splitlines()[0]}", hint=hint) from None
-    kept = yamlcache.recall("config", text)
-    if kept is not None:
-        data = kept[0]
-    else:
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise UsageError(f"cannot read {path}: {str(exc).splitlines()[0]}", hint=hint) from None
-        yamlcache.keep("config", text, data)
+    try:
+        data = safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"cannot read {where}: {reason}", hint=hint) from None
     return data if isinstance(data, dict) else {}
 
 
@@ -208,6 +207,7 @@ def read_condarc() -> CondaConfig:
     files = condarc_files(root)
     alias = DEFAULT_ALIAS
     custom: dict[str, str] | None = None
+    multi: dict[str, tuple[str, ...]] = {}
     defaults: list[list[str]] = []
     envs: list[list[str]] = []
     pkgs: list[list[str]] = []
@@ -220,6 +220,10 @@ def read_condarc() -> CondaConfig:
             alias = _expand(data["channel_alias"], root)
         if isinstance(data.get("custom_channels"), dict):
             custom = {**(custom or {}), **{str(k): _expand(str(v), root) for k, v in data["custom_channels"].items()}}
+        if isinstance(data.get("custom_multichannels"), dict):  # merged key by key, as conda merges maps
+            multi.update(
+                {str(k): tuple(_strings(v)) for k, v in data["custom_multichannels"].items() if str(k) not in ("defaults", "local")}
+            )
         if "default_channels" in data:
             defaults.append([_expand(v, root).rstrip("/") for v in _strings(data["default_channels"])])
         for key in ("envs_dirs", "envs_path"):
@@ -244,6 +248,7 @@ def read_condarc() -> CondaConfig:
         pkgs_dirs=tuple(dict.fromkeys(Path(p).absolute() for p in _sequence(pkgs))),
         files=tuple(str(p) for p in files),
         default_activation_env=default_env,
+        custom_multichannels=multi,
     )
 
 
@@ -287,6 +292,11 @@ def from_context() -> CondaConfig:
         files=tuple(str(p) for p in context.config_files if Path(str(p)).is_file()) if hasattr(context, "config_files") else (),
         via="conda",
         default_activation_env=str(getattr(context, "default_activation_env", "base") or "base"),
+        custom_multichannels={
+            str(name): tuple(str(c.base_url).rstrip("/") for c in channels)
+            for name, channels in (getattr(context, "custom_multichannels", None) or {}).items()
+            if str(name) not in ("defaults", "local")
+        },
     )
 
 

@@ -12,6 +12,7 @@ SIGKILL leaves one that no tool takes for an env and that the next run removes.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envkit import __version__, backend, envs, pkgcache
-from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, os_refusal
+from envkit.errors import EnvkitError, InstallError, Interrupted, UsageError, filesystem_error, os_refusal
 from envkit.fsutil import LockBusy, discard_lock, may_create_in
 from envkit.notices import notify
 from envkit.protect import FROZEN_MARKER, frozen_env, frozen_marker, must_be_an_env_alone, must_not_be_frozen
@@ -49,6 +50,13 @@ def _is_populated(prefix: Path) -> bool:
     return prefix.exists() and (not prefix.is_dir() or any(prefix.iterdir()))
 
 
+def _read_only_filesystem(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def ensure_creatable(prefix: Path, *, force: bool, override_frozen: bool = False) -> None:
     """Refuse a target that exists (unless --force, and then only a conda env that is one env alone
     and not frozen: envkit.protect), or whose directory this user may not write to: the env is built
@@ -58,6 +66,10 @@ def ensure_creatable(prefix: Path, *, force: bool, override_frozen: bool = False
         raise UsageError(
             f"{denied} is a file where envkit needs a folder (on the way to {prefix})", hint="move it aside, or pick another prefix (-p)"
         )
+    if denied is not None and _read_only_filesystem(denied):  # as sync and remove say it: exit 74
+        refused = filesystem_error(OSError(errno.EROFS, "read-only", str(denied)), f"{prefix} was not created")
+        assert refused is not None
+        raise refused
     if denied is not None:
         raise UsageError(
             f"{prefix}: you may not create it, {denied} is not writable by you",

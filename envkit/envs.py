@@ -8,9 +8,10 @@ from pathlib import Path
 from envkit import paths
 from envkit.condaconfig import current, first_writable, root_prefix
 from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text, exclusive_lock
+from envkit.fsutil import atomic_write_text, exclusive_lock, owner_name
 from envkit.names import env_name_problem, refused_characters
-from envkit.transaction import is_leftover, real_prefix, recover_unlocked
+from envkit.notices import notify
+from envkit.transaction import is_leftover, pending, real_prefix, settle
 
 
 def envs_dir() -> Path:
@@ -100,22 +101,23 @@ def conda_root() -> Path | None:
     return root_prefix()
 
 
-def find_env(name_or_path: str) -> Path:
-    """An env given by name or path; a clear error when it is not a conda env."""
+def find_env(name_or_path: str, *, settle_first: bool = False) -> Path:
+    """An env given by name or path; a clear error when it is not a conda env. `settle_first`: the
+    command changes the env, so what an interrupted envkit left is settled before the look-up;
+    commands that only read change nothing and are told what is pending (envkit.transaction)."""
     candidate = Path(name_or_path).expanduser()
     if "/" in name_or_path or candidate.is_absolute():
-        return _must_be_env(candidate.absolute())
-    return find_env_by_name(name_or_path)
+        return _must_be_env(candidate.absolute(), settle_first=settle_first)
+    return find_env_by_name(name_or_path, settle_first=settle_first)
 
 
-def find_env_by_name(name: str) -> Path:
+def find_env_by_name(name: str, *, settle_first: bool = False) -> Path:
     root = conda_root()
     if name == "base" and root is not None:
         return root
     for folder in envs_dirs():  # conda's order: the first envs dir that has it
         prefix = folder / name
-        recover_unlocked(prefix)
-        if (prefix / "conda-meta").is_dir():
+        if _looked_at(prefix, settle_first) and (prefix / "conda-meta").is_dir():
             return prefix
     for registered in registered_envs():
         if registered.name == name and (registered / "conda-meta").is_dir():
@@ -124,24 +126,47 @@ def find_env_by_name(name: str) -> Path:
     raise UsageError(f"no env named '{name}' (looked in {looked} and {environments_txt()})", hint="see 'conda env list', or give -p PREFIX")
 
 
-def _must_be_env(prefix: Path) -> Path:
-    recover_unlocked(prefix)  # an interrupted replacement may have left it aside: put it back first
+def _looked_at(prefix: Path, settle_first: bool) -> bool:
+    """Settle (a command that changes the env) or tell (one that reads) what an interrupted envkit
+    left at `prefix`. An env moved aside by an interrupted replacement is not there to read: said
+    as such, not as "no env"."""
+    if os.path.isdir(prefix) and not os.access(prefix, os.R_OK | os.X_OK):
+        owner = owner_name(prefix)
+        raise UsageError(
+            f"{prefix}: you may not read it{f' (it belongs to {owner})' if owner else ''}",
+            hint="ask its owner to open it to you (chmod go+rx on the env), or use an env of your own",
+        )
+    if settle_first:
+        settle(prefix)
+        return True
+    said = pending(prefix)
+    if said is None:
+        return True
+    if not prefix.exists():
+        raise UsageError(said, hint="nothing was changed")
+    notify(f"{said}; nothing was changed")
+    return True
+
+
+def _must_be_env(prefix: Path, *, settle_first: bool = False) -> Path:
+    _looked_at(prefix, settle_first)
     if not (prefix / "conda-meta").is_dir():
         raise UsageError(f"{prefix} is not a conda env (no conda-meta/)", hint="give an env name from 'conda env list' or a prefix path")
     return prefix
 
 
-def select_env(name: str | None, prefix: str | None) -> Path:
-    """conda's way of naming an env: -n NAME, -p PREFIX, else the active env (CONDA_PREFIX)."""
+def select_env(name: str | None, prefix: str | None, *, settle_first: bool = False) -> Path:
+    """conda's way of naming an env: -n NAME, -p PREFIX, else the active env (CONDA_PREFIX).
+    `settle_first`: see find_env."""
     if name and prefix:
         raise UsageError("give either -n NAME or -p PREFIX, not both")
     if prefix:
-        return _must_be_env(Path(prefix).expanduser().absolute())
+        return _must_be_env(Path(prefix).expanduser().absolute(), settle_first=settle_first)
     if name:
-        return find_env_by_name(name)
+        return find_env_by_name(name, settle_first=settle_first)
     active = os.environ.get("CONDA_PREFIX")
     if active:
-        return _must_be_env(Path(active))
+        return _must_be_env(Path(active), settle_first=settle_first)
     raise UsageError("no env given and none is active (CONDA_PREFIX is unset)", hint="pass -n NAME or -p PREFIX, or activate an env")
 
 

@@ -133,6 +133,8 @@ def environment_yml(env: EnvSnapshot) -> str:
         *(f"  - {quoted(f'{p.name}={p.version}={p.build}')}" for p in env.packages),
     ]
     if env.pip:
+        if not any(p.name == "pip" for p in env.packages):  # conda env create installs the pip section with conda's pip
+            lines.append("  - pip")
         lines.append("  - pip:")
         lines += [f"      - {quoted(p.requirement)}" for p in env.pip]
     settable = [op for op in env.activation if op.action == "set" and not _unresolved(op)]

@@ -36,6 +36,16 @@ def created_mode() -> int:
     return 0o666 & ~umask()
 
 
+def owner_name(path: Path) -> str | None:
+    """The login name of the user who owns `path`, where it can be told."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(path.stat().st_uid).pw_name
+    except (ImportError, KeyError, OSError):
+        return None
+
+
 def may_create_in(directory: Path) -> Path | None:
     """None when this user may create entries in `directory` (or, where it is not there yet, in the
     nearest directory above it that is, where the rest would be made); else that entry: a directory

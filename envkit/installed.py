@@ -9,7 +9,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from envkit.pipurls import exact_url, url_commit
 
@@ -147,8 +147,42 @@ def _record(data: object) -> tuple[CondaPackage | None, str]:
     files = data.get("files", [])
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):  # conda itself fails on such a record
         return None, "'files' is not a list of strings"
+    why = _conda_field_problem(data)
+    if why:
+        return None, why
     libraries = tuple(f for f in files if NATIVE_LIBRARY.search(f))
     return CondaPackage(data["name"], data["version"], data["build"], channel, tuple(depends), libraries), ""
+
+
+def _conda_field_problem(data: dict[str, Any]) -> str:
+    """What in a record conda's own PrefixRecord model refuses (conda list then stops with a
+    ValidationError or a TypeError), checked against conda 26.7 field by field; "" if nothing."""
+
+    def is_int(value: object) -> bool:
+        return type(value) is int
+
+    if "build_number" not in data:
+        return "'build_number' is missing (conda requires it)"
+    if not is_int(data["build_number"]):
+        return f"'build_number' is {type(data['build_number']).__name__}, not an integer"
+    for key in ("size",):
+        if key in data and data[key] is not None and not is_int(data[key]):
+            return f"'{key}' is {type(data[key]).__name__}, not an integer"
+    for key in ("timestamp",):
+        if key in data and data[key] is not None and not (is_int(data[key]) or type(data[key]) is float):
+            return f"'{key}' is {type(data[key]).__name__}, not a number"
+    for key in ("depends", "files"):
+        if key not in data:
+            return f"'{key}' is missing: conda reads the package as having none"
+    if "constrains" in data and not (isinstance(data["constrains"], list) and all(isinstance(v, str) for v in data["constrains"])):
+        return "'constrains' is not a list of strings"
+    if "track_features" in data and not isinstance(data["track_features"], (str, list, type(None))):
+        return "'track_features' is neither text nor a list"
+    if data.get("noarch") not in (None, "python", "generic", True, False):
+        return f"'noarch' is {str(data['noarch'])[:20]!r} (conda knows python and generic)"
+    if "paths_data" in data and not isinstance(data["paths_data"], (dict, type(None))):
+        return "'paths_data' is not an object"
+    return ""
 
 
 LEGACY_RECORD = "envkit.json"  # envkit 0.1 kept its record in conda-meta, where conda took it for a package's
@@ -182,6 +216,9 @@ def read_conda_meta(prefix: Path) -> tuple[dict[str, CondaPackage], tuple[Unread
             bad.append(UnreadableRecord(rel, "nested too deeply to be a package record"))
             continue
         package, why = _record(data)
+        if package is not None and path.name != (expected := f"{package.name}-{package.version}-{package.build}.json"):
+            # conda finds a record by that name, and fails on any other (ValueError in its dist parsing)
+            package, why = None, f"named {path.name}, not {expected} as conda requires"
         if package is None:
             bad.append(UnreadableRecord(rel, why))
         else:

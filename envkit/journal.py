@@ -8,8 +8,9 @@ change can add entries to (envkit.linkscope), each with the names it held, or wh
 known beforehand, of every path in the env. On failure or Ctrl-C the journal's packages are
 installed back (from the package cache), what the interrupted install half-linked is removed and
 the record restored; a sync killed outright is rolled back the same way by the next envkit run that
-touches the env (envkit.transaction). A rollback only ever removes an entry the listing shows was
-not there before: a folder it did not list is left as it is.
+changes the env (envkit.transaction). A rollback only ever removes an entry the listing shows was
+not there before and that the change itself may have written (envkit.changescope: the journal
+keeps what the change set out to link and install): a file the user added meanwhile stays.
 
 Where a sync changes pip's wheels, the listing is of every path and the journal also keeps the
 wheels the env had (PIP_BEFORE). Wheels the sync removes are not uninstalled but moved into the
@@ -27,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from envkit.changescope import CHANGE, Accounted, ChangeScope
 from envkit.condameta import RecordsState, records_state
 from envkit.record import record_path, sync_journal_path, write_record
 
@@ -36,10 +38,12 @@ PIP_BEFORE = "pip.json"  # the pip wheels the env had: [{"name", "version", "url
 PIP_STASH = "pip-stash"  # wheels' files the sync moved out of the env, at their own paths
 
 
-def _entries(prefix: Path) -> set[str]:
+def _entries(prefix: Path, journal: str | None = "") -> set[str]:
     """Every path in the env (files, links, dirs), relative, the journal (and its half-made copies)
-    left out. A scandir walk: a torch env has some 24,000 entries."""
-    journal = str(sync_journal_path(prefix).relative_to(prefix))
+    left out. A scandir walk: a torch env has some 24,000 entries. `journal=None`: a folder of the
+    env, walked whole."""
+    if journal == "":
+        journal = str(sync_journal_path(prefix).relative_to(prefix))
     out: set[str] = set()
     stack = [("", str(prefix))]
     while stack:
@@ -51,7 +55,7 @@ def _entries(prefix: Path) -> set[str]:
             continue
         for entry in entries:
             path = f"{rel}/{entry.name}" if rel else entry.name
-            if path.startswith(journal):  # the journal and its .tmp-PID while being written
+            if journal is not None and path.startswith(journal):  # the journal and its .tmp-PID while being written
                 continue
             out.add(path)
             if entry.is_dir(follow_symlinks=False):
@@ -93,17 +97,20 @@ def copy_records(prefix: Path, draft: Path) -> RecordsState | None:
     return state if records_state(prefix) == state else None
 
 
-def write_journal(prefix: Path, *, folders: tuple[str, ...] | None = None, records_copied: bool = False) -> None:
+def write_journal(prefix: Path, scope: ChangeScope | None, *, folders: tuple[str, ...] | None = None, records_copied: bool = False) -> None:
     """Copy conda-meta's records and envkit's record aside with the listing, then rename the copy
     into place: the journal exists whole or not at all (a copy left half-made by a kill or a full
     disk is deleted by the next run, envkit.transaction). The listing lets a rollback remove what a
     killed install half-linked (files no conda-meta record owns yet): of `folders` when given (the
-    ones the change can add entries to, envkit.linkscope), else of every path. `records_copied`:
-    the draft holds conda-meta's records as they are now already (copy_records)."""
+    ones the change can add entries to, envkit.linkscope), else of every path. `scope`: what the
+    change sets out to write, the only new entries a rollback may remove. `records_copied`: the
+    draft holds conda-meta's records as they are now already (copy_records)."""
     final, tmp = sync_journal_path(prefix), draft_path(prefix)
     try:
         if not records_copied:
             copy_records(prefix, tmp)  # a draft made anew
+        if scope is not None:
+            (tmp / CHANGE).write_text(scope.to_json(), encoding="utf-8")
         if (history := prefix / "conda-meta" / "history").is_file():
             shutil.copy2(history, tmp / "conda-meta" / history.name)
         if record_path(prefix).is_file():
@@ -180,36 +187,42 @@ def _unstash(prefix: Path) -> None:
             shutil.move(stashed, target)
 
 
-def _remove_new_entries(prefix: Path, folders: dict[str, list[str]]) -> None:
-    """Delete each entry of a listed folder that it did not hold before the sync (a new folder
-    whole: everything in it is new)."""
+def _remove_new_entries(prefix: Path, folders: dict[str, list[str]], accounted: Accounted) -> list[str]:
+    """Delete each entry of a listed folder that it did not hold before the sync and that the change
+    accounts for; inside a new folder, the same for each of its entries. Returns what was kept."""
+    new: set[str] = set()
     for folder, before in folders.items():
         now = _names_in(prefix, folder)
-        for name in sorted((now or set()) - set(before)):
-            path = prefix / folder / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+        for name in (now or set()) - set(before):
+            rel = f"{folder}/{name}" if folder else name
+            new.add(rel)
+            if (prefix / rel).is_dir() and not (prefix / rel).is_symlink():
+                new.update(f"{rel}/{inner}" for inner in _entries(prefix / rel, journal=None))
+    return _remove_accounted(prefix, new, accounted)
 
 
-def _remove_strays(prefix: Path, known: set[str]) -> None:
-    """Delete what the env did not have before the sync, deepest first."""
-    for rel in sorted(_entries(prefix) - known, key=lambda p: p.count("/"), reverse=True):
+def _remove_accounted(prefix: Path, new: set[str], accounted: Accounted) -> list[str]:
+    """Delete, deepest first, the new entries the change accounts for, and the new folders that
+    leaves empty. Returns the new files kept (a user's), for the rollback to name."""
+    kept = []
+    for rel in sorted(new, key=lambda p: (p.count("/"), p), reverse=True):
         path = prefix / rel
         if path.is_dir() and not path.is_symlink():
             with contextlib.suppress(OSError):
-                path.rmdir()  # only once empty: a dir that still holds known paths stays
-        else:
+                path.rmdir()  # only once empty: a folder that holds a kept file stays
+        elif rel in accounted:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+        elif os.path.lexists(path):
+            kept.append(rel)
+    return sorted(kept)
 
 
-def rollback(prefix: Path, cache: Path) -> None:
+def rollback(prefix: Path, cache: Path) -> list[str]:
     """Install the journal's packages back over whatever the env holds now, restore envkit's record
     and activation scripts, and drop the journal. The journal's conda-meta files are the originals:
-    they are copied back as they were, so the env's records end byte for byte as before."""
+    they are copied back as they were, so the env's records end byte for byte as before. Returns
+    the new files it kept because the change did not write them (relative to the prefix)."""
     import rattler
 
     from envkit.activation.writer import recorded_activation, remove_stale, write_files
@@ -222,10 +235,12 @@ def rollback(prefix: Path, cache: Path) -> None:
         if path.is_file():
             shutil.copy2(path, prefix / "conda-meta" / path.name)
     scoped, listed = journal / FOLDERS, journal / PATHS
+    accounted = Accounted(prefix, cache, ChangeScope.read(journal))
+    kept: list[str] = []
     if scoped.is_file():
-        _remove_new_entries(prefix, json.loads(scoped.read_text(encoding="utf-8"))["folders"])
+        kept = _remove_new_entries(prefix, json.loads(scoped.read_text(encoding="utf-8"))["folders"], accounted)
     elif listed.is_file():
-        _remove_strays(prefix, set(listed.read_text(encoding="utf-8").splitlines()))
+        kept = _remove_accounted(prefix, _entries(prefix) - set(listed.read_text(encoding="utf-8").splitlines()), accounted)
     _unstash(prefix)
     saved = journal / "record.json"
     if saved.is_file():
@@ -239,6 +254,7 @@ def rollback(prefix: Path, cache: Path) -> None:
         remove_stale(prefix, files)
         write_record(prefix, record)
     shutil.rmtree(journal, ignore_errors=True)
+    return kept
 
 
 def _restore_pip(prefix: Path, wanted: dict[str, Any]) -> None:

@@ -41,12 +41,12 @@ def change_folders(
     if ("python" in installed and installed["python"] != wanted.get("python", "")) or "python" in rebuilt:
         # a python that changes or goes: rattler relinks every noarch package
         return None
-    site_packages = _site_packages(target)
+    site_packages = site_packages_of(target)
     folders = set(ALWAYS)
     for record in linked:
         if record.sha256 is not None and cached_sha256(cache, record) != bytes(record.sha256):
             return None  # not extracted yet, or another archive of that name is: rattler extracts it afresh
-        paths = _cached_paths(cache / f"{record.name.normalized}-{record.version}-{record.build}", site_packages)
+        paths = cached_paths(cache / f"{record.name.normalized}-{record.version}-{record.build}", site_packages)
         if paths is None:
             return None
         folders |= _ancestors(paths)
@@ -65,7 +65,7 @@ def _ancestors(paths: Iterable[str]) -> set[str]:
     return out
 
 
-def _site_packages(target: list[Any]) -> str | None:
+def site_packages_of(target: list[Any]) -> str | None:
     """Where rattler puts noarch: python packages' site-packages: the python record's own answer
     (CEP 17), else the layout for its version."""
     python = next((r for r in target if r.name.normalized == "python"), None)
@@ -79,7 +79,7 @@ def _site_packages(target: list[Any]) -> str | None:
     return f"lib/python{major}.{minor}/site-packages" if major.isdigit() and minor.isdigit() else None
 
 
-def _cached_paths(extracted: Path, site_packages: str | None) -> list[str] | None:
+def cached_paths(extracted: Path, site_packages: str | None) -> list[str] | None:
     """The package's paths as rattler will link them, from its extracted copy in the cache."""
     try:
         index = json.loads((extracted / "info" / "index.json").read_text(encoding="utf-8"))

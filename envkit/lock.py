@@ -21,6 +21,7 @@ import rattler
 from rattler.lock import LockChannel, LockPlatform
 
 from envkit import paths
+from envkit.activation.validate import op_problem
 from envkit.channels import rebase
 from envkit.digests import file_sha256
 from envkit.errors import UsageError, os_errno
@@ -245,14 +246,38 @@ def read_lock(path: Path) -> Lock:
     for platform in lockfile.platforms():
         name = platform.name
         if name in ours:
-            pip = tuple(LockedPip(str(q["name"]), str(q["version"]), str(q["url"])) for q in ours[name])
+            pip = tuple(_locked_pip(path, name, q) for q in ours[name])
         else:
             pip = tuple(LockedPip(p.name, p.version, str(p.location)) for p in pypi.get(name, []))
         records = tuple(sorted(conda.get(name, []), key=lambda r: r.name.normalized))
         activation = tuple((meta.get("activation") or {}).get(name) or ())
+        for item in activation:  # they become the env's activation scripts
+            if (problem := op_problem(item)) is not None:
+                raise UsageError(f"{path}: {name}: activation: {problem}", hint="re-lock it from its recipe")
         platforms.append(LockedPlatform(name, tuple(platform.virtual_packages), records, pip, activation))
     channels = tuple(str(getattr(c, "url", c)) for c in env.channels())
     return Lock(str(meta["recipe"]), str(meta["recipe_digest"]), channels, tuple(platforms))
+
+
+def _locked_pip(path: Path, platform: str, entry: Any) -> LockedPip:
+    """One pip entry of the envkit section, refused where a value is not what envkit writes: these
+    reach pip's and git's argument lists (a name, an https/file URL, a git URL at a full commit)."""
+    from envkit.argv import is_commit, is_dist_name
+
+    try:
+        pip = LockedPip(str(entry["name"]), str(entry["version"]), str(entry["url"]))
+    except (KeyError, TypeError):
+        raise UsageError(f"{path}: {platform}: a pip entry without name, version and url", hint="re-lock it") from None
+    bad = None
+    if not is_dist_name(pip.name):
+        bad = f"name {pip.name!r}"
+    elif pip.url.startswith("-") or any(ch.isspace() or ord(ch) < 0x20 for ch in pip.url):
+        bad = f"URL {pip.url[:80]!r}"
+    elif pip.url.partition(":")[0].startswith("git+") and not is_commit(pip.commit or ""):
+        bad = f"git revision {(pip.commit or '')[:60]!r} (a lock pins a full commit)"
+    if bad is not None:
+        raise UsageError(f"{path}: {platform}: pip {pip.name[:40]!r}: not a value envkit locks: {bad}", hint="re-lock it from its recipe")
+    return pip
 
 
 def lock_digest(path: Path) -> str:

@@ -4,7 +4,6 @@ another program (conda, as its plugin; a notebook), whose modules are not envkit
 
 from __future__ import annotations
 
-import gc
 import sys
 from types import ModuleType
 
@@ -14,15 +13,8 @@ class _This:
 
 
 def claim() -> None:
-    """Called first thing by envkit's entry points (envkit.__main__, envkit.inplace). It also turns
-    the cyclic garbage collector off: a command's imports (rattler's and envkit's) make tens of
-    thousands of objects that all live until the process ends, and the collector went over them
-    some fifty times, 5-10 ms of every command (bench/HISTORY.md). Reference counting still frees
-    what a command makes and drops; what only the collector would free (a cycle, such as a caught
-    exception's traceback) stays until the process ends, which it does through os._exit, where no
-    collector ran either."""
+    """Called first thing by envkit's entry points (envkit.__main__, envkit.inplace)."""
     _This.own = True
-    gc.disable()
 
 
 def asyncio_for_rattler() -> ModuleType:

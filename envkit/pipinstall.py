@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
+from envkit.argv import is_dist_name, is_sha256
 from envkit.errors import InstallError, SolveError
 from envkit.installed import pip_dists
 from envkit.notices import notify
@@ -63,7 +64,7 @@ def by_hash(name: str, url: str, version: str | None = None) -> str | None:
     the file at `url#sha256=X` only; the version from the file's name where none is given. None
     where the URL names no hash or its file no version."""
     location, _, sha256 = url.partition("#sha256=")
-    if not sha256:
+    if not is_sha256(sha256) or not is_dist_name(name):  # a requirements file reads '-' and spaces as options
         return None
     if version is None:
         from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
@@ -154,12 +155,12 @@ def pip_install(
 
         def attempt(pins: tuple[tuple[str, str], ...]) -> tuple[subprocess.CompletedProcess[str] | None, str]:
             held.write_text(constraints_text(pins))
-            tried = _pip([*cmd, "--constraint", str(held), *specs])  # pip resolves before it installs: a failure changed nothing
+            tried = _pip([*cmd, "--constraint", str(held), "--", *specs])  # pip resolves before it installs: a failure changed nothing
             return (tried if tried.returncode == 0 else None), (tried.stdout or "") + (tried.stderr or "")
 
         proc = keeping(keep, attempt) if keep and not locked else None
         if proc is None:
-            proc = _pip([*cmd, *(["--no-deps"] if locked else []), *specs])
+            proc = _pip([*cmd, *(["--no-deps"] if locked else []), "--", *specs])
         if proc.returncode != 0:
             first = pip_reason(proc.stderr or proc.stdout)
             lines = _locked_by_hash(specs) if locked else None
@@ -224,7 +225,7 @@ def pip_put_back(prefix: Path, repair: PipRepair) -> list[dict[str, str]]:
     python = str(prefix / "bin" / "python")
     if repair.extra:
         names = [name for name, _ in repair.extra]
-        proc = _pip([python, "-m", "pip", "uninstall", "--yes", *names])
+        proc = _pip([python, "-m", "pip", "uninstall", "--yes", "--", *names])
         if proc.returncode != 0:
             raise InstallError(f"pip could not uninstall {', '.join(names)}: {pip_reason(proc.stderr or proc.stdout)}")
     if not repair.missing:
@@ -233,7 +234,7 @@ def pip_put_back(prefix: Path, repair: PipRepair) -> list[dict[str, str]]:
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report = Path(tmp) / "report.json"
         cmd = [python, "-m", "pip", "install", "--no-input", "--no-compile", "--report", str(report)]
-        proc = _pip([*cmd, "--no-deps", *(url or f"{name}=={version}" for name, version, url in repair.missing)])
+        proc = _pip([*cmd, "--no-deps", "--", *(url or f"{name}=={version}" for name, version, url in repair.missing)])
         if proc.returncode != 0:
             first = pip_reason(proc.stderr or proc.stdout)
             what = f"pip could not put back {wheels} from the files envkit recorded"
@@ -282,7 +283,7 @@ def pip_upgrades(
         report, held = Path(tmp) / "report.json", Path(tmp) / "hold.txt"
         held.write_text(constraints_text(hold))
         cmd = [*_dry_run_cmd(prefix, report), "--upgrade", *(["--upgrade-strategy", "eager"] if eager else [])]
-        cmd += ["--constraint", str(held), *specs, *names]
+        cmd += ["--constraint", str(held), "--", *specs, *names]
         proc = _pip(cmd)
         if proc.returncode != 0:
             moving = ", ".join(names) if names else "the env's wheels"
@@ -311,6 +312,8 @@ def constraints_text(hold: tuple[tuple[str, str], ...]) -> str:
             Version(version)
         except InvalidVersion:
             continue
+        if not is_dist_name(name):  # a line of a requirements file that begins with '-' is an option
+            continue
         lines.append(f"{name}=={version}\n")
     return "".join(lines)
 
@@ -327,7 +330,7 @@ def pip_refs(prefix: Path, refs: tuple[str, ...], hold: tuple[tuple[str, str], .
     asked = {canonicalize_name(req.name): req for req in map(Requirement, refs)}
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report, held = Path(tmp) / "report.json", Path(tmp) / "hold.txt"
-        proc = _pip([*_dry_run_cmd(prefix, report), "--ignore-installed", "--no-deps", *refs])
+        proc = _pip([*_dry_run_cmd(prefix, report), "--ignore-installed", "--no-deps", "--", *refs])
         if proc.returncode != 0:
             raise SolveError(
                 f"pip could not resolve {', '.join(refs)}: {pip_reason(proc.stderr or proc.stdout)}",
@@ -351,7 +354,7 @@ def pip_refs(prefix: Path, refs: tuple[str, ...], hold: tuple[tuple[str, str], .
         if not needs:
             return found, set()
         held.write_text(constraints_text(hold))
-        proc = _pip([*_dry_run_cmd(prefix, report), "--constraint", str(held), *map(str, needs)])
+        proc = _pip([*_dry_run_cmd(prefix, report), "--constraint", str(held), "--", *map(str, needs)])
         if proc.returncode != 0:
             raise SolveError(
                 f"pip could not give {', '.join(asked)} what it needs now with the rest held where they are: {pip_reason(proc.stderr or proc.stdout)}",
@@ -366,7 +369,7 @@ def pip_file(prefix: Path, name: str, version: str) -> str:
     put-back, an export or a lock has the file and not only its version."""
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report = Path(tmp) / "report.json"
-        proc = _pip([*_dry_run_cmd(prefix, report), "--ignore-installed", "--no-deps", f"{name}=={version}"])
+        proc = _pip([*_dry_run_cmd(prefix, report), "--ignore-installed", "--no-deps", "--", f"{name}=={version}"])
         found = _reported(report) if proc.returncode == 0 else []
     return found[0]["url"] if found and "#sha256=" in found[0]["url"] else ""
 
@@ -377,7 +380,7 @@ def pip_newest(prefix: Path, names: tuple[str, ...]) -> dict[str, str]:
     what is installed, as if that were the newest); asked this way, no file is a failure."""
     with tempfile.TemporaryDirectory(prefix="envkit-pip-") as tmp:
         report = Path(tmp) / "report.json"
-        proc = _pip([*_dry_run_cmd(prefix, report), "--ignore-installed", "--no-deps", *names])
+        proc = _pip([*_dry_run_cmd(prefix, report), "--ignore-installed", "--no-deps", "--", *names])
         if proc.returncode != 0:
             raise SolveError(
                 f"pip found no file for {', '.join(names)} to move to: {pip_reason(proc.stderr or proc.stdout)}",

@@ -215,17 +215,16 @@ def resolve(job: PipJob, runs: PipRuns) -> tuple[LockedPip, ...]:
             "--only-binary=:all:", "--implementation", "cp", "--python-version", f"{major}.{minor}",
             "--abi", f"cp{major}{minor}", "--abi", "abi3", "--abi", "none",
             *(arg for tag in tags for arg in ("--platform", tag)), "--platform", "any",
-            *specs,
         ]  # fmt: skip
-        found = keeping(keep, lambda pins: _dry_run(runs, cmd, Path(tmp), pins)) if keep else None
+        found = keeping(keep, lambda pins: _dry_run(runs, cmd, specs, Path(tmp), pins)) if keep else None
         if found is None:
-            fresh, output = _dry_run(runs, cmd, Path(tmp), ())
+            fresh, output = _dry_run(runs, cmd, specs, Path(tmp), ())
             if fresh is None:
                 why = ([line.strip() for line in output.splitlines() if line.strip()][-1:] or ["no output"])[0]
                 raise SolveError(f"pip could not resolve {', '.join(specs)} for {platform}, Python {major}.{minor}: {why}")
             released = needed_by_new(specs, keep, fresh)
             narrower = tuple(pin for pin in keep if canonicalize_name(pin[0]) not in released)
-            found = (_dry_run(runs, cmd, Path(tmp), narrower)[0] if released and narrower else None) or fresh
+            found = (_dry_run(runs, cmd, specs, Path(tmp), narrower)[0] if released and narrower else None) or fresh
     out = []
     for item in found:
         meta, info = item["metadata"], item["download_info"]
@@ -236,7 +235,9 @@ def resolve(job: PipJob, runs: PipRuns) -> tuple[LockedPip, ...]:
     return tuple(sorted(out, key=lambda p: p.name))
 
 
-def _dry_run(runs: PipRuns, cmd: list[str], tmp: Path, keep: tuple[tuple[str, str], ...]) -> tuple[list[dict[str, Any]] | None, str]:
+def _dry_run(
+    runs: PipRuns, cmd: list[str], specs: tuple[str, ...], tmp: Path, keep: tuple[tuple[str, str], ...]
+) -> tuple[list[dict[str, Any]] | None, str]:
     """pip's report of what `cmd` would install with `keep` as constraints, or None and pip's
     output where it fails."""
     report, constraints = tmp / "report.json", tmp / "keep.txt"
@@ -245,6 +246,7 @@ def _dry_run(runs: PipRuns, cmd: list[str], tmp: Path, keep: tuple[tuple[str, st
     if keep:
         constraints.write_text(constraints_text(keep))
         args += ["--constraint", str(constraints)]
+    args += ["--", *specs]  # a spec is never an option
     status, output = runs.run(args, {**os.environ, **PIP_ENVIRONMENT})
     if status != 0:
         return None, output

@@ -1,4 +1,4 @@
-"""Rendering only: results as rich markup, which a console draws (rich's on a terminal, envkit.plaintext off one). No logic lives here."""
+"""Rendering only: results as rich markup, which rich draws (envkit.console). No logic lives here."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 from envkit.changes import MARKS, change_text
 from envkit.commands import Result
+from envkit.console import Out, TextTable, escape, visible
 from envkit.fsutil import STDOUT
-from envkit.plaintext import Out, TextTable, escape
 from envkit.record import FIX_SOURCE
 
 STATUS_STYLE = {
@@ -28,8 +28,8 @@ STATUS_STYLE = {
 def _recipes_list(c: Out, rows: list[Any]) -> None:
     table = TextTable("recipe", "source", "commit", "description")
     for r in rows:
-        name = r.name if not r.shadowed_by else f"[dim]{r.name} (shadowed by {r.shadowed_by})[/dim]"
-        table.add_row(name, f"{r.source} ({r.kind})", (r.commit or "")[:10], escape(r.description))
+        name = escape(r.name) if not r.shadowed_by else f"[dim]{escape(r.name)} (shadowed by {escape(r.shadowed_by)})[/dim]"
+        table.add_row(name, escape(f"{r.source} ({r.kind})"), escape((r.commit or "")[:10]), escape(r.description))
     c.print(table)
 
 
@@ -53,8 +53,12 @@ def _recipes_show(c: Out, shown: Any) -> None:
     c.print(f"[bold]{r.name}[/bold]  {escape(r.description)}")
     c.print(f"source: {r.origin.source} {escape(r.origin.path)}" + (f" @ {r.origin.commit[:10]}" if r.origin.commit else ""))
     if r.extends:
-        c.print("extends: " + ", ".join(r.extends))
-    c.print("channels: " + ", ".join(r.channels) + f"   platforms: {', '.join(r.platforms) or 'this machine'}   python: {r.python or '-'}")
+        c.print("extends: " + escape(", ".join(r.extends)))
+    c.print(
+        "channels: "
+        + escape(", ".join(r.channels))
+        + f"   platforms: {escape(', '.join(r.platforms)) or 'this machine'}   python: {escape(r.python or '-')}"
+    )
     tc = r.toolchain
     torch = tc.pytorch
     c.print(
@@ -75,7 +79,7 @@ def _recipes_show(c: Out, shown: Any) -> None:
             value = "<physical cores, resolved when written>" if s.computed else s.op.value
             c.print(f"  {s.op.name} {s.op.action} {escape(str(value or ':'.join(s.op.entries)))}  [dim]# {escape(s.reason)}[/dim]")
     else:
-        c.print("packages: " + (", ".join(p.text for p in r.packages) or "-"))
+        c.print("packages: " + (escape(", ".join(p.text for p in r.packages)) or "-"))
     for f in shown.findings:
         c.print(f"[{STATUS_STYLE[f.severity]}]{f.severity}[/] {f.rule.id} {escape(f.message)}" + (" (forced)" if f.forced else ""))
 
@@ -252,7 +256,8 @@ def _rules_list(c: Out, rules: Any) -> None:
 def _activation_show(c: Out, view: Any) -> None:
     c.print(f"# {view.prefix} ({view.recipe}), shell {view.shell}")
     _ops_lines(c, view.ops)
-    c.file.write("# --- activate ---\n" + view.activate + "# --- deactivate ---\n" + view.deactivate)
+    # a view: a control character a value holds is shown, not sent (the scripts themselves hold it)
+    c.file.write(visible("# --- activate ---\n" + view.activate + "# --- deactivate ---\n" + view.deactivate))
 
 
 def _sources_add(c: Out, entry: Any) -> None:

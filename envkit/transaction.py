@@ -131,12 +131,14 @@ class Recovered:
     prefix: Path
     action: Literal["removed", "restored", "finished", "rolled back"]
     path: Path
+    kept: tuple[str, ...] = ()  # a rollback's: files added since the sync began that it did not write
 
     def describe(self) -> str:
         if self.action == "restored":
             return f"restored {self.prefix}: an interrupted replacement (envkit pid gone) had moved it aside to {self.path.name}"
         if self.action == "rolled back":
-            return f"rolled {self.prefix} back to what it was before an interrupted sync"
+            kept = f"; kept {len(self.kept)} file(s) the sync did not write: {', '.join(self.kept[:5])}" if self.kept else ""
+            return f"rolled {self.prefix} back to what it was before an interrupted sync{kept}"
         if self.action == "finished":
             return f"finished replacing {self.prefix}: the new env was complete in {self.path.name} when its envkit was interrupted"
         return f"removed {self.path} left by an interrupted envkit"
@@ -151,8 +153,8 @@ def recover(prefix: Path) -> list[Recovered]:
         from envkit.envs import pkgs_dir
         from envkit.journal import rollback
 
-        rollback(prefix, pkgs_dir())
-        done.append(Recovered(prefix, "rolled back", sync_journal_path(prefix)))
+        kept = rollback(prefix, pkgs_dir())
+        done.append(Recovered(prefix, "rolled back", sync_journal_path(prefix), tuple(kept)))
     for partial in partial_journals(prefix):  # a journal copy a kill left half-made: nothing changed under it
         remove_tree(partial)
         done.append(Recovered(prefix, "removed", partial))
@@ -193,15 +195,33 @@ def _complete(staged: Path) -> bool:
         return False
 
 
-def recover_unlocked(prefix: Path) -> None:
-    """For commands that only read an env: settle leftovers when nobody holds the env's lock (an
-    env being created right now is left to its creator)."""
+def pending(prefix: Path) -> str | None:
+    """What an interrupted envkit left for the next change of `prefix` to settle, in a sentence for
+    commands that only read (they change nothing, and say so); None where nothing is pending."""
+    prefix = real_prefix(prefix)
+    if sync_journal_path(prefix).is_dir():
+        return f"an interrupted sync is pending on {prefix}; `envkit sync -p {prefix}` finishes undoing it"
+    kinds = {kind for kind, _pid, _path in leftovers(prefix)}
+    if "old" in kinds and not prefix.exists():
+        return (
+            f"{prefix} was moved aside by an interrupted replacement; a command that changes it "
+            f"(`envkit sync -p {prefix}`, `envkit remove -p {prefix}`) puts it back first"
+        )
+    if kinds or partial_journals(prefix):
+        return f"an interrupted envkit left work files beside {prefix}; the next command that changes it removes them"
+    return None
+
+
+def settle(prefix: Path) -> None:
+    """For commands that change an env, before they look it up: settle what an interrupted envkit
+    left, under the env's lock (an env being changed right now is left to its changer, who
+    settles it itself)."""
     if not leftovers(prefix) and not sync_journal_path(prefix).is_dir() and not partial_journals(prefix):
         return
     try:
         with env_lock(prefix):
             recover(prefix)
-    except Exception:  # the lock is held or the folder is not ours to change: read what is there
+    except LockBusy:
         return
 
 

@@ -167,7 +167,9 @@ def test_something_in_the_way_of_the_activation_scripts(tmp_path: Path, damage: 
         blocker.rmdir()
     else:
         blocker.unlink()
-    audit = run_envkit("audit", "-p", str(prefix))
+    looked = run_envkit("audit", "-p", str(prefix))
+    assert "an interrupted sync is pending" in looked.stdout and (prefix / "etc" / "envkit" / "sync-journal").is_dir()
+    audit = run_envkit("audit", "--fix", "--yes", "-p", str(prefix))
     assert audit.returncode == 0 and f"rolled {prefix} back to what it was before an interrupted sync" in audit.stdout + audit.stderr
     assert (prefix / "etc" / "envkit" / "record.json").read_bytes() == record
     assert not (prefix / "etc" / "envkit" / "sync-journal").exists() and fish.is_file()

@@ -567,3 +567,29 @@ def test_a_conda_lock_of_nothing_it_can_pin_is_an_empty_list_not_null() -> None:
     env = EnvSnapshot("e", "/envs/e", "linux-64", None, (), (), (ExportedPip("proj", "1.0", None),), ())
     written = conda_lock((env,))
     assert yaml.safe_load(written)["package"] == [] and "# not kept: pip package proj==1.0" in written
+
+
+def test_environment_yml_asks_conda_for_pip_where_the_env_has_wheels_but_no_conda_pip() -> None:
+    """conda env create runs the `pip:` section with conda's pip: without it in the dependencies
+    the create fails (an env whose pip came with its python, not as a conda package)."""
+    from dataclasses import replace
+
+    from envkit.export import EnvSnapshot, ExportedPackage, ExportedPip, environment_yml
+
+    wheels = (ExportedPip("idna", "3.4", None),)
+    bare = EnvSnapshot(
+        "e",
+        "/x/e",
+        "linux-64",
+        None,
+        ("conda-forge",),
+        (ExportedPackage("python", "3.11.0", "0", "conda-forge", "https://x/python.conda", None, None),),
+        wheels,
+        (),
+    )
+    deps = yaml.safe_load(environment_yml(bare))["dependencies"]
+    assert deps == ["python=3.11.0=0", "pip", {"pip": ["idna==3.4"]}]
+    with_pip = replace(
+        bare, packages=(*bare.packages, ExportedPackage("pip", "24.0", "0", "conda-forge", "https://x/pip.conda", None, None))
+    )
+    assert yaml.safe_load(environment_yml(with_pip))["dependencies"].count("pip") == 0

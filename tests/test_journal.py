@@ -34,7 +34,7 @@ def test_the_journal_lists_every_path_but_its_own(tmp_path: Path) -> None:
     (journal.with_name(journal.name + ".tmp-4242") / "conda-meta").mkdir(parents=True)  # a copy a kill left
     before = walked(prefix) - {"etc/envkit/sync-journal.tmp-4242", "etc/envkit/sync-journal.tmp-4242/conda-meta"}
 
-    write_journal(prefix)
+    write_journal(prefix, None)
 
     assert set((journal / "paths").read_text().splitlines()) == before
     assert sorted(p.name for p in (journal / "conda-meta").iterdir()) == ["pkg-1.0-0.json"]
@@ -53,7 +53,7 @@ def test_a_scoped_journal_lists_its_folders_names_but_never_its_own(tmp_path: Pa
     (prefix / "share" / "tool" / "a.txt").write_text("")
     (prefix / "share" / "link").symlink_to(prefix / "share" / "tool")
 
-    write_journal(prefix, folders=("", "etc/envkit", "share/tool", "share/link", "share/new"))
+    write_journal(prefix, None, folders=("", "etc/envkit", "share/tool", "share/link", "share/new"))
 
     journal = sync_journal_path(prefix)
     assert not (journal / "paths").exists()
@@ -81,7 +81,7 @@ def test_a_stashed_wheel_leaves_no_folder_behind_and_comes_back_whole(tmp_path: 
     (info / "RECORD").write_text("wheel/__init__.py,,\nwheel-1.0.dist-info/METADATA,,\nwheel-1.0.dist-info/RECORD,,\n")
     (site / "other.py").write_text("")  # not the wheel's
     before = walked(prefix)
-    write_journal(prefix)
+    write_journal(prefix, None)
 
     stash(prefix, dist_files(prefix, pip_dists(prefix)["wheel"]))
 
@@ -105,7 +105,7 @@ def test_the_journal_keeps_the_records_copied_ahead_and_copies_them_itself_other
     state = copy_records(prefix, draft_path(prefix))
     assert state == records_state(prefix)
     copied = {p.name: p.stat().st_ino for p in (draft_path(prefix) / "conda-meta").iterdir()}
-    write_journal(prefix, folders=("",), records_copied=True)
+    write_journal(prefix, None, folders=("",), records_copied=True)
     assert {p.name: p.stat().st_ino for p in (journal / "conda-meta").glob("*.json")} == copied
     assert (journal / "conda-meta" / "history").read_text() == "==> 2026-12-03 <==\n"
     assert (journal / "record.json").exists() is False and not draft_path(prefix).exists()
@@ -113,6 +113,6 @@ def test_the_journal_keeps_the_records_copied_ahead_and_copies_them_itself_other
     shutil.rmtree(journal)
     (draft_path(prefix) / "conda-meta").mkdir(parents=True)
     (draft_path(prefix) / "conda-meta" / "gone-0.1-0.json").write_text("{}")  # a stale draft: not kept
-    write_journal(prefix, folders=("",))
+    write_journal(prefix, None, folders=("",))
     assert sorted(p.name for p in (journal / "conda-meta").iterdir()) == ["a-1.0-0.json", "b-2.0-0.json", "history"]
     assert (journal / "conda-meta" / "a-1.0-0.json").read_text() == '{"name": "a-1.0-0.json"}'

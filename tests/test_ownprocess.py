@@ -68,30 +68,6 @@ def test_an_asyncio_loaded_before_envkits_claim_is_left_as_it_is() -> None:
     )
 
 
-_COUNT_COLLECTIONS = (  # the console script's program, counting the collector's passes from its entry point on
-    "import gc, os, sys",
-    "from envkit.__main__ import main",
-    "passes = []",
-    "gc.callbacks.append(lambda phase, info: phase == 'stop' and passes.append(info['generation']))",
-    "exit_now = os._exit",
-    "os._exit = lambda code: (sys.stderr.write(f'passes={len(passes)}\\n'), exit_now(code))",
-    "sys.argv = ['envkit', *sys.argv[1:]]",
-    "main()",
-)
-
-
-def test_envkits_own_process_runs_without_the_cyclic_collector(tmp_path: Path) -> None:
-    """The collector's passes over what a command's imports make (all of it lives until the end)
-    were 5-10 ms of every command; envkit's own process makes none, through a whole create."""
-    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
-    args = ["create", str(recipe), "-p", str(tmp_path / "env"), "--yes", "--no-probe"]
-    done = subprocess.run(
-        [sys.executable, "-c", "\n".join(_COUNT_COLLECTIONS), *args], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0 and (tmp_path / "env" / "conda-meta").is_dir(), done.stderr
-    assert done.stderr.splitlines()[-1] == "passes=0", done.stderr
-
-
 def test_a_program_that_imports_envkit_keeps_its_collector() -> None:
     """conda with envkit's plugin, a notebook: their collector is theirs."""
     _holds(

@@ -198,3 +198,17 @@ def test_a_kernel_installed_for_everyone_is_named_to_a_teammate_and_never_fatal(
     assert made.returncode == 0, made.stderr
     assert f"Jupyter kernel left without the env's settings: {specs['mine']}: Permission denied" in made.stdout
     assert specs["mine"].read_bytes() == before[specs["mine"]]
+
+
+def test_an_env_another_user_keeps_private_is_said_to_be_theirs(shared_dir: Path) -> None:
+    """mode 700: the teammate may not even look inside. Said as that, of the env, not as a file of
+    envkit's they never asked about (the sync journal)."""
+    recipe = tiny_recipe(shared_dir, tiny_channel(shared_dir))
+    prefix = shared_dir / "envs" / "tiny"
+    assert run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe").returncode == 0
+    prefix.chmod(0o700)
+    envkit = other_user_envkit(shared_dir / "home")
+    for args in (("audit", "-p", str(prefix)), ("sync", "-p", str(prefix), "--dry-run"), ("toolchain", "-p", str(prefix))):
+        proc = run_as_other(envkit, *args)
+        line = one_line_error(proc, 2)
+        assert "sync-journal" not in line and f"{prefix}" in line and "belongs to root" in line, line

@@ -109,7 +109,10 @@ def test_interrupted_swap_restores_the_old_env(tmp_path: Path, record: bytes | N
     if record is not None:
         record_path(half).parent.mkdir(parents=True)
         record_path(half).write_bytes(record)
-    proc = run_envkit("audit", "-p", str(prefix), "--json")
+    looked = run_envkit("audit", "-p", str(prefix), "--json")
+    assert looked.returncode == 2 and "was moved aside by an interrupted replacement" in json.loads(looked.stdout)["error"]["message"]
+    assert not prefix.exists() and len(leftovers(prefix)) == 2  # a read changes nothing
+    proc = run_envkit("audit", "--fix", "--yes", "-p", str(prefix), "--json")
     assert (prefix / "share" / "which").read_text() == "old" and leftovers(prefix) == []
     messages = json.loads(proc.stdout)["messages"]
     assert any(m.startswith(f"restored {prefix}") for m in messages), messages
@@ -120,7 +123,9 @@ def test_interrupted_swap_is_finished_when_the_new_env_was_complete(tmp_path: Pa
     pid = dead_pid()
     _complete_env(work_dir(prefix, "old", pid), "old")
     _complete_env(work_dir(prefix, "staging", pid), "new")
-    proc = run_envkit("probe", "-p", str(prefix), "--json")
+    looked = run_envkit("probe", "-p", str(prefix), "--json")
+    assert looked.returncode == 2 and not prefix.exists() and len(leftovers(prefix)) == 2
+    proc = run_envkit("sync", "-p", str(prefix), "--yes", "--json")
     assert (prefix / "share" / "which").read_text() == "new" and leftovers(prefix) == []
     assert (
         any(m.startswith(f"finished replacing {prefix}") for m in json.loads(proc.stdout)["messages"])
@@ -134,14 +139,17 @@ def test_old_copy_left_after_a_completed_swap_is_removed(tmp_path: Path) -> None
     _complete_env(work_dir(prefix, "old", dead_pid()), "old")
     audits = json.loads(run_envkit("audit", "--all", "--json").stdout)["data"]["audits"]
     assert [a["prefix"] for a in audits] == [str(prefix)]  # the old copy is never listed as an env
-    run_envkit("audit", "-p", str(prefix))
+    looked = run_envkit("audit", "-p", str(prefix), "--json")
+    assert any("left work files beside" in m and "nothing was changed" in m for m in json.loads(looked.stdout)["messages"])
+    assert len(leftovers(prefix)) == 1  # a read changes nothing
+    run_envkit("audit", "--fix", "--yes", "-p", str(prefix))
     assert (prefix / "share" / "which").read_text() == "new" and leftovers(prefix) == []
 
 
 def test_a_live_run_keeps_its_staging_dir(tmp_path: Path) -> None:
     """Only runs that are gone are cleaned: a staging dir under a held lock is someone's work."""
     from envkit.fsutil import exclusive_lock
-    from envkit.transaction import lock_for, recover_unlocked
+    from envkit.transaction import lock_for, settle
 
     prefix = tmp_path / "envs" / "busy"
     staging = work_dir(prefix, "staging", os.getpid())
@@ -151,14 +159,14 @@ def test_a_live_run_keeps_its_staging_dir(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-c",
-                f"from pathlib import Path; from envkit.transaction import recover_unlocked; recover_unlocked(Path({str(prefix)!r}))",
+                f"from pathlib import Path; from envkit.transaction import settle; settle(Path({str(prefix)!r}))",
             ],
             capture_output=True,
             text=True,
             check=False,
         )
         assert holder.returncode == 0 and staging.exists()
-    recover_unlocked(prefix)
+    settle(prefix)
     assert not staging.exists()
 
 

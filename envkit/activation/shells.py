@@ -209,6 +209,12 @@ def csh_quote(value: str) -> str:
 _CSH_DELIMS = "/|#,^~@%+=" + "".join(map(chr, (*range(0x01, 0x09), *range(0x0E, 0x20), 0x7F)))
 
 
+def _csh_in_double_quotes(value: str) -> str:
+    """Text inside csh double quotes, where a `:s` modifier's words go: `'` is plain there, and
+    only `!` (history) and a newline need a backslash."""
+    return value.replace("!", "\\!").replace("\n", "\\\n")
+
+
 def _csh_delim(texts: list[str]) -> str:
     for delim in _CSH_DELIMS:
         if not any(delim in t for t in texts):
@@ -229,8 +235,8 @@ def _csh_list(op: EnvOp) -> list[str]:
     # tcsh's :a modifier stops after one pass on overlapping matches (":0:0:"), so loop to a fixed point.
     lines += ['set _envkit_prev = ""', 'while ( "$_envkit_v" != "$_envkit_prev" )', '    set _envkit_prev = "$_envkit_v"']
     for entry in op.entries:
-        needle = csh_quote(f"{sep}{entry}{sep}")[1:-1]
-        lines.append(f'    set _envkit_v = "$_envkit_v:s{d}{needle}{d}{csh_quote(sep)[1:-1]}{d}"')
+        needle = _csh_in_double_quotes(f"{sep}{entry}{sep}")
+        lines.append(f'    set _envkit_v = "$_envkit_v:s{d}{needle}{d}{_csh_in_double_quotes(sep)}{d}"')
     lines += [f'    set _envkit_v = "$_envkit_v:s{d}{sep}{sep}{d}{sep}{d}"', "end", "unset _envkit_prev"]
     joined = csh_quote(sep.join(op.entries))
     if op.action == "prepend":

@@ -527,6 +527,41 @@ def cuda_arch_unknown(inv: Inventory) -> list[str]:
     ]
 
 
+def reserved_variable(inv: Inventory) -> list[str]:
+    """envkit's settings or conda's env config vars that set a variable a shell, conda or the
+    loader acts on (an env made before envkit refused them, or vars set with conda)."""
+    from envkit.activation.reserved import why_reserved
+
+    out = []
+    for source, names in (("envkit's activation", inv.envkit_settings), ("conda env config vars", inv.conda_vars)):
+        for name in sorted(names):
+            if (why := why_reserved(name)) is not None:
+                out.append(f"{source} sets {name}: it is {why}")
+    return out
+
+
+def stale_requests(inv: Inventory) -> list[str]:
+    """conda's requests (conda-meta/history) that are not the recipe's specs: conda honours them
+    at every later install or update, and can move the env away from its recipe with them."""
+    from envkit.history import stale_requests as stale
+
+    if inv.planned or not isinstance(inv.record, dict):
+        return []
+    return [
+        f"conda-meta/history requests {asked}" + (f" where the recipe asks {ours}" if ours else ", which the recipe does not ask for")
+        for asked, ours in stale(inv.prefix, inv.record)
+    ]
+
+
+def not_a_conda_env(inv: Inventory) -> list[str]:
+    from envkit.history import not_an_env
+
+    if inv.planned:
+        return []
+    why = not_an_env(inv.prefix)
+    return [why] if why else []
+
+
 def oversubscription(inv: Inventory) -> list[str]:
     if not inv.on_this_machine:  # a lock, or another platform's plan: this machine's CPUs say nothing
         return []
@@ -1121,6 +1156,52 @@ RULES: tuple[Rule, ...] = (
         '"8.0" for A100), or set CONDA_OVERRIDE_CUDA_ARCH for this run; on a GPU node it is detected.',
         ("https://conda.org/learn/ceps/cep-0046", "https://conda-forge.org/blog/2026/10/19/cuda-arch/"),
         cuda_arch_unknown,
+    ),
+    Rule(
+        "EK040",
+        "reserved-variable",
+        "error",
+        "activation sets a variable a shell, conda or the loader acts on",
+        "Some variables are not settings but instructions: bash runs PS0 and PROMPT_COMMAND at every prompt, zsh expands "
+        "RPS1 and SPROMPT (and runs what they hold under prompt_subst), HISTFILESIZE=0 empties ~/.bash_history the moment "
+        "it is set, CONDA_PREFIX and CONDA_SHLVL are conda's activation state (conda deactivate then fails with 'This should "
+        "not happen!'), LD_PRELOAD loads a library into every program. envkit refuses them in recipes; an env made "
+        "before that, or given them through conda env config vars, still sets them at every activation.",
+        "Take the variable out of the recipe's threading.env and run envkit sync; for conda's, conda env config vars unset NAME -p PREFIX.",
+        (
+            "https://www.gnu.org/software/bash/manual/html_node/Bash-Variables.html",
+            "https://zsh.sourceforge.io/Doc/Release/Parameters.html",
+            "https://docs.conda.io/projects/conda/en/latest/dev-guide/deep-dives/activation.html",
+            "https://man7.org/linux/man-pages/man8/ld.so.8.html",
+        ),
+        reserved_variable,
+    ),
+    Rule(
+        "EK041",
+        "stale-conda-request",
+        "warning",
+        "conda keeps a request the recipe does not make",
+        "conda works out an env's requested specs from conda-meta/history and holds every later `conda install` or "
+        "`conda update` to them. A request made with conda (`conda install mkl=2024.1.0`) that the recipe does not make "
+        "stays there after the env is put back to its recipe, and the next unrelated `conda install tqdm` moves mkl back "
+        "to 2024.1.0: the toolchain the recipe pins (and the probe proved) is gone without a word. envkit sync records the "
+        "recipe's specs as the env's requests and ends the others.",
+        "Run envkit sync: it puts the packages back and writes the recipe's specs as the env's requests (it names the "
+        "requests it ends). To keep the request, put the spec in the recipe instead.",
+        ("https://docs.conda.io/projects/conda/en/latest/commands/env/export.html",),
+        stale_requests,
+    ),
+    Rule(
+        "EK042",
+        "not-a-conda-env",
+        "error",
+        "a prefix conda does not take for an env",
+        "conda marks an env by its conda-meta/history file: without it `conda list`, `conda install` and `conda activate` "
+        "answer that the prefix is not a conda environment, and `conda env list` leaves it out. A conda-meta folder with "
+        "no package record in it describes nothing: what the prefix holds was not installed by conda or envkit.",
+        "Recreate the env (envkit create --force from its recipe, or conda create); envkit sync refuses such a prefix.",
+        ("https://github.com/conda/conda/blob/main/conda/base/constants.py",),
+        not_a_conda_env,
     ),
 )
 

@@ -57,15 +57,23 @@ def _exit_code(audits: tuple[EnvAudit, ...] | list[EnvAudit], fail_on: str) -> i
     return int(ExitCode.FINDINGS if failing else ExitCode.OK)
 
 
-def _targets(targets: list[str], name: str | None, prefix: str | None, all_envs_flag: bool) -> list[Path]:
+def _targets(targets: list[str], name: str | None, prefix: str | None, all_envs_flag: bool, fix: bool) -> list[Path]:
+    """The envs to audit. With --fix the audit changes them: what an interrupted envkit left is
+    settled first; a plain audit only reads, and says what is pending."""
     if all_envs_flag:
-        return all_envs()
+        from envkit.notices import notify
+        from envkit.transaction import pending
+
+        found = all_envs()
+        for said in filter(None, map(pending, found)):
+            notify(f"{said}; nothing was changed")
+        return found
     if targets or name or prefix:
-        found = [find_env(t) for t in targets]
+        found = [find_env(t, settle_first=fix) for t in targets]
         if name or prefix:
-            found.append(select_env(name, prefix))
+            found.append(select_env(name, prefix, settle_first=fix))
         return list(dict.fromkeys(found))
-    return [select_env(None, None)]
+    return [select_env(None, None, settle_first=fix)]
 
 
 def audit(
@@ -91,7 +99,7 @@ def audit(
             f"--fail-on {fail_on} would fail on findings that --min-severity {min_severity} does not show",
             hint=f"lower --min-severity to {fail_on}, or raise --fail-on",
         )
-    prefixes = _targets(targets, name, prefix, all_envs_flag)
+    prefixes = _targets(targets, name, prefix, all_envs_flag, fix)
     audits = _at_or_above(audit_many(prefixes, probe=probe, cuda_driver=cuda_driver_version(), cuda_arch=cuda_arch_version()), min_severity)
     fixes: list[FixPlan] = []
     held: list[str] = []

@@ -11,6 +11,7 @@ from envkit.condaconfig import current
 from envkit.envs import all_envs, find_env, unregister
 from envkit.errors import EnvkitError, UsageError
 from envkit.fsutil import discard_lock
+from envkit.history import created_at, not_an_env
 from envkit.installed import pip_dists, read_conda_meta
 from envkit.protect import frozen_env, must_be_an_env_alone, must_not_be_frozen
 from envkit.record import read_record, recipe_name
@@ -45,8 +46,10 @@ def describe(prefix: Path) -> ListedEnv:
         record = read_record(prefix)
     except EnvkitError as exc:
         return ListedEnv(str(prefix), prefix.name, True, error=exc.message, frozen=frozen)
+    if (why := not_an_env(prefix)) is not None:
+        return ListedEnv(str(prefix), prefix.name, record is not None, error=f"not a conda env: {why}", frozen=frozen)
     if record is None:
-        return ListedEnv(str(prefix), prefix.name, False, frozen=frozen)
+        return ListedEnv(str(prefix), prefix.name, False, created=created_at(prefix), frozen=frozen)
     recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
     assert isinstance(recipe, dict)
     healthy = record.get("healthy")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from envkit.commands import Result
 from envkit.errors import ExitCode, UsageError
+from envkit.fsutil import owner_name
 from envkit.inplace import Installer
 from envkit.journal import draft_path
 from envkit.protect import must_not_be_frozen
@@ -33,7 +34,18 @@ if TYPE_CHECKING:
     from envkit.commands.sync_change import Look, Moving
 
 
+def must_be_a_conda_env(prefix: Path) -> None:
+    """conda's mark of an env first: a sync would otherwise say a prefix conda refuses is in sync."""
+    from envkit.history import not_an_env
+
+    if (why := not_an_env(prefix)) is not None:
+        raise UsageError(
+            f"{prefix} is not a conda env as conda sees it: {why}", hint=f"recreate it: envkit create RECIPE -p {prefix} --force"
+        )
+
+
 def _record_or_fail(prefix: Path) -> dict[str, Any]:
+    must_be_a_conda_env(prefix)
     record = read_record(prefix)
     if record is None or only_fixed(record):
         fixed = " (audit --fix only added its activation settings)" if record else ""
@@ -66,20 +78,11 @@ def _must_be_writable(prefix: Path) -> None:
     env in /opt/envs) is told so, with the difference shown, and nothing is touched."""
     for where in (prefix, prefix / "conda-meta", prefix / "etc"):
         if where.is_dir() and not os.access(where, os.W_OK):
-            owner = _owner(where)
+            owner = owner_name(where)
             raise UsageError(
                 f"{where}: you may not write to it{f' (it belongs to {owner})' if owner else ''}, and a sync changes the env in place",
                 hint="run the sync as the env's owner; --dry-run shows the difference to anyone",
             )
-
-
-def _owner(path: Path) -> str | None:
-    try:
-        import pwd
-
-        return pwd.getpwuid(path.stat().st_uid).pw_name
-    except (ImportError, KeyError, OSError):
-        return None
 
 
 def sync(

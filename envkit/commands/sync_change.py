@@ -22,16 +22,17 @@ from envkit.activation.writer import (
     write_files,
 )
 from envkit.audit.engine import audit_plan
+from envkit.changescope import ChangeScope
 from envkit.channels import recorded_channels
 from envkit.commands.sync_quick import recorded_lock
 from envkit.condameta import stamp
 from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, os_refusal
 from envkit.fsutil import read_exact
-from envkit.history import Linked, append_block, block
+from envkit.history import Linked, append_block, block, linked_in, requested_specs, spec_name
 from envkit.inplace import Installer
 from envkit.installed import PipDist, dist_files, pip_dists, read_conda_meta
 from envkit.journal import rollback, stash, write_journal
-from envkit.linkscope import change_folders
+from envkit.linkscope import change_folders, site_packages_of
 from envkit.notices import notify
 from envkit.pipinstall import pip_file, pip_install, pip_newest, pip_put_back, pip_refs, pip_upgrades
 from envkit.pipurls import commit_shown, pip_shown, url_commit
@@ -393,7 +394,10 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         raise InstallError(f"{exc.message}; {prefix} was not changed", hint=exc.hint) from None
     try:
         write_journal(
-            prefix, folders=_journal_folders(prefix, cache, record, seen, installer), records_copied=installer.records_copied(prefix)
+            prefix,
+            _scope(seen),
+            folders=_journal_folders(prefix, cache, record, seen, installer),
+            records_copied=installer.records_copied(prefix),
         )
     except OSError as exc:  # the draft is gone (write_journal), and nothing else was touched
         raise os_refusal(exc, f"{prefix} was not changed") or InstallError(
@@ -405,15 +409,13 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
             _stash_wheels(prefix, {name for name, _ in repair.extra})
         if seen.python_move:  # out of the old python's site-packages while it is still the env's
             _stash_wheels(prefix, set(pip_dists(prefix)) & set(recorded_wheel_names(record)) | {name for name, _ in repair.adopt})
+        linked_before, asked_before = linked_in(prefix), requested_specs(prefix)
         installer.change(seen.records, prefix, cache, [s.spec for s in plan.specs], relink=repair.relink)
         pip_installed = (
             _pip_for_new_python(prefix, plan, record) if seen.python_move else _sync_pip(prefix, plan, record, repair, seen.wheel_moves)
         )
-        before = {(p["name"], p["version"], p["build"]): p for p in record.get("packages", []) if isinstance(p, dict)}
-        after = {(p.name, p.version, p.build): p for p in plan.packages}
-        added = [Linked(p.channel, p.subdir, p.name, p.version, p.build) for key, p in after.items() if key not in before]
-        gone = [Linked(str(p.get("channel", "")), str(p.get("subdir", "")), *key) for key, p in before.items() if key not in after]
-        append_block(prefix, block(["envkit", "sync", "-p", str(prefix)], added, gone, [s.spec for s in plan.specs]))
+        ours = {str(s.get("spec")) for s in record.get("specs") or [] if isinstance(s, dict)}
+        _write_history(prefix, plan, linked_before, asked_before, ours)
         # the values the startup files carry stay until the audit finds them changed (EK037)
         recorded = recorded_activation(prefix, record)
         carried = carried_beside(plan.activation, recorded.carried)
@@ -429,6 +431,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
                 "updated": datetime.now(UTC).isoformat(timespec="seconds"),
                 "packages": [asdict(p) for p in plan.packages],
                 "activation": activation_json(activation, prefix, files),
+                "specs": [{"spec": s.spec, "reason": s.reason, "origin": str(s.origin) if s.origin else None} for s in plan.specs],
                 "pip": list(plan.pip_specs),
                 "pip_installed": pip_installed,
                 "conda_meta": stamp(prefix),
@@ -457,6 +460,38 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
 
     given = give_settings(prefix, settings_of(plan.activation, carried), before=settings_of(recorded.ops, recorded.carried))
     return replace(seen.changes, applied=True, kernels=given.written, kernels_failed=given.failed)
+
+
+def _write_history(prefix: Path, plan: Plan, linked_before: set[Linked], asked_before: dict[str, str], ours: set[str]) -> None:
+    """The revision conda would write for this change: what was unlinked and linked (from the
+    records as they were and are, whoever changed them since envkit last did), and the recipe's
+    specs as the env's requests from now on. A request conda kept for a name the recipe does not
+    ask for (`conda install mkl=2024.1.0` before the sync) ends here, or the next `conda install`
+    would honour it and move the env away from the recipe again; the sync names it (not those of
+    envkit's own earlier specs, `ours`, that the recipe moved)."""
+    specs = [s.spec for s in plan.specs]
+    wanted = {spec_name(spec): spec for spec in specs}
+    dropped = sorted(name for name in asked_before if name not in wanted)
+    replaced = [asked for name, asked in sorted(asked_before.items()) if asked != wanted.get(name) and asked not in ours]
+    linked_after = linked_in(prefix)
+    added, gone = linked_after - linked_before, linked_before - linked_after
+    if not added and not gone:
+        if asked_before == wanted:
+            return  # nothing conda would record
+        # conda reads a block without +/- lines as an empty env: the specs ride on a relink of one package
+        added = gone = set(sorted(linked_after, key=lambda d: d.dist())[:1])
+    append_block(prefix, block(["envkit", "sync", "-p", str(prefix)], added, gone, specs, dropped=dropped))
+    if replaced:
+        notify(
+            f"conda's request{'s' if len(replaced) > 1 else ''} {', '.join(replaced)} gave way to the recipe's specs (conda-meta/history)"
+        )
+
+
+def _scope(seen: Look) -> ChangeScope:
+    """What the change sets out to write: the only new entries its rollback may remove."""
+    wheels = _names(seen.plan) | {name for name, _ in seen.pip_repair.adopt} | {str(m[0]) for m in seen.pip_repair.missing}
+    dists = tuple(f"{r.name.normalized}-{r.version}-{r.build}" for r in seen.records)
+    return ChangeScope(dists, site_packages_of(seen.records), tuple(sorted(wheels)))
 
 
 def _journal_folders(prefix: Path, cache: Path, record: dict[str, Any], seen: Look, installer: Installer) -> tuple[str, ...] | None:

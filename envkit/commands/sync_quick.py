@@ -33,6 +33,10 @@ def quick(prefix: Path, *, locked: bool, lock: str | None, dry_run: bool = False
     anything would change; a dry run only looks."""
     if not dry_run:
         must_not_be_frozen(prefix, "sync", override=override_frozen)
+    from envkit.history import not_an_env
+
+    if not_an_env(prefix) is not None:
+        return None  # the full look says why (envkit.commands.sync.must_be_a_conda_env)
     record = read_record(prefix)
     if record is None:
         return None

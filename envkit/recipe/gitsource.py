@@ -14,7 +14,8 @@ from pathlib import Path
 from shlex import quote
 from typing import Literal
 
-from envkit.errors import SourceError
+from envkit.argv import git_revision, is_commit, is_ref_name
+from envkit.errors import SourceError, UsageError
 from envkit.fsutil import atomic_write_text, exclusive_lock
 from envkit.recipe.sources import (
     SOURCES_FILE_VERSION,
@@ -70,6 +71,9 @@ class RemovedSource:
     orphaned: tuple[str, ...]  # envs made from its recipes: sync has nothing to sync them to now
 
 
+ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
+
+
 def _git(args: list[str], cwd: Path | None = None) -> str:
     command = next((a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-c")), "")  # past -c K=V
     try:
@@ -81,8 +85,9 @@ def _git(args: list[str], cwd: Path | None = None) -> str:
             timeout=300,
             check=False,
             # The user's environment (PATH, SSH agent, proxies, credentials helpers) plus: never
-            # prompt for a password, and English messages for the errors envkit quotes.
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+            # prompt for a password, English messages for the errors envkit quotes, and only the
+            # transports that move data (never ext::, which runs a command a URL names).
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_ALLOW_PROTOCOL": ALLOWED_PROTOCOLS},
         )
     except FileNotFoundError:
         raise SourceError("git is not installed", hint="install git to use recipe repos") from None
@@ -98,20 +103,30 @@ def missing_commit(url: str, commit: str) -> str | None:
     force-push or a deleted fork takes it away), or None where it does. One commit is fetched,
     shallow, into a scratch repository; servers speaking git's protocol v2 (git 2.26's default,
     GitHub's, GitLab's) serve any commit they hold. A repository that does not answer at all (no
-    route, no credentials here) is said as such, not as a commit gone."""
+    route, no credentials here) is said as such, not as a commit gone. A `commit` that is no
+    commit or ref name (an option, say) is the answer itself: git is not run on it."""
     import tempfile
 
+    try:
+        git_revision(commit, "commit")
+    except UsageError:
+        return f"its revision {_shown(commit)} is not a git commit or ref name"
     with tempfile.TemporaryDirectory(prefix="envkit-git-") as scratch:
-        _git(["init", "--quiet", "--bare", scratch])  # no git here: its error, not "gone"
+        _git(["init", "--quiet", "--bare", "--", scratch])  # no git here: its error, not "gone"
         try:
-            _git(["fetch", "--quiet", "--depth=1", url, commit], cwd=Path(scratch))
+            _git(["fetch", "--quiet", "--depth=1", "--", url, commit], cwd=Path(scratch))
         except SourceError:
             try:
-                _git(["ls-remote", url, "HEAD"], cwd=Path(scratch))
+                _git(["ls-remote", "--", url, "HEAD"], cwd=Path(scratch))
             except SourceError as unreachable:
                 return f"its repository {url} did not answer ({unreachable.message})"
             return f"its commit {commit[:12]} is no longer in {url}"
     return None
+
+
+def _shown(value: str) -> str:
+    """A value from a file, for a message: quoted, control characters escaped, cut at 60."""
+    return repr(value if len(value) <= 60 else value[:57] + "...")
 
 
 def _git_reason(stderr: str) -> str:
@@ -155,6 +170,10 @@ def _offers_recipes(checkout: Path, url: str, commit: str) -> tuple[str, ...]:
 
 
 def add_source(url: str, name: str | None = None, ref: str | None = None) -> AddedSource:
+    """Clone `url` (pip's `git+` form taken as the URL it names) and pin `ref`'s commit."""
+    url = url.removeprefix("git+")
+    if ref is not None and not (is_commit(ref) or is_ref_name(ref)):
+        raise SourceError(f"--ref {_shown(ref)} is not a branch, tag or commit name", hint="give a branch, a tag or a 40-digit commit")
     name = name or default_name(url)
     if not is_git_source_name(name):
         raise SourceError(

@@ -66,7 +66,8 @@ class _Checker:
         n = len(path)
         positions = {p[n:]: loc for p, loc in self.doc.positions.items() if p[:n] == path}
         positions.setdefault((), self.doc.where(path))
-        return _Checker(YamlDocument(self.doc.file, value, positions), (*self.label, *path), self.problems)
+        numbers = {p[n:]: text for p, text in self.doc.numbers.items() if p[:n] == path}
+        return _Checker(YamlDocument(self.doc.file, value, positions, numbers), (*self.label, *path), self.problems)
 
     def fail(self, path: PathKey, message: str) -> None:
         self.problems.append(Problem(self.doc.where(path), dotted((*self.label, *path)), message))
@@ -103,7 +104,9 @@ class _Checker:
             return None
         if isinstance(value, float) and path[-1] in ("python", "mkl", "version", "cuda", "cuda_arch"):
             # 3.10 read as a float becomes 3.1: refuse rather than silently change the meaning.
-            self.fail(path, f'expected a quoted string, found number {value!r} (write it as "{value}")')
+            written = self.doc.numbers.get(path, repr(value))
+            read = "" if written == repr(value) else f", which YAML reads as {value!r}"
+            self.fail(path, f'expected a quoted string, found number {written}{read} (write it as "{written}")')
             return None
         return str(value)
 
@@ -529,6 +532,9 @@ def _env_op(c: _Checker, doc: YamlDocument, path: PathKey, name: str, spec: obje
         sep = spec["separator"]
         if not isinstance(sep, str) or len(sep) != 1 or sep.isalnum() or sep in "\n\r\0":
             c.expect((*path, "separator"), "a single punctuation character such as ':' or ';'", sep)
+            return None
+        if sep == "\\":  # tcsh's `:s` modifier, which removes an entry before it is added again, reads it as an escape
+            c.fail((*path, "separator"), "a backslash cannot separate entries (csh and tcsh read it as an escape); use ':' or ';'")
             return None
         if action not in ("prepend", "append"):
             c.fail((*path, "separator"), "separator only applies to prepend/append")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from envkit import paths
+from envkit.argv import is_commit, is_ref_name
 from envkit.errors import SourceError
 from envkit.names import NAME_RE
 
@@ -66,9 +67,16 @@ def read_git_sources() -> list[GitSourceEntry]:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("version") != SOURCES_FILE_VERSION:
             raise SourceError(f"{path}: unsupported sources file version {data.get('version')!r}", hint="upgrade envkit")
-        return [GitSourceEntry(e["name"], e["url"], e["ref"], e["commit"]) for e in data["sources"]]
+        entries = [GitSourceEntry(str(e["name"]), str(e["url"]), str(e["ref"]), str(e["commit"])) for e in data["sources"]]
     except (ValueError, KeyError, TypeError) as exc:
         raise SourceError(f"{path}: corrupt sources file ({exc})", hint="fix or delete it, then add sources again") from None
+    for entry in entries:  # each reaches git's argument list: a commit, a ref, a name
+        if not (is_commit(entry.commit) and (is_ref_name(entry.ref) or is_commit(entry.ref)) and is_git_source_name(entry.name)):
+            raise SourceError(
+                f"{path}: source {entry.name!r} has a ref, commit or name git would not take ({entry.ref!r}, {entry.commit!r})",
+                hint="fix or delete the file, then add sources again",
+            )
+    return entries
 
 
 def all_sources() -> list[RecipeSource]:

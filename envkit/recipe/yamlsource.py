@@ -1,15 +1,11 @@
-"""Load YAML safely and remember where every value sits, so errors can say file:line:col.
-
-A document parsed once is kept (envkit.yamlcache) and PyYAML is not imported again until a recipe
-changes; a change to what a parse yields here (the positions, the checks) must bump
-yamlcache.FORMAT."""
+"""Load YAML safely and remember where every value sits, so errors can say file:line:col, and how
+each number was written, so a hint can quote it (`3.10`, which YAML reads as the float 3.1)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from envkit import yamlcache
 from envkit.errors import Location, Problem, RecipeError
 
 if TYPE_CHECKING:
@@ -18,6 +14,8 @@ if TYPE_CHECKING:
 PathKey = tuple[str | int, ...]
 
 STR_TAG = "tag:yaml.org,2002:str"
+INT_TAG = "tag:yaml.org,2002:int"
+FLOAT_TAG = "tag:yaml.org,2002:float"
 # Recipes are small; a document whose node walk passes this is an alias bomb or junk.
 MAX_NODES = 20_000
 MAX_BYTES = 1_000_000
@@ -30,6 +28,7 @@ class YamlDocument:
     file: str
     data: Any
     positions: dict[PathKey, Location]
+    numbers: dict[PathKey, str] = field(default_factory=dict)  # each number's text as written
 
     def where(self, path: PathKey) -> Location:
         """The position of `path`, or of its nearest ancestor that has one."""
@@ -49,39 +48,16 @@ def load_yaml(text: str, file: str) -> YamlDocument:
     """Parse one YAML document with the safe loader; every failure is a RecipeError."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise RecipeError([Problem(Location(file, 1, 1), "", f"file is larger than {MAX_BYTES} bytes")])
-    kept = yamlcache.recall("recipe", text)
-    document = _from_kept(kept[0], file) if kept else None
-    if document is not None:
-        return document
-    document = _parse(text, file)
-    positions = [[list(path), where.line, where.col] for path, where in document.positions.items()]
-    yamlcache.keep("recipe", text, {"data": document.data, "positions": positions})
-    return document
-
-
-def _from_kept(kept: Any, file: str) -> YamlDocument | None:
-    """A kept parse as the parser gave it, with this file's name in its positions; None if it is not
-    exactly what `load_yaml` keeps."""
-    if not isinstance(kept, dict) or "data" not in kept or not isinstance(kept.get("positions"), list):
-        return None
-    positions: dict[PathKey, Location] = {}
-    for entry in kept["positions"]:
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], list)):
-            return None
-        path, line, col = entry
-        if not all(isinstance(p, (str, int)) and not isinstance(p, bool) for p in path):
-            return None
-        if not (type(line) is int and type(col) is int):
-            return None
-        positions[tuple(path)] = Location(file, line, col)
-    return YamlDocument(file, kept["data"], positions)
+    return _parse(text, file)
 
 
 def _parse(text: str, file: str) -> YamlDocument:
-    import yaml  # ~15 ms: only for text no earlier command parsed (envkit.yamlcache)
+    import yaml
 
     try:
-        loader = yaml.SafeLoader(text)
+        from envkit.yamlload import BoundedSafeLoader
+
+        loader = BoundedSafeLoader(text)
     except yaml.YAMLError as exc:
         raise RecipeError([Problem(Location(file, 1, 1), "", f"invalid YAML: {str(exc).splitlines()[0]}")]) from None
     try:
@@ -89,7 +65,8 @@ def _parse(text: str, file: str) -> YamlDocument:
         if node is None:
             raise RecipeError([Problem(Location(file, 1, 1), "", "empty document: expected a mapping")])
         positions: dict[PathKey, Location] = {}
-        _walk(node, (), file, positions, [0])
+        numbers: dict[PathKey, str] = {}
+        _walk(node, (), file, positions, [0], numbers=numbers)
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -102,7 +79,7 @@ def _parse(text: str, file: str) -> YamlDocument:
         raise RecipeError([Problem(Location(file, 1, 1), "", "document is nested too deeply")]) from None
     finally:
         loader.dispose()
-    return YamlDocument(file, data, positions)
+    return YamlDocument(file, data, positions, numbers)
 
 
 def _lone_surrogate(text: str) -> str | None:
@@ -110,7 +87,9 @@ def _lone_surrogate(text: str) -> str | None:
     return next((c for c in text if "\ud800" <= c <= "\udfff"), None)
 
 
-def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location], budget: list[int]) -> None:
+def _walk(
+    node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location], budget: list[int], *, numbers: dict[PathKey, str]
+) -> None:
     import yaml  # loaded by _parse already
 
     budget[0] += 1
@@ -119,6 +98,8 @@ def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location
     if len(path) > 50:
         raise RecipeError([Problem(_loc(file, node), "", "document is nested too deeply")])
     out.setdefault(path, _loc(file, node))
+    if isinstance(node, yaml.ScalarNode) and node.tag in (INT_TAG, FLOAT_TAG):
+        numbers[path] = node.value
     if isinstance(node, yaml.ScalarNode) and "\x00" in node.value:
         raise RecipeError([Problem(_loc(file, node), dotted(path), "contains a NUL byte (\\0): no shell can hold one in a variable")])
     if isinstance(node, yaml.ScalarNode) and (lone := _lone_surrogate(node.value)):
@@ -157,10 +138,10 @@ def _walk(node: yaml.Node, path: PathKey, file: str, out: dict[PathKey, Location
             # Scalars are reported where the value is; collections where their key is.
             anchor = value_node if isinstance(value_node, yaml.ScalarNode) else key_node
             out[(*path, key)] = _loc(file, anchor)
-            _walk(value_node, (*path, key), file, out, budget)
+            _walk(value_node, (*path, key), file, out, budget, numbers=numbers)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _walk(item, (*path, index), file, out, budget)
+            _walk(item, (*path, index), file, out, budget, numbers=numbers)
 
 
 def dotted(path: PathKey) -> str:

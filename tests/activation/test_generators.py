@@ -96,6 +96,7 @@ FORMAT_DIGESTS = {
     3: "d78f7d9f8fee53823ddf23a93499bf930898830d9ae1b25a24f2b9e7d76a3f68",
     4: "331faee091c040a164f29fd2f5392f060138b2c17156fe447c57a9a24605387c",
     5: "e91f47697ba60538bb7d3c578ac2c2715c7f2ebe5f6460b2abffcdd47db0dc2f",
+    6: "5b1b967a44179cf668e20007c950c7de37cfb58fb9549301e3dd4e713c9d332a",
 }
 
 
@@ -118,6 +119,9 @@ def test_the_scripts_format_moves_with_the_generated_text() -> None:
     if SCRIPTS_FORMAT >= 5:  # and where they set PYTHONNOUSERSITE, they take the user site out
         for name, text in sorted(startup_texts(CTX.header, (*OPS, EnvOp("PYTHONNOUSERSITE", "set", value="1"))).items()):
             digest.update(name.encode() + text.encode())
+    if SCRIPTS_FORMAT >= 6:  # and csh removes an entry holding a single quote before adding it again
+        quoted = (EnvOp("ENVKIT_QUOTED", "prepend", entries=("/it's", "/b!c")),)
+        digest.update(GENERATORS["csh"](CTX, quoted).activate.encode())
     assert FORMAT_DIGESTS.get(SCRIPTS_FORMAT) == digest.hexdigest(), (
         f"the generated scripts changed: bump SCRIPTS_FORMAT (envkit/activation/__init__.py) to {SCRIPTS_FORMAT + 1} "
         f"and add {{{SCRIPTS_FORMAT + 1}: {digest.hexdigest()!r}}} to FORMAT_DIGESTS"

@@ -4,6 +4,7 @@ exact prior state back out, in bash, dash, zsh, fish and tcsh."""
 from __future__ import annotations
 
 import shutil
+import string
 import subprocess
 from pathlib import Path
 
@@ -183,3 +184,22 @@ def test_sourcing_leaves_a_zero_status(shell: str, shape: str, prior: str, tmp_p
             env[op.name] = "prior"
     before, after = run_steps(shell, tmp_path, [prefix], ["dump:0", "a:0", "d:0", "d:0", "a:0", "a:0", "d:0", "dump:1"], env)
     assert clean(after) == clean(before)
+
+
+SEPARATORS = "".join(ch for ch in string.punctuation + " \t€·" if ch != "\\")
+
+
+def test_every_separator_a_recipe_may_name_works_in_every_shell(shell: str, tmp_path: Path) -> None:
+    """Each punctuation character the schema accepts splits and joins exactly, the variables after
+    it are set too, and deactivation restores the prior list; the backslash is refused (schema)."""
+    for index, sep in enumerate(SEPARATORS):
+        quote = "'" if sep != "'" else '"'
+        entries = ("A b", f"C{quote}d")
+        ops = (EnvOp("ENVKIT_L", "prepend", entries=entries, separator=sep), EnvOp("ENVKIT_AFTER", "set", value="ok"))
+        prefix = make_env(tmp_path, f"env{index}", ops)
+        env = base_env() | {"ENVKIT_L": f"x{sep}{entries[1]}"}
+        work = tmp_path / f"w{index}"
+        work.mkdir()
+        active, after = run_steps(shell, work, [prefix], ["a:0", "dump:1", "d:0", "dump:2"], env)
+        assert (active["ENVKIT_L"], active["ENVKIT_AFTER"]) == (f"A b{sep}{entries[1]}{sep}x", "ok"), repr(sep)
+        assert after["ENVKIT_L"] == f"x{sep}{entries[1]}", repr(sep)

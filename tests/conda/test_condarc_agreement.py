@@ -149,3 +149,50 @@ def test_inside_conda_envkit_takes_conda_context(conda: Conda, tmp_path: Path) -
     from_conda, from_files = json.loads(proc.stdout)
     from_conda[1] = {k: v for k, v in from_conda[1].items() if k in from_files[1]}  # conda adds defaults' pkgs/main, pkgs/r
     assert from_conda == from_files
+
+
+MULTI_SIDE = """
+import json
+from conda.base.context import context, reset_context
+reset_context()
+print(json.dumps({n: [c.base_url for c in cs] for n, cs in context.custom_multichannels.items() if n not in ("defaults", "local")}))
+"""
+
+
+def test_a_multichannel_expands_to_the_channels_conda_expands_it_to(conda: Conda, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """custom_multichannels: one name, several channels (names through the alias, or URLs), read
+    by envkit alone and inside conda as conda reads it."""
+    home = tmp_path / "home"
+    write(
+        home / ".condarc",
+        "channel_alias: https://mirror.example/conda\ncustom_channels: {pytorch: https://pt.example}\n"
+        "custom_multichannels:\n  team: [conda-forge, pytorch, https://team.example/extra]\n  solo: [bioconda]\n",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONDA")}
+    env.update(HOME=str(home), CONDA_EXE=str(conda.exe))
+    env.pop("XDG_CONFIG_HOME", None)
+    proc = subprocess.run([str(conda.exe.parent / "python"), "-c", MULTI_SIDE], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    theirs = {name: [u.rstrip("/") for u in urls] for name, urls in json.loads(proc.stdout).items()}
+    # conda puts each member name under channel_alias, whatever custom_channels says of it
+    assert theirs["team"] == [
+        "https://mirror.example/conda/conda-forge",
+        "https://mirror.example/conda/pytorch",
+        "https://team.example/extra",
+    ]
+    for key in [k for k in os.environ if k.startswith(("CONDA", "XDG_CONFIG_HOME"))]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CONDA_EXE", str(conda.exe))
+    for name in ("team", "solo"):
+        resolved = resolve_channels([name], {})
+        assert [c.url for c in resolved] == theirs[name]
+        assert all(c.via == f".condarc custom_multichannels {name}" for c in resolved)
+    # inside conda (the plugin's source): the same expansion from conda's context
+    script = (
+        "import json; from conda.base.context import reset_context; reset_context();"
+        "from envkit import condaconfig as c; print(json.dumps({k: list(v) for k, v in c.from_context().custom_multichannels.items()}))"
+    )
+    inside = subprocess.run([str(conda.exe.parent / "python"), "-c", script], capture_output=True, text=True, env=env, check=False)
+    assert inside.returncode == 0, inside.stderr
+    assert json.loads(inside.stdout) == theirs

@@ -221,9 +221,12 @@ def test_a_sync_killed_while_it_moves_a_wheel_aside_is_put_back_by_the_next_run(
         time.sleep(0.002)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
+    pending = run_envkit("sync", "-p", str(prefix), "--dry-run", env=env)
+    assert pending.returncode == 0 and "an interrupted sync is pending" in pending.stdout, pending.stderr
+    undone = run_envkit("audit", "--fix", "--yes", "-p", str(prefix), env=env)
+    assert f"rolled {prefix} back to what it was before an interrupted sync" in undone.stdout, undone.stderr
     dry = run_envkit("sync", "-p", str(prefix), "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
-    assert f"rolled {prefix} back to what it was before an interrupted sync" in dry.stdout
     assert "pip - mpmath 9.9 (pip-installed since; over conda's mpmath, linked again)" in dry.stdout
     assert {rel: data for rel, data in snapshot(prefix).items() if "__pycache__" not in rel} == before
     assert python(prefix, "import mpmath; print(mpmath.__version__)", env).stdout.strip() == "9.9"

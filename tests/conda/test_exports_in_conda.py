@@ -370,3 +370,37 @@ def test_every_platform_of_a_lock_goes_to_conda_lock_and_installs_here(conda: Co
     by_conda = tmp_path / "by-conda"
     conda.ok("env", "create", "-q", "-y", "-p", str(by_conda), "--file", str(out))
     assert names(by_conda) == names(by_tool)
+
+
+def test_condas_own_export_keeps_envkits_settings(conda: Conda, tmp_path: Path) -> None:
+    """`conda env export` and `conda export` of an envkit env: `variables:` has envkit's settings
+    (the plugin hands them to conda's exporter), so the teammate's `conda env create -f` env sets
+    MKL_THREADING_LAYER at activation; the env itself is not written to."""
+    prefix, pip_env = exported_env(tmp_path)
+    before = sorted(p.name for p in (prefix / "conda-meta").iterdir())
+    exported = conda.run("env", "export", "-p", str(prefix))
+    assert exported.returncode == 0, exported.stderr
+    variables = yaml.safe_load(exported.stdout)["variables"]
+    assert variables["MKL_THREADING_LAYER"] == "GNU" and variables["TRICKY"] == "a 'b' \"c\" $d `e` *"
+    assert "left out of this export" in exported.stderr  # the prepend setting: conda's variables hold plain values
+    again = conda.ok("export", "-p", str(prefix), "--format", "environment-yaml")
+    assert yaml.safe_load(again)["variables"]["MKL_THREADING_LAYER"] == "GNU"
+    assert sorted(p.name for p in (prefix / "conda-meta").iterdir()) == before  # no conda-meta/state written
+    yml = tmp_path / "from-conda.yml"
+    yml.write_text(exported.stdout)
+    made = tmp_path / "teammate"
+    conda.ok(
+        "env",
+        "create",
+        "-q",
+        "-p",
+        str(made),
+        "-f",
+        str(yml),
+        env=conda.environ(**{k: v for k, v in pip_env.items() if k.startswith("PIP_")}),
+    )
+    script = 'eval "$("$CONDA_EXE_FOR_TEST" shell.bash hook)"; conda activate "$ENV_PREFIX"; printf "%s\\n" "$MKL_THREADING_LAYER"'
+    env = conda.environ(CONDA_EXE_FOR_TEST=str(conda.exe), ENV_PREFIX=str(made))
+    env.pop("MKL_THREADING_LAYER", None)
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0 and proc.stdout.splitlines() == ["GNU"], proc.stderr

@@ -86,7 +86,9 @@ def test_schema_version_and_required_fields(tmp_path: Path) -> None:
 
 def test_float_versions_are_refused_not_mangled(tmp_path: Path) -> None:
     lines = problems(tmp_path, "envkit: 1\nname: r\nchannels: [c]\npython: 3.10\n")
-    assert lines == [f'{tmp_path}/r.yaml:4:9: python: expected a quoted string, found number 3.1 (write it as "3.1")']
+    assert lines == [
+        f'{tmp_path}/r.yaml:4:9: python: expected a quoted string, found number 3.10, which YAML reads as 3.1 (write it as "3.10")'
+    ]
 
 
 def test_the_gpus_compute_capability_is_a_quoted_major_minor(tmp_path: Path) -> None:
@@ -236,6 +238,22 @@ def test_schema_version_is_exactly_the_integer_1(tmp_path: Path, version: str) -
         ("ERRORLEVEL", "cmd.exe"),
         ("errorlevel", "cmd.exe"),  # cmd.exe ignores case
         ("_ENVKIT_0123abcd_ACTIVE", "reserved"),
+        # prompts and hooks an interactive shell expands or runs, history that is truncated when set
+        ("PS0", "sh/bash"),
+        ("PROMPT_COMMAND", "sh/bash"),
+        ("HISTFILESIZE", "sh/bash"),
+        ("HISTFILE", "sh/bash"),
+        ("RPS1", "zsh"),
+        ("SPROMPT", "zsh"),
+        ("precmd_functions", "zsh"),
+        ("SAVEHIST", "zsh"),
+        ("fish_function_path", "fish"),
+        ("fish_user_paths", "fish"),
+        ("CONDA_PREFIX", "conda"),
+        ("CONDA_SHLVL", "conda"),
+        ("CONDA_PREFIX_1", "conda"),
+        ("LD_PRELOAD", "loader"),
+        ("psmodulepath", "PowerShell"),
     ],
 )
 def test_names_a_shell_treats_specially_are_refused(tmp_path: Path, name: str, shell: str) -> None:
@@ -294,3 +312,9 @@ def test_a_channel_url_with_credentials_is_refused_without_repeating_them(tmp_pa
     assert len(lines) == 1 and lines[0].startswith(f"{tmp_path / 'r.yaml'}:5:") and f"holds {what}" in lines[0], lines
     assert "pixi auth login" in lines[0] and "4a4a99ba" not in lines[0]
     assert read_layer(write_recipe(tmp_path, "ok", "envkit: 1\nname: ok\nchannels: [https://conda.example.com/team/t/x]\n"))
+
+
+def test_a_backslash_separator_is_refused_where_it_is_written(tmp_path: Path) -> None:
+    """tcsh's substitution reads a backslash as an escape: refused for every shell, at its line."""
+    lines = problems(tmp_path, HEAD + 'threading: {env: {MY_PATH: {prepend: [/a], separator: "\\\\"}}}\n')
+    assert len(lines) == 1 and "a backslash cannot separate entries" in lines[0] and ".yaml:" in lines[0], lines
