@@ -6,7 +6,7 @@ builds it links, where noarch python lands, and the pip wheels it installs. At r
 entry that was not in the env before the sync is removed only when that description accounts for
 it: a path of a linked package as rattler links it (its extracted copy in the package cache says
 which), the bytecode Python compiled beside such a file, a noarch entry point, a clobber rename,
-the package's conda-meta record, or a file of a wheel the sync installed (its RECORD, its
+anything new in conda-meta (the records and the installer's drafts of them), or a file of a wheel the sync installed (its RECORD, its
 dist-info folder, or the top-level folder named as the wheel). Everything else stays and is named.
 """
 
@@ -72,6 +72,8 @@ class Accounted:
     def __contains__(self, rel: str) -> bool:
         if rel in self._paths or rel in self._records or CLOBBER_MARK in rel.rsplit("/", 1)[-1]:
             return True
+        if rel.startswith("conda-meta/") and "/" not in rel[len("conda-meta/") :]:
+            return True  # the package manager's own folder: records and the installer's drafts of them, never a user's file
         folder, _, name = rel.rpartition("/")
         if folder.endswith("__pycache__") and name.endswith(".pyc"):  # bytecode of a file the change linked
             source = folder.rpartition("__pycache__")[0] + name.split(".", 1)[0] + ".py"

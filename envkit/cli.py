@@ -25,18 +25,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from envkit import __version__, stdio
-from envkit.errors import EnvkitError, ExitCode, Interrupted, OutputError, UsageError, one_line, os_refusal
+from envkit.errors import EXIT_CODE_MEANINGS, EnvkitError, ExitCode, Interrupted, OutputError, UsageError, one_line, os_refusal
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from envkit.commands import Result
 
-EPILOG = (
-    "exit codes: 0 ok, 1 findings or probe failure, 2 usage or invalid input, 3 solve failure, 4 install failure, "
-    "70 internal error, 74 the filesystem refused a write (full, over quota, read-only), 126 envkit run: the command "
-    "is not executable, 127 envkit run: no such command, 130 interrupted, 141 the reader of the output went away "
-    "(envkit run: otherwise the command's own)"
+EPILOG = "exit codes (envkit run: otherwise the command's own):\n" + "\n".join(
+    f"  {int(code):>3}  {meaning}" for code, meaning in EXIT_CODE_MEANINGS.items()
 )
 SHELLS = ("bash", "zsh", "dash", "sh", "posix", "fish", "csh", "tcsh", "cmd", "cmd.exe", "powershell", "pwsh")
 EXPORT_FORMATS = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock")
@@ -63,6 +60,13 @@ class HelpFormatter(argparse.HelpFormatter):
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None) -> None:
         super().__init__(prog, indent_increment, max_help_position, terminal_columns() - 2 if width is None else width)
+
+
+class RawEpilogFormatter(HelpFormatter):
+    """The epilog's table as written, one exit code a line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "".join(indent + line for line in text.splitlines(keepends=True))
 
 
 class Parser(argparse.ArgumentParser):
@@ -297,6 +301,17 @@ def _args_run(p: Parser) -> None:
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
 
 
+def _args_shell(p: Parser) -> None:
+    _env_args(p)
+    p.add_argument("--shell", type=_given, metavar="SHELL", help="the shell to start (default: $SHELL)")
+
+
+def _args_shell_hook(p: Parser) -> None:
+    _env_args(p)
+    p.add_argument("--shell", type=_given, metavar="SHELL", help="bash, zsh, dash, sh, fish, csh or tcsh (default: $SHELL)")
+    p.add_argument("--deactivate", action="store_true", help="print what undoes the activation this shell evaluated")
+
+
 # name, one line of help, what adds the command's arguments
 COMMANDS: tuple[tuple[str, str, Callable[[Parser], None]], ...] = (
     ("recipes", "list, show, validate, check recipes; manage recipe repos", _args_recipes),
@@ -311,6 +326,8 @@ COMMANDS: tuple[tuple[str, str, Callable[[Parser], None]], ...] = (
     ("toolchain", "which package or wheel provides each BLAS, OpenMP and torch library, who brought it, what conflicts", _args_toolchain),
     ("activation", "what an env's activation does", _args_activation),
     ("run", "run a command under an env's activation (like conda run); exits with its code", _args_run),
+    ("shell", "start your shell with an env activated (no conda needed); exit leaves it", _args_shell),
+    ("shell-hook", 'print an env\'s activation for eval "$(envkit shell-hook -n ENV)" (no conda needed)', _args_shell_hook),
 )
 
 
@@ -330,7 +347,12 @@ def build_parser(only: str | None = None) -> Parser:
     """Every command, with its arguments; with `only` (a command argv names, command_in), that
     command alone: each parser argparse makes costs a fraction of a millisecond, and a command
     named is the only one its arguments can reach."""
-    parser = Parser(prog="envkit", description="Consistent numeric toolchains for conda envs, proven by a probe.", epilog=EPILOG)
+    parser = Parser(
+        prog="envkit",
+        description="Consistent numeric toolchains for conda envs, proven by a probe.",
+        epilog=EPILOG,
+        formatter_class=RawEpilogFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"envkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name, text, add_arguments in COMMANDS:
@@ -596,6 +618,29 @@ def _run(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     return run(select_env(args.name, args.prefix), argv, capture=ui.as_json), True
 
 
+def _shell(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.commands.shell import shell
+    from envkit.envs import select_env
+
+    return shell(select_env(args.name, args.prefix), args.shell), True
+
+
+def _shell_hook(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.commands.shell import hook
+    from envkit.envs import select_env
+
+    if args.deactivate:
+        if args.name or args.prefix:
+            raise UsageError("--deactivate undoes the env this shell activated: give no -n or -p with it")
+        result = hook(None, args.shell, deactivate=True)
+    else:
+        result = hook(select_env(args.name, args.prefix), args.shell)
+    sys.stdout.write(str(result.data))  # the text to eval, as it is
+    for message in result.messages:
+        sys.stderr.write(f"envkit: {one_line(message)}\n")
+    return replace(result, messages=()), True
+
+
 HANDLERS: dict[str, Handler] = {
     "recipes": _recipes,
     "create": _create,
@@ -609,6 +654,8 @@ HANDLERS: dict[str, Handler] = {
     "audit": _audit,
     "activation": _activation,
     "run": _run,
+    "shell": _shell,
+    "shell-hook": _shell_hook,
 }
 
 

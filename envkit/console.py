@@ -104,6 +104,13 @@ def for_people(stream: IO[str]) -> IO[str]:
     return stream if encoding == "utf8" else Lenient(stream)  # type: ignore[return-value]
 
 
+def data_stream(out: Out) -> IO[str]:
+    """Where a renderer writes data (an export, a script) on a console: the stream itself, where a
+    character its encoding cannot write is an error, never the lenient copy text for people gets."""
+    stream = out.file
+    return stream.stream if isinstance(stream, Lenient) else stream
+
+
 def console(stderr: bool = False) -> Console:
     """The console for output to a person on stdout (or stderr): rich's, unwrapped off a terminal.
     A reader that goes away (`| head`) ends envkit as a closed pipe does (exit 141), not through

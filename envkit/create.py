@@ -252,9 +252,10 @@ def keep_verdict(prefix: Path, summary: dict[str, Any], healthy: bool, basis: st
             record = read_record(prefix)
             if record is None:
                 return None
-            record["probe"] = summary
+            now = datetime.now(UTC).isoformat(timespec="seconds")
+            record["probe"] = {**summary, "at": now}
             record["healthy"] = healthy
-            record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
+            record["updated"] = now
             write_record(prefix, record)
     except LockBusy:
         return "another envkit was changing the env: its record keeps no verdict from this probe"

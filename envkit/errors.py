@@ -23,6 +23,24 @@ class ExitCode(IntEnum):
     OUTPUT_CLOSED = 141  # the reader of envkit's output went away (`| head`): 128 + SIGPIPE, as shells report it
 
 
+# what each exit code means, for `envkit --help` and docs/reference/exit-codes.md
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "success; the audit found nothing at the --fail-on severity (error by default)",
+    ExitCode.FINDINGS: "audit findings at the --fail-on severity (for create, sync and lock: in the plan, so nothing was written), "
+    "a probe that failed, or recipes check found a problem",
+    ExitCode.USAGE: "usage or invalid input: a bad flag, an invalid recipe, lock or config file, an unknown env or rule, "
+    "a prefix that is not a conda env, an env that is locked, frozen or in the way; one line says what and how to fix it",
+    ExitCode.SOLVE: "the solve failed: unsatisfiable specs or an unreachable channel",
+    ExitCode.INSTALL: "the install failed (a corrupt archive, a link error); nothing is left behind",
+    ExitCode.INTERNAL: "a bug in envkit: the traceback is printed",
+    ExitCode.FILESYSTEM: "the filesystem refused a write: no space, a used-up quota, a read-only filesystem; nothing is half-written",
+    ExitCode.NOT_EXECUTABLE: "envkit run: the command is not executable",
+    ExitCode.NOT_FOUND: "envkit run: no such command",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM, SIGHUP); nothing is left behind",
+    ExitCode.OUTPUT_CLOSED: "the reader of envkit's output went away (`envkit audit --list-rules | head -1`)",
+}
+
+
 class EnvkitError(Exception):
     """A user-facing failure: the message says what went wrong, where, and how to fix it."""
 

@@ -173,7 +173,11 @@ def stale_requests(prefix: Path, record: dict[str, object]) -> list[tuple[str, s
 def not_an_env(prefix: Path) -> str | None:
     """Why conda does not take `prefix` for an env, or None where it does: conda's mark of an env
     is conda-meta/history (PREFIX_MAGIC_FILE), and an env with no package record has nothing in it."""
+    from envkit.record import sync_journal_path
+
     meta = prefix / "conda-meta"
+    if sync_journal_path(prefix).is_dir():
+        return None  # a sync was interrupted halfway: the env is what its rollback makes of it
     if not (meta / "history").is_file():
         return "conda-meta/history is missing: conda says it is not a conda environment and its commands refuse it"
     try:

@@ -7,7 +7,7 @@ from typing import Any
 
 from envkit.changes import MARKS, change_text
 from envkit.commands import Result
-from envkit.console import Out, TextTable, escape, visible
+from envkit.console import Out, TextTable, data_stream, escape, visible
 from envkit.fsutil import STDOUT
 from envkit.record import FIX_SOURCE
 
@@ -100,7 +100,8 @@ def _findings(c: Out, findings: Any, indent: str = "  ") -> None:
         forced = " (forced by the recipe)" if getattr(f, "forced", False) else ""
         c.print(f"{indent}[{STATUS_STYLE[f.severity]}]{f.severity}[/] {f.rule_id} {escape(f.title)}{forced}")
         c.print(f"{indent}  {escape(f.evidence)}")
-        c.print(f"{indent}  fix: {escape(f.fix)}" + ("  [dim](envkit audit --fix)[/dim]" if f.fixable else ""))
+        said = f.fixable and "envkit audit --fix" not in f.fix  # once: a fix text that names it says it already
+        c.print(f"{indent}  fix: {escape(f.fix)}" + ("  [dim](envkit audit --fix)[/dim]" if said else ""))
 
 
 def _plan(c: Out, plan: Any, findings: Any = ()) -> None:
@@ -157,7 +158,12 @@ def _create(c: Out, out: Any) -> None:
             + (" (replaced the previous env)" if out.created.replaced_existing else "")
         )
         pasted = escape(shlex.quote(str(out.created.prefix)))  # a command to paste: `$` or `'` in the path stay the path's
-        c.print(f"activate with: conda activate {pasted}   or run: envkit run -p {pasted} -- CMD")
+        if out.conda_here:
+            c.print(f"activate with: conda activate {pasted}   or run: envkit run -p {pasted} -- CMD")
+        else:  # no conda here: envkit's own activation
+            c.print(
+                f'activate with: envkit shell -p {pasted} (or eval "$(envkit shell-hook -p {pasted})")   or run: envkit run -p {pasted} -- CMD'
+            )
         _kernels(c, out.created)
     if out.probe is not None:
         _probe(c, out.probe)
@@ -203,10 +209,17 @@ def _toolchain(c: Out, tm: Any) -> None:
     for name, value, source in tm.activation:
         act.add(f"{escape(name)}={escape(repr(value)) if value is not None else '(unset)'} [dim]({escape(source)})[/dim]")
     conflicts = tree.add("[bold]conflicts[/bold]")
-    if not tm.conflicts:
+    if not tm.conflicts and (tm.probe is None or tm.probe.state in ("healthy", "not probed")):
         conflicts.add("[green]none[/green]")
+    if tm.probe is not None and tm.probe.state in ("warn", "unhealthy"):
+        style = STATUS_STYLE["warn" if tm.probe.state == "warn" else "fail"]
+        conflicts.add(f"[{style}]probe {tm.probe.state}[/]: {escape(tm.probe.line())}")
     for f in tm.conflicts:
         conflicts.add(f"[{STATUS_STYLE.get(f.severity, '')}]{f.rule_id} {f.severity}[/] {escape(f.title)}: {escape(f.evidence)}")
+    if tm.probe is not None:
+        seen = tree.add(f"[bold]probe[/bold] {escape(tm.probe.line())}")
+        for lib in tm.probe.loaded:
+            seen.add(f"loaded {escape(lib.kind)} {escape(lib.api)}: {escape(lib.path)}")
     c.print(tree, soft_wrap=False)  # a tree's long lines wrap under their branch; soft wrapping would crop them
 
 
@@ -232,8 +245,11 @@ def _audit(c: Out, out: Any) -> None:
             c.print(f"[red]error[/red] {escape(str(a.prefix))}: {escape(a.error)}")
             continue
         if len(out.audits) == 1 or a.findings:
-            c.print(f"[bold]{escape(str(a.prefix))}[/bold]: " + (f"{len(a.findings)} finding(s)" if a.findings else "[green]clean[/green]"))
+            clean = "[green]clean[/green]" if not out.hidden else f"nothing at or above {out.min_severity}"
+            c.print(f"[bold]{escape(str(a.prefix))}[/bold]: " + (f"{len(a.findings)} finding(s)" if a.findings else clean))
         _findings(c, a.findings)
+    if out.hidden:
+        c.print(f"{out.hidden} finding(s) below {out.min_severity} not shown (--min-severity info shows them)")
     for plan in out.fixes:
         c.print(f"[bold]fix[/bold] {escape(str(plan.prefix))}: " + escape("; ".join(plan.reasons)))
         c.file.write(plan.diff)
@@ -246,6 +262,15 @@ def _explain(c: Out, rule: Any) -> None:
     c.print(f"\n[bold]Why[/bold]\n{escape(rule.rationale)}")
     c.print(f"\n[bold]Fix[/bold]\n{escape(rule.fix)}" + ("\n(safe fix: envkit audit --fix applies it)" if rule.safe_fix else ""))
     c.print("\n[bold]Sources[/bold]\n" + "\n".join(rule.sources))
+    c.print(f"\n[bold]Docs[/bold]\n{rule_doc_link(rule.id)}")
+
+
+RULES_PAGE = "docs/reference/rules.md"
+
+
+def rule_doc_link(rule_id: str) -> str:
+    """Where a rule is documented: its own anchor on the generated rules page."""
+    return f"{RULES_PAGE}#{rule_id.lower()}"
 
 
 def _rules_list(c: Out, rules: Any) -> None:
@@ -353,7 +378,7 @@ def _kernels(c: Out, out: Any) -> None:
 
 def _export(c: Out, out: Any) -> None:
     if out.text is not None:
-        c.file.write(out.text)
+        data_stream(c).write(out.text)
     else:
         where = "stdout" if out.path == STDOUT else escape(out.path)
         c.print(f"wrote {where} ({out.format} for {', '.join(out.platforms)}) from {escape(out.prefix)}")
@@ -386,6 +411,9 @@ def _list(c: Out, rows: Any) -> None:
             drift,
         )
     c.print(table)
+    for r in rows:
+        if r.health in ("warn", "unhealthy") and r.health_basis:
+            c.print(f"  {escape(r.name)}: {escape(r.health_basis)} (envkit probe -n {escape(r.name)} shows each check)")
     for r in rows:
         for line in r.drift:
             c.print(f"  {escape(r.name)}: {escape(line)}")

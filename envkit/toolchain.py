@@ -6,13 +6,14 @@ users' `conda list | grep mkl`: why is MKL here, and who brought the second Open
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from envkit.audit.engine import Finding, findings_for
 from envkit.audit.inventory import Inventory, read_inventory
 from envkit.audit.rules import RULES_BY_ID
+from envkit.health import Health, health_of
 from envkit.history import requested_names
 from envkit.installed import CondaPackage
 
@@ -45,6 +46,7 @@ class ToolchainMap:
     providers: tuple[Provider, ...]
     activation: tuple[tuple[str, str | None, str], ...]  # name, value (None: unset), where it is set
     conflicts: tuple[Finding, ...]
+    probe: Health | None = None  # the last probe's verdict and what it saw loaded (an env on disk)
 
 
 def _dependency_graph(packages: dict[str, CondaPackage]) -> dict[str, list[str]]:
@@ -125,7 +127,8 @@ def build_map(inv: Inventory, requested: list[str], *, planned: bool, findings: 
 
 def env_toolchain(prefix: Path) -> ToolchainMap:
     inv = read_inventory(prefix, kernels=())  # the map is of the env itself; its Jupyter kernels are the audit's
-    return build_map(inv, _requested(prefix, inv), planned=False, findings=findings_for(inv))
+    built = build_map(inv, _requested(prefix, inv), planned=False, findings=findings_for(inv))
+    return replace(built, probe=health_of(inv.record))
 
 
 def plan_toolchain(inv: Inventory, requested: list[str], findings: list[Finding]) -> ToolchainMap:

@@ -18,7 +18,15 @@ def make_prefix(tmp_path: Path) -> Path:
     prefix = tmp_path / "broken"
     (prefix / "conda-meta").mkdir(parents=True)
     (prefix / "bin").mkdir()
-    good = {"name": "zlib", "version": "1.3", "build": "h0_0", "depends": [], "channel": "https://conda.anaconda.org/conda-forge/linux-64"}
+    good = {
+        "name": "zlib",
+        "version": "1.3",
+        "build": "h0_0",
+        "build_number": 0,
+        "depends": [],
+        "files": [],
+        "channel": "https://conda.anaconda.org/conda-forge/linux-64",
+    }
     (prefix / "conda-meta" / "zlib-1.3-h0_0.json").write_text(json.dumps(good))
     return prefix
 

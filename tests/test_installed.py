@@ -17,15 +17,16 @@ def dist_info(folder: Path) -> None:
 def test_installed_torch_build_from_records_and_wheels(tmp_path: Path) -> None:
     conda_cuda = tmp_path / "a"
     (conda_cuda / "conda-meta").mkdir(parents=True)
-    record = {"name": "pytorch", "version": "2.10.0", "build": "cuda129_mkl_py312_h0123456_300"}
+    fields = {"build_number": 0, "depends": [], "files": []}  # what every conda record has
+    record = {"name": "pytorch", "version": "2.10.0", "build": "cuda129_mkl_py312_h0123456_300", **fields}
     (conda_cuda / "conda-meta" / "pytorch-2.10.0-cuda129_mkl_py312_h0123456_300.json").write_text(json.dumps(record))
     # a look-alike name must not count as pytorch
-    lightning = {"name": "pytorch-lightning", "version": "2.6.0", "build": "pyhd8ed1ab_0"}
+    lightning = {"name": "pytorch-lightning", "version": "2.6.0", "build": "pyhd8ed1ab_0", **fields}
     (conda_cuda / "conda-meta" / "pytorch-lightning-2.6.0-pyhd8ed1ab_0.json").write_text(json.dumps(lightning))
     assert installed_torch_build(conda_cuda) == "cuda"
     legacy = tmp_path / "b"
     (legacy / "conda-meta").mkdir(parents=True)
-    legacy_record = {"name": "pytorch", "version": "2.3.1", "build": "py3.11_cpu_0"}
+    legacy_record = {"name": "pytorch", "version": "2.3.1", "build": "py3.11_cpu_0", **fields}
     (legacy / "conda-meta" / "pytorch-2.3.1-py3.11_cpu_0.json").write_text(json.dumps(legacy_record))
     assert installed_torch_build(legacy) == "cpu"
     wheel = tmp_path / "c"

@@ -22,7 +22,6 @@ from envkit.recipe.sources import git_checkout_dir
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
 from tests.support.httpchannel import Tally
-from tests.support.importtime import imported, profiled
 from tests.support.pipchannel import (
     HOST_ONLY,
     editable_project,
@@ -88,19 +87,14 @@ def test_lock_is_byte_identical_and_rattler_reads_it(tmp_path: Path) -> None:
     assert linux is not None and [(op["name"], op["value"]) for op in linux.activation] == [("OMP_NUM_THREADS", "1")]
 
 
-def test_a_lock_loads_only_what_it_uses_and_leaves_no_draft(tmp_path: Path) -> None:
+def test_a_lock_leaves_no_draft(tmp_path: Path) -> None:
     """rattler writes a lock only to a path: its draft goes beside the lock (envkit.fsutil's
-    scratch_file), not through tempfile, which loads random, shutil, bz2 and lzma (4-5 ms of a lock
-    whose own work is some 35 ms), and nothing of it is left; to stdout (`-o -`) the draft goes to
-    the system's temporary folder."""
+    scratch_file), and nothing of it is left; to stdout (`-o -`) the draft goes to the system's
+    temporary folder."""
     recipe = team_recipe(tmp_path / "recipes", two_platform_channel(tmp_path))
     for kind in ("a first lock", "a re-lock"):
-        done = run_envkit("lock", str(recipe), env=profiled())
+        done = run_envkit("lock", str(recipe))
         assert done.returncode == 0, f"{kind}: {done.stderr[-2000:]}"
-        loaded = imported(done.stderr)
-        assert {"rattler", "envkit.lock"} <= loaded, kind
-        unused = {"tempfile", "shutil", "bz2", "lzma", "random"}
-        assert not loaded & unused, (kind, sorted(loaded & unused))
         assert sorted(os.listdir(recipe.parent)) == ["team-base.yaml", "team.lock", "team.yaml"], kind
     printed = run_envkit("lock", str(recipe), "-o", "-")
     assert printed.returncode == 0, printed.stderr

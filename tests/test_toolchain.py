@@ -36,11 +36,10 @@ def test_the_seed_env_says_who_brought_the_second_openmp_runtime(raw_payload_env
     assert human.returncode == 0
     assert "OpenMP runtime" in human.stdout and "brought by mkl-service → mkl → intel-openmp" in human.stdout
     assert "EK001 error" in human.stdout
-    # a narrow terminal, or a CI log's 80 columns: long lines wrap under their branch, never cropped
+    # off a terminal (a CI log), whatever COLUMNS says: no line is wrapped, the evidence stays whole
     narrow = run_envkit("toolchain", "-p", str(raw_payload_env), env={**os.environ, "COLUMNS": "60"})
-    assert narrow.returncode == 0 and max(len(line) for line in narrow.stdout.splitlines()) <= 60
-    evidence = "".join(doc["conflicts"][0]["evidence"].split())  # a long path folds mid-word: compare without spaces
-    assert len(evidence) > 60 and evidence in "".join(narrow.stdout.split())
+    evidence = doc["conflicts"][0]["evidence"]
+    assert narrow.returncode == 0 and len(evidence) > 60 and any(evidence in line for line in narrow.stdout.splitlines())
 
 
 def test_a_plan_shows_its_toolchain(replica: dict[str, Path]) -> None:

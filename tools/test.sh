@@ -65,5 +65,10 @@ fi
 # The in-env probe at the oldest Python mypy can target (its floor, 3.9, is run for real on PyPy by the tests).
 .venv/bin/mypy --python-version 3.10 -p envkit.probe.inenv
 .venv/bin/mypy bench/run.py bench/ab.py bench/phases.py bench/stress_exit.py bench/threads.py
+# the docs site, its generated reference pages current (tests/test_docs.py says which is stale)
+.venv/bin/python tools/reference.py --check
+site=$(mktemp -d)
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site"
+rm -rf "$site"
 # pytest exits 5 when it collects nothing: that must fail here too, and it does (set -e).
 .venv/bin/python -m pytest "$@"

@@ -100,6 +100,9 @@ def carried_beside(ops: tuple[EnvOp, ...], carried: Carried) -> Carried:
     return tuple((name, value) for name, value in carried if name not in own)
 
 
+FIX_NAME = "audit"  # the scripts' name where `envkit audit --fix` gave settings to an env envkit did not make
+
+
 @dataclass(frozen=True)
 class ActivationFile:
     """One script as it is to be on disk: the audit compares the file there with `text`."""
@@ -126,7 +129,9 @@ def render_files(
     ctx = ScriptContext(
         tag=tag or prefix_tag(prefix),
         header=(
-            f"Written by envkit for recipe '{recipe_name}'. Do not edit:",
+            f"Written by envkit for recipe '{recipe_name}'. Do not edit:"
+            if recipe_name != FIX_NAME
+            else "Written by `envkit audit --fix` (the env has no envkit recipe). Do not edit:",
             "`envkit audit --fix` rewrites this file from etc/envkit/record.json.",
             f"{MARK} {ops_digest(ops)}",
         ),
@@ -198,7 +203,7 @@ def recorded_activation(prefix: Path, record: dict[str, Any]) -> RecordedActivat
     recipe = record.get("recipe")
     if not isinstance(activation, dict) or not isinstance(recipe, dict):
         raise UsageError("the activation or recipe section of etc/envkit/record.json is not one envkit writes", hint="recreate the env")
-    name = str(recipe.get("name") or "audit")
+    name = str(recipe.get("name") or FIX_NAME)
     if not NAME_RE.match(name):  # it names the scripts: `../x` would write them outside the env
         raise UsageError(f"the recipe name {name!r} in etc/envkit/record.json is not one envkit writes", hint="recreate the env")
     ops = ops_from_json(activation.get("ops") or [])

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from envkit import __version__
 from envkit.activation import FILE_PREFIX
 from envkit.activation.writer import (
+    FIX_NAME,
     ActivationFile,
     RecordedActivation,
     activation_json,
@@ -109,7 +110,7 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
     basis = fix_basis(prefix)  # before reading: a change while planning shows as a mismatch
     record = read_record(prefix)
     recorded = recorded_activation(prefix, record) if record else None
-    activation = recorded or RecordedActivation("audit", (), prefix_tag(prefix))
+    activation = recorded or RecordedActivation(FIX_NAME, (), prefix_tag(prefix))
     ops, carried = activation.ops, activation.carried
     reasons = []
     opening: tuple[tuple[str, int], ...] = ()
@@ -218,7 +219,9 @@ def _write_fix(plan: FixPlan) -> list[Path]:
         "probe": None,
         "healthy": None,
     }
-    record["activation"] = activation_json(plan.activation, plan.prefix, list(plan.files))
+    if record.get("activation") != (section := activation_json(plan.activation, plan.prefix, list(plan.files))):
+        record["probe"], record["healthy"] = None, None  # the verdict was about the settings this fix replaced
+    record["activation"] = section
     record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
     record["envkit_version"] = __version__
     write_record(plan.prefix, record)

@@ -562,6 +562,25 @@ def not_a_conda_env(inv: Inventory) -> list[str]:
     return [why] if why else []
 
 
+def _probe_verdict(inv: Inventory, state: str) -> list[str]:
+    from envkit.health import health_of
+
+    if inv.planned:
+        return []
+    health = health_of(inv.record)
+    if health.state != state:
+        return []
+    return [f"the last probe ({health.line()}) said {state}: envkit probe -p {inv.prefix} shows each check"]
+
+
+def probe_warned(inv: Inventory) -> list[str]:
+    return _probe_verdict(inv, "warn")
+
+
+def probe_failed(inv: Inventory) -> list[str]:
+    return _probe_verdict(inv, "unhealthy")
+
+
 def oversubscription(inv: Inventory) -> list[str]:
     if not inv.on_this_machine:  # a lock, or another platform's plan: this machine's CPUs say nothing
         return []
@@ -842,7 +861,7 @@ RULES: tuple[Rule, ...] = (
         "torchrun sets OMP_NUM_THREADS=1 per worker only when it is unset and nproc>1, with a warning; plain runs use every core per "
         "process. That is the right default for one process and for as many ranks as cores; with fewer ranks than cores, one thread "
         "per rank leaves cores idle.",
-        "Leave it unset env-wide; for N ranks on C cores launch with OMP_NUM_THREADS=C/N (README: Threading policy has the figures).",
+        "Leave it unset env-wide; for N ranks on C cores launch with OMP_NUM_THREADS=C/N (the Threading policy section of docs/guides/recipes.md has the figures).",
         ("https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py",),
         torchrun_threads,
     ),
@@ -1202,6 +1221,31 @@ RULES: tuple[Rule, ...] = (
         "Recreate the env (envkit create --force from its recipe, or conda create); envkit sync refuses such a prefix.",
         ("https://github.com/conda/conda/blob/main/conda/base/constants.py",),
         not_a_conda_env,
+    ),
+    Rule(
+        "EK043",
+        "probe-warned",
+        "warning",
+        "the env's last probe warned",
+        "The probe runs the env's own python: it imports the toolchain, lists the BLAS and OpenMP libraries the process "
+        "really maps, runs a numeric check and a DDP-style launch. A warning there (two BLAS libraries loaded, more than "
+        "one OpenMP runtime, threads that oversubscribe the CPUs) is something the static rules may not see from the "
+        "files alone; every health verdict (list, toolchain, audit, conda doctor) shows it until a probe passes.",
+        "Run envkit probe for each check's evidence and remedy; fix the cause (usually a recipe change and envkit sync), "
+        "and the next probe records the new verdict.",
+        (),
+        probe_warned,
+    ),
+    Rule(
+        "EK044",
+        "probe-failed",
+        "error",
+        "the env's last probe failed",
+        "A failed probe check means the env does what envkit exists to prevent: a crash in the DDP launch, an import that "
+        "fails, wrong numbers, a setting missing at run time. The failure stays in the env's record until a probe passes.",
+        "Run envkit probe for each check's evidence and remedy; fix the cause, then probe again.",
+        (),
+        probe_failed,
     ),
 )
 

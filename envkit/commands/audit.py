@@ -31,6 +31,7 @@ class AuditOutcome:
     applied: tuple[str, ...]
     searched: tuple[str, ...] = ()  # where --all looked, for an empty result
     fail_on: str = "error"  # the lowest severity that makes the exit code 1
+    hidden: int = 0  # findings below min_severity, counted and not shown
 
 
 def explain(rule_id: str) -> Result:
@@ -100,7 +101,9 @@ def audit(
             hint=f"lower --min-severity to {fail_on}, or raise --fail-on",
         )
     prefixes = _targets(targets, name, prefix, all_envs_flag, fix)
-    audits = _at_or_above(audit_many(prefixes, probe=probe, cuda_driver=cuda_driver_version(), cuda_arch=cuda_arch_version()), min_severity)
+    everything = audit_many(prefixes, probe=probe, cuda_driver=cuda_driver_version(), cuda_arch=cuda_arch_version())
+    audits = _at_or_above(everything, min_severity)
+    hidden = sum(len(a.findings) for a in everything) - sum(len(a.findings) for a in audits)
     fixes: list[FixPlan] = []
     held: list[str] = []
     if fix:
@@ -115,7 +118,7 @@ def audit(
                 if plan.changes:
                     fixes.append(plan)
     searched = tuple(str(p) for p in _searched()) if all_envs_flag and not prefixes else ()
-    outcome = AuditOutcome(tuple(audits), min_severity, tuple(fixes), (), searched, fail_on)
+    outcome = AuditOutcome(tuple(audits), min_severity, tuple(fixes), (), searched, fail_on, hidden)
     said: tuple[str, ...] = tuple(held)
     if fix and not fixes and not held and any(a.findings for a in audits):  # asked to fix, and silence would read as done
         said = ("--fix: none of these findings has a fix envkit applies itself; each one's fix line says what to do",)

@@ -61,6 +61,7 @@ class CreateOutcome:
     findings: tuple[Finding, ...] = ()  # the audit's rules over the plan, before anything is installed
     refused: bool = False  # error findings the recipe does not force: nothing was written
     toolchain: ToolchainMap | None = None  # a dry run shows the plan's toolchain map
+    conda_here: bool = False  # a conda is installed for this user: `conda activate` works, else envkit's own activation
 
 
 def create(
@@ -139,7 +140,7 @@ def create(
     except InstallError as exc:
         raise _withdrawn_hint(exc, outcome.records, request, recipe) if lock_info else exc from None
     if not request.probe:
-        return Result("create", CreateOutcome(plan, False, created, None, findings=findings))
+        return Result("create", CreateOutcome(plan, False, created, None, findings=findings, conda_here=_conda_here()))
     from envkit.probe.runner import spec_for  # the probe's machinery only when it runs
 
     report, kept = probe_and_keep(prefix, spec_for(prefix, recipe))
@@ -151,7 +152,7 @@ def create(
             f"the env was created but its probe failed; it is kept at {prefix} and marked unhealthy in etc/envkit/record.json",
             f"fix: follow each failed check's remedy, then 'envkit probe -p {prefix}'; or remove it with 'rm -rf {prefix}'",
         )
-    return Result("create", CreateOutcome(plan, False, created, report, findings=findings), int(code), messages)
+    return Result("create", CreateOutcome(plan, False, created, report, findings=findings, conda_here=_conda_here()), int(code), messages)
 
 
 def _withdrawn_hint(exc: InstallError, records: list[Any], request: CreateRequest, recipe: Recipe) -> InstallError:
@@ -293,3 +294,12 @@ def _older(mine: str, wanted: str) -> bool:
         return bool(rattler.Version(mine) < rattler.Version(wanted))
     except Exception:
         return False
+
+
+def _conda_here() -> bool:
+    """Whether `conda activate` can work here: a conda named by CONDA_EXE (its shell hook sets it)
+    or on PATH."""
+    import os
+    import shutil
+
+    return bool(os.environ.get("CONDA_EXE")) or shutil.which("conda") is not None

@@ -11,6 +11,7 @@ from envkit.condaconfig import current
 from envkit.envs import all_envs, find_env, unregister
 from envkit.errors import EnvkitError, UsageError
 from envkit.fsutil import discard_lock
+from envkit.health import health_of
 from envkit.history import created_at, not_an_env
 from envkit.installed import pip_dists, read_conda_meta
 from envkit.protect import frozen_env, must_be_an_env_alone, must_not_be_frozen
@@ -30,7 +31,8 @@ class ListedEnv:
     source: str | None = None
     commit: str | None = None
     created: str | None = None
-    health: str | None = None  # healthy | unhealthy | not probed
+    health: str | None = None  # healthy | warn | unhealthy | not probed (envkit.health)
+    health_basis: str | None = None  # where the verdict comes from: "probe at DATE", or none yet
     drift: tuple[str, ...] = ()
     error: str | None = None
     recipe_files: str | None = None  # envkit.sync.recipe_files: unchanged | changed | missing
@@ -52,8 +54,7 @@ def describe(prefix: Path) -> ListedEnv:
         return ListedEnv(str(prefix), prefix.name, False, created=created_at(prefix), frozen=frozen)
     recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
     assert isinstance(recipe, dict)
-    healthy = record.get("healthy")
-    health = "not probed" if healthy is None else "healthy" if healthy else "unhealthy"
+    health = health_of(record)
     packages, _ = read_conda_meta(prefix)
     lock = record.get("lock") if isinstance(record.get("lock"), dict) else {}
     assert isinstance(lock, dict)
@@ -65,7 +66,8 @@ def describe(prefix: Path) -> ListedEnv:
         source=recipe.get("source"),
         commit=recipe.get("commit"),
         created=record.get("created"),
-        health=health,
+        health=health.state,
+        health_basis=health.line(),
         drift=tuple(drift(record, packages, pip_dists(prefix))),
         recipe_files=recipe_files(recipe),
         stale_lock=str(lock["path"]) if lock.get("stale") and lock.get("path") else None,

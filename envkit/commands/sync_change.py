@@ -489,7 +489,8 @@ def _write_history(prefix: Path, plan: Plan, linked_before: set[Linked], asked_b
 
 def _scope(seen: Look) -> ChangeScope:
     """What the change sets out to write: the only new entries its rollback may remove."""
-    wheels = _names(seen.plan) | {name for name, _ in seen.pip_repair.adopt} | {str(m[0]) for m in seen.pip_repair.missing}
+    wheels = _names(seen.plan) if seen.plan.pip_specs else set()  # packaging only where there is pip
+    wheels |= {name for name, _ in seen.pip_repair.adopt} | {str(m[0]) for m in seen.pip_repair.missing}
     dists = tuple(f"{r.name.normalized}-{r.version}-{r.build}" for r in seen.records)
     return ChangeScope(dists, site_packages_of(seen.records), tuple(sorted(wheels)))
 

@@ -50,11 +50,20 @@ class ProbeReport:
         on the machine that ran it: an env made on a login node says 'not proven' until a probe on
         a GPU node passes."""
         gpu = next((c for c in self.checks if c.id == "gpu"), None)
+        runtimes = next((c for c in self.checks if c.id == "runtimes"), None)
+        libraries = (runtimes.data.get("libraries") if runtimes else None) or []
         return {
             "status": self.status,
             "seconds": self.seconds,
             "checks": {c.id: c.status for c in self.checks},
             "failed": [c.id for c in self.checks if c.status == "fail"],
+            "warned": [c.id for c in self.checks if c.status == "warn"],
+            # what the probe's process had mapped: `envkit toolchain` shows it beside the packages
+            "loaded": [
+                {"kind": str(lib.get("kind", "")), "api": str(lib.get("api", "")), "path": str(lib.get("path", ""))}
+                for lib in libraries
+                if isinstance(lib, dict)
+            ],
             "gpu": None if gpu is None else {"proven": gpu.status == "pass", "status": gpu.status, "evidence": gpu.evidence[:300]},
         }
 

@@ -203,6 +203,20 @@ TOP_KEYS = (
 )
 # what a per_platform entry may change for its platform
 PLATFORM_KEYS = ("python", "packages", "pip", "toolchain", "threading")
+EXPECT_KEYS = ("blas", "openmp_runtimes", "mkl_threading_layer", "torch_threads")
+# every mapping of a recipe and the keys it takes, by dotted path (`*`: any name); the validators
+# below take their keys from here, and docs/reference/recipe.md is generated from it
+FIELDS: dict[str, tuple[str, ...]] = {
+    "": TOP_KEYS,
+    "per_platform.*": PLATFORM_KEYS,
+    "toolchain": ("blas", "mkl", "openmp", "pytorch"),
+    "toolchain.pytorch": ("version", "variant", "cuda", "cuda_arch", "source"),
+    "threading": ("mkl_threading_layer", "omp_num_threads", "mkl_num_threads", "openblas_num_threads", "env"),
+    "threading.env.*": ("set", "unset", "prepend", "append", "separator"),
+    "probe": ("imports", "import_orders", "ddp", "expect", "timeout"),
+    "probe.ddp": ("enabled", "nproc"),
+    "probe.expect": EXPECT_KEYS,
+}
 
 
 def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
@@ -423,7 +437,7 @@ def _each_platform_once(c: _Checker, value: object) -> None:
 
 def _toolchain(c: _Checker, value: object) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    tc = c.mapping(("toolchain",), value, ("blas", "mkl", "openmp", "pytorch"))
+    tc = c.mapping(("toolchain",), value, FIELDS["toolchain"])
     if tc is None:
         return out
     if "blas" in tc and (blas := c.choice(("toolchain", "blas"), tc["blas"], BLAS_CHOICES)):
@@ -436,7 +450,7 @@ def _toolchain(c: _Checker, value: object) -> dict[str, Any]:
         out["openmp"] = omp
     if "pytorch" in tc:
         path: PathKey = ("toolchain", "pytorch")
-        pt = c.mapping(path, tc["pytorch"], ("version", "variant", "cuda", "cuda_arch", "source"))
+        pt = c.mapping(path, tc["pytorch"], FIELDS["toolchain.pytorch"])
         if pt is not None:
             torch: dict[str, Any] = {}
             if "version" in pt and pt["version"] is None:
@@ -465,8 +479,7 @@ def _toolchain(c: _Checker, value: object) -> dict[str, Any]:
 
 def _threading(c: _Checker, doc: YamlDocument, value: object) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    keys = ("mkl_threading_layer", "omp_num_threads", "mkl_num_threads", "openblas_num_threads", "env")
-    th = c.mapping(("threading",), value, keys)
+    th = c.mapping(("threading",), value, FIELDS["threading"])
     if th is None:
         return out
     if "mkl_threading_layer" in th:
@@ -520,8 +533,7 @@ def _env_op(c: _Checker, doc: YamlDocument, path: PathKey, name: str, spec: obje
         value = _env_value(c, path, spec)
         return EnvOp(name, "set", value=value, origin=origin) if value is not None else None
     actions = [key for key in ("set", "unset", "prepend", "append") if key in spec]
-    allowed = ("set", "unset", "prepend", "append", "separator")
-    if c.mapping(path, spec, allowed) is None:
+    if c.mapping(path, spec, FIELDS["threading.env.*"]) is None:
         return None
     if len(actions) != 1:
         c.fail(path, f"expected exactly one of set|unset|prepend|append, found {len(actions)}")
@@ -564,12 +576,9 @@ def _env_op(c: _Checker, doc: YamlDocument, path: PathKey, name: str, spec: obje
     return EnvOp(name, list_action, entries=tuple(entries), separator=separator, origin=origin)
 
 
-EXPECT_KEYS = ("blas", "openmp_runtimes", "mkl_threading_layer", "torch_threads")
-
-
 def _probe(c: _Checker, value: object) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    pr = c.mapping(("probe",), value, ("imports", "import_orders", "ddp", "expect", "timeout"))
+    pr = c.mapping(("probe",), value, FIELDS["probe"])
     if pr is None:
         return out
 
@@ -602,7 +611,7 @@ def _probe(c: _Checker, value: object) -> dict[str, Any]:
         if isinstance(ddp, bool):
             out["ddp"] = ddp
         else:
-            dd = c.mapping(("probe", "ddp"), ddp, ("enabled", "nproc"))
+            dd = c.mapping(("probe", "ddp"), ddp, FIELDS["probe.ddp"])
             if dd is not None:
                 if "enabled" in dd:
                     if isinstance(dd["enabled"], bool):

@@ -77,7 +77,8 @@ def test_the_seed_env_as_conda_made_it(conda: Conda, wheel_channel: Path, tmp_pa
     conda.ok("remove", "-y", "-q", "-p", str(prefix), "threadpoolctl")
     assert {json.loads(p.read_text())["name"] for p in (prefix / "conda-meta").glob("*.json")} == before
     assert _ddp_without_activation(prefix)["rc"] == 0  # conda's transactions leave the startup files alone
-    assert "❌" not in conda.ok("doctor", "-p", str(prefix))
+    doctor = conda.ok("doctor", "-p", str(prefix))  # the probe's verdict (two OpenMP runtimes mapped) shows, as a warning
+    assert " error: " not in doctor, doctor
     assert run_envkit("audit", "-p", str(prefix), "--min-severity", "error").returncode == 0
 
     # envkit fixed the env, it did not make it: no recipe 'audit', no drift from a package list it never had

@@ -338,7 +338,8 @@ def test_a_path_with_a_line_break_is_refused_before_anything_is_made(conda: Cond
 
 def test_a_conda_env_var_envkit_replaces_is_found_and_its_fix_works(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
     """`conda env config vars set MKL_THREADING_LAYER=INTEL` on an envkit env: conda applies it before
-    the activate.d scripts, so processes get envkit's GNU, but conda's export carries INTEL."""
+    the activate.d scripts, so processes get envkit's GNU, and conda's own export says GNU too (the
+    plugin hands conda's exporter the value activation ends with)."""
     prefix = envkit_env(tmp_path, replica)
     conda.ok("env", "config", "vars", "set", "-p", str(prefix), "MKL_THREADING_LAYER=INTEL")
     show = 'printf "%s\\n" "$MKL_THREADING_LAYER"'
@@ -347,7 +348,7 @@ def test_a_conda_env_var_envkit_replaces_is_found_and_its_fix_works(conda: Conda
     env = conda.environ(CONDA_EXE_FOR_TEST=str(conda.exe), ENV_PREFIX=str(prefix))
     activated = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120, check=False)
     assert activated.stdout.strip() == "GNU", activated.stderr
-    assert "MKL_THREADING_LAYER: INTEL" in conda.ok("env", "export", "-p", str(prefix))
+    assert "MKL_THREADING_LAYER: GNU" in conda.ok("env", "export", "-p", str(prefix))
 
     audit = json.loads(run_envkit("audit", "-p", str(prefix), "--json").stdout)
     [found] = [f for f in audit["data"]["audits"][0]["findings"] if f["rule_id"] == "EK033"]
@@ -362,7 +363,8 @@ def test_a_conda_env_var_envkit_replaces_is_found_and_its_fix_works(conda: Conda
     audit = json.loads(run_envkit("audit", "-p", str(prefix), "--json").stdout)
     assert "EK033" not in {f["rule_id"] for f in audit["data"]["audits"][0]["findings"]}
     assert conda.ok("run", "-p", str(prefix), "sh", "-c", show).strip() == "GNU"
-    assert "MKL_THREADING_LAYER" not in conda.ok("env", "export", "-p", str(prefix))
+    assert "MKL_THREADING_LAYER: GNU" in conda.ok("env", "export", "-p", str(prefix))  # envkit's own, through the plugin
+    assert json.loads((prefix / "conda-meta" / "state").read_text())["env_vars"] == {"MKL_THREADING_LAYER": "***unset***"}  # conda's own
 
 
 def test_a_script_conda_runs_after_envkits_has_the_last_word_and_the_audit_says_so(

@@ -15,6 +15,7 @@ from envkit.probe.inenv.expect import check_expect
 from envkit.probe.inenv.inventory import check_runtimes
 from envkit.probe.runner import default_spec, run_probe
 from tests.conftest import payload_recipe, run_envkit
+from tests.support.conda import Conda
 from tests.support.inenv import run_with_probe_package
 from tests.support.pipchannel import offline_pip_env, pip_channel
 from tests.support.wheelchannel import host_interpreter
@@ -228,3 +229,27 @@ def test_a_user_site_copy_is_named_as_pip_install_user(tmp_path: Path) -> None:
     assert "PYTHONNOUSERSITE" in origin["remedy"]
     proc = run_with_probe_package(host_interpreter(), ["-c", code], tmp_path, env={**env, "PYTHONNOUSERSITE": "1"})
     assert "the user site" not in json.loads(proc.stdout)["evidence"]
+
+
+def test_a_probe_that_warned_is_the_verdict_everywhere(seed_env: Path, conda: Conda) -> None:
+    """One health model: after a real probe warned (threads that oversubscribe the CPUs), list,
+    toolchain, audit and conda doctor all say warn, and where the verdict came from."""
+    cpus = len(os.sched_getaffinity(0))
+    probed = run_envkit("probe", "-p", str(seed_env), "--json", env=dict(os.environ, OMP_NUM_THREADS=str(cpus * 2)))
+    assert json.loads(probed.stdout)["data"]["status"] == "warn", probed.stdout[-2000:]
+    try:
+        listed = {e["prefix"]: e for e in json.loads(run_envkit("list", "--json").stdout)["data"]}
+        if str(seed_env) in listed:  # the session's env is listed where its registry is this HOME's
+            assert listed[str(seed_env)]["health"] == "warn"
+        toolchain = run_envkit("toolchain", "-p", str(seed_env))
+        assert "probe warn (probe at " in toolchain.stdout and "threads warned" in toolchain.stdout, toolchain.stdout
+        assert "loaded blas" in toolchain.stdout or "loaded openmp" in toolchain.stdout  # what the probe saw mapped
+        audit = json.loads(run_envkit("audit", "-p", str(seed_env), "--json").stdout)
+        warned = [f for f in audit["data"]["audits"][0]["findings"] if f["rule_id"] == "EK043"]
+        assert warned and "threads warned" in warned[0]["evidence"]
+        hidden = run_envkit("audit", "-p", str(seed_env), "--min-severity", "error")
+        assert "finding(s) below error not shown" in hidden.stdout and "clean" not in hidden.stdout, hidden.stdout
+        doctor = conda.run("doctor", "-v", "-p", str(seed_env))
+        assert "EK043 warning" in doctor.stdout + doctor.stderr, doctor.stdout + doctor.stderr
+    finally:  # the session's env goes back to the verdict of a plain probe
+        run_envkit("probe", "-p", str(seed_env))

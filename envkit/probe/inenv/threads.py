@@ -57,7 +57,7 @@ def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str,
             THREADS_TITLE,
             "warn",
             evidence + f": {nproc} x {per_rank} threads oversubscribe the CPUs",
-            f"set threading.omp_num_threads to about physical cores / ranks ({share} here)",
+            _advice(share, nproc),
             info,
         )
     if ranks and env.get("OMP_NUM_THREADS") is None and nproc > 1 and per_rank < share:
@@ -66,7 +66,15 @@ def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str,
             THREADS_TITLE,
             "warn",
             evidence + f": OMP_NUM_THREADS is unset, so torch.distributed.run gave each rank {per_rank} thread(s)",
-            f"set threading.omp_num_threads to about physical cores / ranks ({share} here)",
+            _advice(share, nproc),
             info,
         )
     return check("threads", THREADS_TITLE, "pass", evidence, "", info)
+
+
+def _advice(share: int, nproc: int) -> str:
+    """Threads per rank, said as the audit says it: one thread env-wide slows every single-process
+    run (EK029), so a share of one is set per launch, not in the recipe."""
+    if share <= 1:
+        return f"set OMP_NUM_THREADS=1 per launch (OMP_NUM_THREADS=1 torchrun --nproc-per-node {nproc} ...), not env-wide (EK029)"
+    return f"set threading.omp_num_threads to about physical cores / ranks ({share} here)"
