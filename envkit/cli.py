@@ -9,8 +9,9 @@ exit code no longer says what happened. pyo3-async-runtimes offers no way to sto
 (PyO3/pyo3-async-runtimes#40), so envkit flushes its output and leaves with os._exit, which ends
 every thread at once. bench/stress_exit.py measures it.
 
-rich is imported only where a result is rendered for a person (envkit.console): `envkit
---version`, JSON output and a no-op `envkit sync` never load it.
+rich is imported only to draw on a terminal, or what plain text cannot lay out as rich would (a
+tree): `envkit --version`, JSON output, a no-op `envkit sync` and the output of a create, lock or
+sync to a pipe or a file never load it (envkit.plainout says why).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from envkit.commands import Result
+    from envkit.console import Out
 
 EPILOG = "exit codes (envkit run: otherwise the command's own):\n" + "\n".join(
     f"  {int(code):>3}  {meaning}" for code, meaning in EXIT_CODE_MEANINGS.items()
@@ -375,7 +377,7 @@ class UI:
         self.interactive = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
 
     @functools.cached_property
-    def out(self) -> Console:
+    def out(self) -> Out:
         """Plans and results: stderr when stdout is taken; rich's console, unwrapped off a terminal."""
         from envkit.console import console
 
@@ -385,7 +387,12 @@ class UI:
     def terminal(self) -> Console:
         """rich's console, for questions and progress bars: used only when interactive, where it
         is `out` itself."""
-        return self.out
+        from rich.console import Console
+
+        from envkit.console import rich_console
+
+        out = self.out
+        return out if isinstance(out, Console) else rich_console(sys.stderr if self.stdout_taken else sys.stdout, None)
 
     def ask(self, question: str) -> bool:
         """Yes only for y or yes; Ctrl-D (the end of input) is a no, as the default is."""

@@ -41,7 +41,7 @@ def visible(text: str) -> str:
 def escape(text: str) -> str:
     """Text from a file or a user made safe to put in markup: its control characters shown
     (visible) and every `[` that would open a tag escaped, as rich.markup.escape does."""
-    from rich.markup import escape as markup_escape
+    from envkit.plainout import markup_escape
 
     return markup_escape(visible(text))
 
@@ -111,16 +111,26 @@ def data_stream(out: Out) -> IO[str]:
     return stream.stream if isinstance(stream, Lenient) else stream
 
 
-def console(stderr: bool = False) -> Console:
-    """The console for output to a person on stdout (or stderr): rich's, unwrapped off a terminal.
-    A reader that goes away (`| head`) ends envkit as a closed pipe does (exit 141), not through
-    rich's own exit with 1."""
+def console(stderr: bool = False) -> Out:
+    """The console for output to a person on stdout (or stderr): rich's, unwrapped off a terminal,
+    where text and plain tables go through envkit.plainout without importing rich."""
+    stream = sys.stderr if stderr else sys.stdout
+    if not draws_nothing(stream):
+        return rich_console(stream, None)
+    from envkit import plainout
+
+    if not plainout.enabled():
+        return rich_console(stream, UNWRAPPED)
+    return plainout.PlainConsole(for_people(stream), lambda: rich_console(stream, UNWRAPPED))
+
+
+def rich_console(stream: IO[str], width: int | None) -> Console:
+    """rich's console on `stream`. A reader that goes away (`| head`) ends envkit as a closed pipe
+    does (exit 141), not through rich's own exit with 1."""
     from rich.console import Console
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
             raise BrokenPipeError
 
-    stream = sys.stderr if stderr else sys.stdout
-    width = UNWRAPPED if draws_nothing(stream) else None
     return _Console(file=for_people(stream), width=width, **console_options())

@@ -58,8 +58,7 @@ def test_control_characters_are_shown_and_markup_is_escaped() -> None:
 def test_a_reader_that_goes_away_ends_envkit_as_a_closed_pipe_does() -> None:
     proc = subprocess.Popen([sys.executable, "-m", "envkit", "audit", "--list-rules"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.readline()
-    proc.stdout.close()
+    proc.stdout.close()  # gone before envkit has started: its first write meets a closed pipe
     assert proc.wait(timeout=60) == 141
     assert b"Traceback" not in proc.stderr.read()
 
@@ -86,3 +85,34 @@ def test_draws_nothing_exactly_where_rich_sees_no_terminal(on_pty: bool, environ
     stream = _pty_stream() if on_pty else open(tmp_path / "out.txt", "w", encoding="utf-8")  # noqa: SIM115
     with stream:
         assert draws_nothing(stream, environ) == (not Console(file=stream, _environ=environ).is_terminal)
+
+
+def test_plain_output_is_what_rich_writes_off_a_terminal() -> None:
+    """envkit.plainout writes what rich writes unwrapped, without importing rich."""
+    from envkit.console import UNWRAPPED, TextTable, console_options
+    from envkit.plainout import PlainConsole
+
+    table = TextTable("name", "version", "role")
+    table.add_row("numpy", "2.1", "")
+    table.add_row("[bold]mkl[/bold]", "2024.2", "blas", style="bold cyan")
+    table.add_row(escape("a [x] \\ path/" + "y" * 150), "1", "")
+    samples: list[object] = [
+        "[bold]Plan[/bold] for [cyan]x[/cyan] -> /a/very/long/" + "p" * 200,
+        f"[red]error[/red] {escape('[x] ' + chr(27) + '[2J evidence')}",
+        table,
+    ]
+    for sample in samples:
+        plain, rich_out = io.StringIO(), io.StringIO()
+        PlainConsole(plain, None).print(sample)
+        Console(file=rich_out, width=UNWRAPPED, **console_options()).print(sample)
+        assert plain.getvalue() == rich_out.getvalue(), sample
+
+
+def test_the_switch_gives_rich_and_the_same_text(tmp_path: Path) -> None:
+    recipe = tiny_recipe(tmp_path, tiny_channel(tmp_path))
+    args = ("create", str(recipe), "-p", str(tmp_path / "env"), "--dry-run")
+    plain = _envkit(*args, columns=80)
+    env = dict(os.environ, ENVKIT_PLAIN_OUTPUT="0")
+    rich_out = subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=env, check=False)
+    assert plain.returncode == rich_out.returncode == 0
+    assert plain.stdout == rich_out.stdout
