@@ -394,3 +394,18 @@ def test_help_is_as_wide_as_argparse_would_make_it(columns: str) -> None:
     reference = subprocess.run([sys.executable, "-c", argparses], capture_output=True, text=True, env=env, check=False)
     assert ours.returncode == 0 and reference.returncode == 0, reference.stderr
     assert ours.stdout.startswith("usage: envkit create") and ours.stdout == reference.stdout
+
+
+def test_bare_envkit_prints_the_usage_and_exits_2() -> None:
+    proc = run_envkit()
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("usage: envkit") and "exit codes" in proc.stderr and "141" in proc.stderr
+
+
+def test_a_typo_gets_a_did_you_mean() -> None:
+    command = run_envkit("creat", "x")
+    assert command.returncode == 2 and "did you mean 'create'?" in command.stderr and command.stderr.count("\n") == 1
+    flag = run_envkit("audit", "--min-severty", "error")
+    assert flag.returncode == 2 and "did you mean '--min-severity'?" in flag.stderr
+    doc = json.loads(run_envkit("create", "x", "--dyr-run", "--json").stdout)
+    assert doc["command"] == "create" and doc["exit_code"] == 2 and "did you mean '--dry-run'?" in doc["hint"]

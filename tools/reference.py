@@ -136,12 +136,51 @@ def _json() -> str:
     return "\n".join(lines) + "\n"
 
 
+LOCK_SECTION = {
+    "lock_version": "the envkit section's format; a newer one is refused, an older one read",
+    "recipe": "the recipe's name",
+    "recipe_digest": "sha256 of the resolved recipe: a lock whose recipe changed since is stale",
+    "activation": "per platform, the activation operations the env gets (name, action, value, entries, separator)",
+    "pip": "per platform, each pip wheel's name, version and URL (`#sha256=` or a git URL at its commit)",
+}
+
+
+def _lock_format() -> str:
+    import inspect
+
+    from envkit import lock
+
+    written = inspect.getsource(lock.write_lock)
+    missing = [key for key in LOCK_SECTION if f'"{key}"' not in written]
+    if missing:
+        raise SystemExit(f"envkit.lock.write_lock no longer writes {', '.join(missing)}: update LOCK_SECTION")
+    lines = [
+        "# The lock format",
+        "",
+        "A lock is rattler's lock file (version 7, the format pixi.lock uses), which pixi, rattler and conda's",
+        "lockfile plugin read, plus one line rattler's readers ignore: `envkit: {...}`, a JSON object",
+        f"(envkit section format {lock.ENVKIT_LOCK_VERSION}) holding what is not a package:",
+        "",
+        "| key | meaning |",
+        "|---|---|",
+    ]
+    lines += [f"| `{key}` | {meaning} |" for key, meaning in LOCK_SECTION.items()]
+    lines += [
+        "",
+        "Every value in it is checked when a lock is read: a pip name that is no distribution name, a URL that",
+        "begins with `-`, a git URL at anything but a full commit, or an activation operation a recipe could",
+        "not have (a reserved variable, a name that is no variable name) makes the lock unreadable, in one line.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "cli.md": _cli,
     "recipe.md": _recipe,
     "rules.md": _rules,
     "exit-codes.md": _exit_codes,
     "json.md": _json,
+    "lock.md": _lock_format,
 }
 
 
