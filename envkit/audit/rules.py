@@ -1233,7 +1233,7 @@ RULES: tuple[Rule, ...] = (
         "files alone; every health verdict (list, toolchain, audit, conda doctor) shows it until a probe passes.",
         "Run envkit probe for each check's evidence and remedy; fix the cause (usually a recipe change and envkit sync), "
         "and the next probe records the new verdict.",
-        (),
+        ("https://github.com/joblib/threadpoolctl/blob/master/multiple_openmp.md",),
         probe_warned,
     ),
     Rule(
@@ -1244,7 +1244,7 @@ RULES: tuple[Rule, ...] = (
         "A failed probe check means the env does what envkit exists to prevent: a crash in the DDP launch, an import that "
         "fails, wrong numbers, a setting missing at run time. The failure stays in the env's record until a probe passes.",
         "Run envkit probe for each check's evidence and remedy; fix the cause, then probe again.",
-        (),
+        ("https://github.com/pytorch/pytorch/issues/37377",),
         probe_failed,
     ),
 )

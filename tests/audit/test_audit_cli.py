@@ -35,7 +35,7 @@ def test_json_contract_and_error_exit(raw_payload_env: Path) -> None:
     data = doc["data"]
     assert (
         isinstance(data, dict)
-        and set(data) == {"audits", "min_severity", "fail_on", "fixes", "applied", "searched"}
+        and set(data) == {"audits", "min_severity", "fail_on", "fixes", "applied", "searched", "hidden"}
         and data["fail_on"] == "error"
     )
     audit = data["audits"][0]
