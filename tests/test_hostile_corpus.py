@@ -200,35 +200,29 @@ def _lines(name: str, scene: Scene) -> list[str]:
     return [scene.fill(line) for line in (CORPUS / name).read_text(encoding="utf-8").splitlines() if line]
 
 
+def _reads(flag: str, target: str, scene: Scene) -> list[tuple[str, ...]]:
+    """Every command that takes an env, given it by name (-n) or by prefix (-p)."""
+    return [
+        ("create", str(scene.recipe), flag, target, "--dry-run"),
+        ("audit", flag, target),
+        ("sync", flag, target, "--dry-run"),
+        ("run", flag, target, "--", "true"),
+        ("export", flag, target, "--format", "explicit"),
+        ("activation", "show", flag, target),
+        ("probe", flag, target),
+        ("toolchain", flag, target),
+    ]
+
+
 def test_hostile_env_names(scene: Scene) -> None:
     for name in _lines("names.txt", scene):
-        for args in (
-            ("create", str(scene.recipe), "-n", name, "--dry-run"),
-            ("audit", "-n", name),
-            ("sync", "-n", name, "--dry-run"),
-            ("run", "-n", name, "--", "true"),
-            ("export", "-n", name, "--format", "explicit"),
-            ("activation", "show", "-n", name),
-            ("probe", "-n", name),
-            ("toolchain", "-n", name),
-            ("remove", "-n", name, "--yes"),
-        ):
+        for args in (*_reads("-n", name, scene), ("remove", "-n", name, "--yes")):
             _run(scene, *args)
 
 
 def test_hostile_prefixes(scene: Scene) -> None:
     for path in _lines("paths.txt", scene):
-        reads = [
-            ("create", str(scene.recipe), "-p", path, "--dry-run"),
-            ("audit", "-p", path),
-            ("sync", "-p", path, "--dry-run"),
-            ("run", "-p", path, "--", "true"),
-            ("export", "-p", path, "--format", "explicit"),
-            ("activation", "show", "-p", path),
-            ("probe", "-p", path),
-            ("toolchain", "-p", path),
-        ]
-        for args in reads:
+        for args in _reads("-p", path, scene):
             _run(scene, *args)
         if path.startswith(str(scene.scratch)) and ".." not in path:  # never a machine's own folder to remove
             _run(scene, "remove", "-p", path, "--yes")

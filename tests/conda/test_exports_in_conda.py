@@ -29,11 +29,8 @@ def names(prefix: Path) -> list[str]:
     return sorted(json.loads(p.read_text())["name"] for p in (prefix / "conda-meta").glob("*.json"))
 
 
-def test_conda_env_create_keeps_the_activation_settings(conda: Conda, tmp_path: Path) -> None:
-    prefix, pip_env = exported_env(tmp_path)
-    yml = tmp_path / "environment.yml"
-    assert run_envkit("export", "-p", str(prefix), "--format", "environment-yml", "-o", str(yml)).returncode == 0
-    made = tmp_path / "by-conda"
+def create_from_yml(conda: Conda, yml: Path, made: Path, pip_env: dict[str, str]) -> None:
+    """`conda env create -f`, its pip section offline from the test's wheels."""
     conda.ok(
         "env",
         "create",
@@ -44,6 +41,14 @@ def test_conda_env_create_keeps_the_activation_settings(conda: Conda, tmp_path: 
         str(yml),
         env=conda.environ(**{k: v for k, v in pip_env.items() if k.startswith("PIP_")}),
     )
+
+
+def test_conda_env_create_keeps_the_activation_settings(conda: Conda, tmp_path: Path) -> None:
+    prefix, pip_env = exported_env(tmp_path)
+    yml = tmp_path / "environment.yml"
+    assert run_envkit("export", "-p", str(prefix), "--format", "environment-yml", "-o", str(yml)).returncode == 0
+    made = tmp_path / "by-conda"
+    create_from_yml(conda, yml, made, pip_env)
     assert names(made) == names(prefix)
     assert (made / "lib" / "python3.11" / "site-packages" / "threadpoolctl-3.8.0.dist-info").is_dir()  # conda ran pip on the locked URL
     script = (
@@ -389,16 +394,7 @@ def test_condas_own_export_keeps_envkits_settings(conda: Conda, tmp_path: Path) 
     yml = tmp_path / "from-conda.yml"
     yml.write_text(exported.stdout)
     made = tmp_path / "teammate"
-    conda.ok(
-        "env",
-        "create",
-        "-q",
-        "-p",
-        str(made),
-        "-f",
-        str(yml),
-        env=conda.environ(**{k: v for k, v in pip_env.items() if k.startswith("PIP_")}),
-    )
+    create_from_yml(conda, yml, made, pip_env)
     script = 'eval "$("$CONDA_EXE_FOR_TEST" shell.bash hook)"; conda activate "$ENV_PREFIX"; printf "%s\\n" "$MKL_THREADING_LAYER"'
     env = conda.environ(CONDA_EXE_FOR_TEST=str(conda.exe), ENV_PREFIX=str(made))
     env.pop("MKL_THREADING_LAYER", None)
