@@ -215,6 +215,11 @@ def create_env(
     return CreatedEnv(prefix, tuple(f.path for f in files), old is not None, given.written, given.failed)
 
 
+def specs_json(plan: Plan) -> list[dict[str, str | None]]:
+    """The specs a plan was solved for, as the record keeps them (the env's requests to conda)."""
+    return [{"spec": s.spec, "reason": s.reason, "origin": str(s.origin) if s.origin else None} for s in plan.specs]
+
+
 def build_record(plan: Plan, origin: RecipeOrigin, activation: RecordedActivation, files: list[ActivationFile]) -> dict[str, Any]:
     from envkit.activation.writer import activation_json
 
@@ -226,7 +231,7 @@ def build_record(plan: Plan, origin: RecipeOrigin, activation: RecordedActivatio
         "recipe": {"name": plan.recipe, "source": origin.source, "path": origin.path, "commit": origin.commit},
         "platform": plan.platform,
         "channels": [{"name": c.name, "url": c.url} for c in plan.channels],
-        "specs": [{"spec": s.spec, "reason": s.reason, "origin": str(s.origin) if s.origin else None} for s in plan.specs],
+        "specs": specs_json(plan),
         "pip": list(plan.pip_specs),
         "virtual_packages": list(plan.virtual_packages),
         "assumed": list(plan.assumed),

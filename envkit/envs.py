@@ -117,7 +117,8 @@ def find_env_by_name(name: str, *, settle_first: bool = False) -> Path:
         return root
     for folder in envs_dirs():  # conda's order: the first envs dir that has it
         prefix = folder / name
-        if _looked_at(prefix, settle_first) and (prefix / "conda-meta").is_dir():
+        _looked_at(prefix, settle_first)
+        if (prefix / "conda-meta").is_dir():
             return prefix
     for registered in registered_envs():
         if registered.name == name and (registered / "conda-meta").is_dir():
@@ -126,7 +127,7 @@ def find_env_by_name(name: str, *, settle_first: bool = False) -> Path:
     raise UsageError(f"no env named '{name}' (looked in {looked} and {environments_txt()})", hint="see 'conda env list', or give -p PREFIX")
 
 
-def _looked_at(prefix: Path, settle_first: bool) -> bool:
+def _looked_at(prefix: Path, settle_first: bool) -> None:
     """Settle (a command that changes the env) or tell (one that reads) what an interrupted envkit
     left at `prefix`. An env moved aside by an interrupted replacement is not there to read: said
     as such, not as "no env"."""
@@ -138,14 +139,12 @@ def _looked_at(prefix: Path, settle_first: bool) -> bool:
         )
     if settle_first:
         settle(prefix)
-        return True
+        return
     said = pending(prefix)
-    if said is None:
-        return True
-    if not prefix.exists():
+    if said is not None and not prefix.exists():
         raise UsageError(said, hint="nothing was changed")
-    notify(f"{said}; nothing was changed")
-    return True
+    if said is not None:
+        notify(f"{said}; nothing was changed")
 
 
 def _must_be_env(prefix: Path, *, settle_first: bool = False) -> Path:

@@ -58,7 +58,7 @@ def block(
     """One revision as conda writes it: the packages unlinked (-) and linked (+), the names whose
     request ends (`# remove specs:`) and the specs requested now (`# update specs:`). conda reads a
     block without a single +/- line as a complete list of the env's packages (an empty one here):
-    callers write no block for a change that linked nothing (see `relinked_pair`)."""
+    callers write no block for a change that linked nothing."""
     lines = [
         f"==> {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(when))} <==",
         f"# cmd: {shlex.join(argv)}",
@@ -160,14 +160,19 @@ def requested_names(prefix: Path) -> list[str]:
     return names
 
 
+def unmet(asked: dict[str, str], specs: Iterable[str]) -> list[tuple[str, str | None]]:
+    """(the request, the spec `specs` has for that name or None) for each of `asked` (name ->
+    spec, requested_specs) that `specs` does not make as it is."""
+    wanted = {spec_name(spec): spec for spec in specs}
+    return [(spec, wanted.get(name)) for name, spec in sorted(asked.items()) if spec != wanted.get(name)]
+
+
 def stale_requests(prefix: Path, record: dict[str, object]) -> list[tuple[str, str | None]]:
-    """(conda's request, the recipe's spec for that name or None) for each request the history
-    holds that the env's recipe, as its record keeps the specs, does not make."""
+    """unmet for the requests the history holds against the recipe's specs as the record keeps them."""
     specs = record.get("specs")
     if not isinstance(specs, list):
         return []
-    wanted = {spec_name(str(s["spec"])): str(s["spec"]) for s in specs if isinstance(s, dict) and "spec" in s}
-    return [(asked, wanted.get(name)) for name, asked in sorted(requested_specs(prefix).items()) if asked != wanted.get(name)]
+    return unmet(requested_specs(prefix), [str(s["spec"]) for s in specs if isinstance(s, dict) and "spec" in s])
 
 
 def not_an_env(prefix: Path) -> str | None:

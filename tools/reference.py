@@ -161,10 +161,8 @@ def _lock_format() -> str:
         "lockfile plugin read, plus one line rattler's readers ignore: `envkit: {...}`, a JSON object",
         f"(envkit section format {lock.ENVKIT_LOCK_VERSION}) holding what is not a package:",
         "",
-        "| key | meaning |",
-        "|---|---|",
+        *_key_table(LOCK_SECTION),
     ]
-    lines += [f"| `{key}` | {meaning} |" for key, meaning in LOCK_SECTION.items()]
     lines += [
         "",
         "Every value in it is checked when a lock is read: a pip name that is no distribution name, a URL that",
@@ -182,6 +180,10 @@ PAGES: dict[str, Callable[[], str]] = {
     "json.md": _json,
     "lock.md": _lock_format,
 }
+
+
+def _key_table(meanings: dict[str, str]) -> list[str]:
+    return ["| key | meaning |", "|---|---|", *(f"| `{key}` | {meaning} |" for key, meaning in meanings.items())]
 
 
 def _one_line(text: str) -> str:

@@ -26,9 +26,10 @@ from envkit.changescope import ChangeScope
 from envkit.channels import recorded_channels
 from envkit.commands.sync_quick import recorded_lock
 from envkit.condameta import stamp
+from envkit.create import specs_json
 from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, os_refusal
 from envkit.fsutil import read_exact
-from envkit.history import Linked, append_block, block, linked_in, requested_specs, spec_name
+from envkit.history import Linked, append_block, block, linked_in, requested_specs, spec_name, unmet
 from envkit.inplace import Installer
 from envkit.installed import PipDist, dist_files, pip_dists, read_conda_meta
 from envkit.journal import rollback, stash, write_journal
@@ -431,7 +432,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
                 "updated": datetime.now(UTC).isoformat(timespec="seconds"),
                 "packages": [asdict(p) for p in plan.packages],
                 "activation": activation_json(activation, prefix, files),
-                "specs": [{"spec": s.spec, "reason": s.reason, "origin": str(s.origin) if s.origin else None} for s in plan.specs],
+                "specs": specs_json(plan),
                 "pip": list(plan.pip_specs),
                 "pip_installed": pip_installed,
                 "conda_meta": stamp(prefix),
@@ -470,13 +471,13 @@ def _write_history(prefix: Path, plan: Plan, linked_before: set[Linked], asked_b
     would honour it and move the env away from the recipe again; the sync names it (not those of
     envkit's own earlier specs, `ours`, that the recipe moved)."""
     specs = [s.spec for s in plan.specs]
-    wanted = {spec_name(spec): spec for spec in specs}
-    dropped = sorted(name for name in asked_before if name not in wanted)
-    replaced = [asked for name, asked in sorted(asked_before.items()) if asked != wanted.get(name) and asked not in ours]
+    differing = unmet(asked_before, specs)
+    dropped = [spec_name(asked) for asked, recipes in differing if recipes is None]
+    replaced = [asked for asked, _ in differing if asked not in ours]
     linked_after = linked_in(prefix)
     added, gone = linked_after - linked_before, linked_before - linked_after
     if not added and not gone:
-        if asked_before == wanted:
+        if not differing and len(asked_before) == len(specs):
             return  # nothing conda would record
         # conda reads a block without +/- lines as an empty env: the specs ride on a relink of one package
         added = gone = set(sorted(linked_after, key=lambda d: d.dist())[:1])
