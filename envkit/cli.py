@@ -38,7 +38,7 @@ EPILOG = "exit codes (envkit run: otherwise the command's own):\n" + "\n".join(
     f"  {int(code):>3}  {meaning}" for code, meaning in EXIT_CODE_MEANINGS.items()
 )
 SHELLS = ("bash", "zsh", "dash", "sh", "posix", "fish", "csh", "tcsh", "cmd", "cmd.exe", "powershell", "pwsh")
-EXPORT_FORMATS = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock")
+EXPORT_FORMATS = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock", "lmod", "modulefile")
 
 
 def terminal_columns() -> int:
@@ -222,7 +222,12 @@ def _args_export(p: Parser) -> None:
         metavar="P",
         help="with --lock: the platform to write (default: this machine's, a Dockerfile's the lock's Linux one; repeatable for conda-lock)",
     )
-    p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="environment-yml | explicit | dockerfile | lock | conda-lock")
+    p.add_argument(
+        "--format",
+        required=True,
+        choices=EXPORT_FORMATS,
+        help="environment-yml | explicit | dockerfile | lock | conda-lock | lmod | modulefile",
+    )
     p.add_argument("-o", "--output", type=_given, metavar="FILE", help="write to FILE, - for stdout (default: stdout)")
     p.add_argument(
         "--base",

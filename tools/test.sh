@@ -9,6 +9,8 @@ for tool in bash dash zsh fish tcsh shellcheck git pypy3; do
 done
 # LLVM's OpenMP runtime: the audit's EK001 test loads a real libomp.so.5 before mkl-service.
 ldconfig -p | grep -q 'libomp\.so\.5 ' || need+=(libomp5-14)
+# Lmod: tests/cluster/test_modulefiles.py loads envkit's module exports with the real Lmod
+[ -f /usr/share/lmod/lmod/init/bash ] || need+=(lmod)
 # buildah (podman's engine) builds the Dockerfile export for real, daemonless: tests/support/buildah.py
 command -v buildah >/dev/null 2>&1 || need+=(buildah)
 # the system's python3 with venv: tests/test_shared_env.py runs envkit as another user from it
@@ -20,7 +22,7 @@ if [ "${#need[@]}" -gt 0 ] || [ "$wine" -eq 1 ]; then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     # pypy3 is Python 3.9: the in-env probe's floor, run for real by the tests
-    [ "${#need[@]}" -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git libomp5-14 pypy3 python3-venv buildah >/dev/null
+    [ "${#need[@]}" -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git libomp5-14 pypy3 python3-venv buildah lmod >/dev/null
     # wine64 alone: its recommends are a desktop's worth of packages cmd.exe does not need
     [ "$wine" -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends wine64 >/dev/null
 fi

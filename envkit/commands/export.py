@@ -18,6 +18,7 @@ import rattler
 from envkit import backend, export
 from envkit.activation.writer import ops_from_json, recorded_activation
 from envkit.channels import rebase, recorded_channels, to_canonical, without_credentials
+from envkit.cluster import modulefiles
 from envkit.commands import Result
 from envkit.errors import UsageError
 from envkit.fsutil import output_path, write_output
@@ -27,10 +28,19 @@ from envkit.names import CONDA_NAME_REFUSES, CONDA_RESERVED_NAMES
 from envkit.recipe.model import EnvOp
 from envkit.record import read_record, recipe_name
 
-Format = Literal["environment-yml", "explicit", "dockerfile", "lock", "conda-lock"]
-FORMATS: tuple[str, ...] = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock")
+Format = Literal["environment-yml", "explicit", "dockerfile", "lock", "conda-lock", "lmod", "modulefile"]
+FORMATS: tuple[str, ...] = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock", "lmod", "modulefile")
+# an environment module points at an installed env: there is none for a lock's platform
+MODULE_FORMATS = ("lmod", "modulefile")
 # what a format's file is usually called (a lock: ENV.lock), named when -o is a directory
-USUAL_NAMES = {"environment-yml": "environment.yml", "explicit": "explicit.txt", "dockerfile": "Dockerfile", "conda-lock": "conda-lock.yml"}
+USUAL_NAMES = {
+    "environment-yml": "environment.yml",
+    "explicit": "explicit.txt",
+    "dockerfile": "Dockerfile",
+    "conda-lock": "conda-lock.yml",
+    "lmod": "VERSION.lua",
+    "modulefile": "VERSION",
+}
 
 
 @dataclass(frozen=True)
@@ -229,6 +239,10 @@ def _one_snapshot(fmt: str, env: export.EnvSnapshot, base: str | None) -> str:
         return export.explicit(env)
     if fmt == "dockerfile":
         return export.dockerfile(env, base or export.DOCKER_BASE)
+    if fmt == "lmod":
+        return modulefiles.lmod(env)
+    if fmt == "modulefile":
+        return modulefiles.tcl(env)
     return export.conda_lock((env,))
 
 
@@ -249,6 +263,11 @@ def export_lock(lock_ref: str, fmt: str, output: str | None, *, platforms: tuple
     of one kind writes the environment.yml, explicit list or Dockerfile of another (a Linux image's,
     from a Mac) without making an env first."""
     _check_options(fmt, base)
+    if fmt in MODULE_FORMATS:
+        raise UsageError(
+            f"--format {fmt} writes a module that puts an installed env on PATH, and a lock is not installed",
+            hint="create the env from the lock (envkit create --locked), then export it with -n NAME or -p PREFIX",
+        )
     if fmt == "lock":
         raise UsageError(f"--lock {lock_ref} is a lock already", hint="copy the file, or write another with 'envkit lock RECIPE -o FILE'")
     path = Path(lock_ref).expanduser().absolute()

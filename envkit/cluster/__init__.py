@@ -1,0 +1,1 @@
+"""envkit on a cluster: envs published as environment modules, and probes run as Slurm jobs."""
