@@ -108,11 +108,11 @@ def _computed_notes(env: EnvSnapshot, where: str) -> list[str]:
     return [
         f"# {op.name}={op.value} is {op.computed} of the machine this was exported from (the recipe asks for {op.computed}): {where}"
         for op in env.activation
-        if op.computed and op.action == "set" and not _unresolved(op)
+        if op.computed and op.action == "set" and not unresolved(op)
     ]
 
 
-def _unresolved(op: EnvOp) -> bool:
+def unresolved(op: EnvOp) -> bool:
     """A setting a lock keeps as its rule (physical-cores), worked out where the env is installed: an
     export of the lock knows no machine, so it has no number to write."""
     return op.action == "set" and bool(op.computed) and not op.value
@@ -137,13 +137,13 @@ def environment_yml(env: EnvSnapshot) -> str:
             lines.append("  - pip")
         lines.append("  - pip:")
         lines += [f"      - {quoted(p.requirement)}" for p in env.pip]
-    settable = [op for op in env.activation if op.action == "set" and not _unresolved(op)]
+    settable = [op for op in env.activation if op.action == "set" and not unresolved(op)]
     lost = [op for op in env.activation if op.action != "set"]
     if settable:
         lines.append("variables:")
         lines += [f"  {op.name}: {quoted(op.value)}" for op in settable]
     lines += _computed_notes(env, "change it to suit the machine that runs the env")
-    lines += [_unresolved_note(op, f"conda env config vars set {op.name}=N in the new env") for op in env.activation if _unresolved(op)]
+    lines += [_unresolved_note(op, f"conda env config vars set {op.name}=N in the new env") for op in env.activation if unresolved(op)]
     for op in settable:
         if "'" in (op.value or ""):
             # conda's posix activator writes export NAME='value' without escaping quotes in it
@@ -220,7 +220,7 @@ def dockerfile(env: EnvSnapshot, base: str = DOCKER_BASE) -> str:
     lines.append(f"ENV CONDA_PREFIX={DOCKER_PREFIX} PATH={DOCKER_PREFIX}/bin:${{PATH}}")
     lines += _computed_notes(env, "give the host's own with docker run -e NAME=N")
     for op in env.activation:
-        if _unresolved(op):
+        if unresolved(op):
             lines.append(_unresolved_note(op, f"give the host's with docker run -e {op.name}=N"))
             continue
         lost = _docker_lost(op)

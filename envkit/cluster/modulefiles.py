@@ -21,8 +21,10 @@ file names `--format lmod` for Lmod sites.
 
 from __future__ import annotations
 
+import re
+
 from envkit.errors import UsageError
-from envkit.export import EnvSnapshot
+from envkit.export import EnvSnapshot, unresolved
 from envkit.recipe.model import EnvOp
 
 LAYOUT = "MODULEPATH/NAME/VERSION.lua"
@@ -61,9 +63,19 @@ def _tcl_str(value: str, what: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+# Lmod writes a name into the shell code of a load as it is, and a Tcl modulefile as a bare word
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _texts(op: EnvOp) -> tuple[str, ...]:
+    return (op.value, *op.entries)
+
+
 def _no_line_breaks(env: EnvSnapshot) -> None:
     for op in env.activation:
-        if any(ch in text for text in (op.value, *op.entries) for ch in "\r\n"):
+        if not NAME.fullmatch(op.name):
+            raise UsageError(f"{op.name!r} is not a variable name a module can set", hint="remove it from the env's settings")
+        if any(ch in text for text in _texts(op) for ch in "\r\n"):
             raise UsageError(
                 f"{op.name} holds a line break, which Lmod writes into the shell code of a load as the end of a command",
                 hint="activate the env instead (conda activate, envkit shell-hook), which keeps it exactly",
@@ -78,7 +90,7 @@ def _csh_notes(env: EnvSnapshot, comment: str) -> list[str]:
     return [
         f"{comment} csh/tcsh: Lmod cannot write {op.name}'s value for csh exactly (it holds ! {{ }} or a tab); other shells get it exactly"
         for op in env.activation
-        if any(ch in CSH_ALTERED for text in (op.value, *op.entries) for ch in text)
+        if any(ch in CSH_ALTERED for text in _texts(op) for ch in text)
     ]
 
 
@@ -96,10 +108,10 @@ def _describe(env: EnvSnapshot) -> list[str]:
 
 
 def _settable(env: EnvSnapshot) -> list[EnvOp]:
-    unresolved = [op.name for op in env.activation if op.action == "set" and op.computed and not op.value]
-    if unresolved:
+    unset = [op.name for op in env.activation if unresolved(op)]
+    if unset:
         raise UsageError(
-            f"{', '.join(unresolved)} is worked out on the machine that installs the env, and this snapshot has no value for it",
+            f"{', '.join(unset)} is worked out on the machine that installs the env, and this snapshot has no value for it",
             hint="export the module from the installed env (-n NAME or -p PREFIX)",
         )
     return [
@@ -165,7 +177,7 @@ def tcl(env: EnvSnapshot) -> str:
     """A Tcl modulefile (Environment Modules, and Lmod through tcl2lua)."""
     _no_line_breaks(env)
     for op in env.activation:  # a refusal names the variable, before the help text that shows it
-        for text in (op.value, *op.entries):
+        for text in _texts(op):
             _tcl_str(text, op.name)
     about = _describe(env)
     lines = [

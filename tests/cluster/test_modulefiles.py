@@ -172,3 +172,16 @@ def test_a_lock_has_no_env_to_put_on_path(tmp_path: Path) -> None:
     lock.write_text("version: 6\nenvironments: {}\npackages: []\n")
     done = run_envkit("export", "--lock", str(lock), "--format", "lmod")
     assert done.returncode == 2 and "a lock is not installed" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("fmt", ["lmod", "modulefile"])
+def test_a_name_that_is_not_a_variable_name_is_refused(fmt: str) -> None:
+    """A name from conda's own env vars (conda-meta/state) reaches no module as code."""
+    from envkit.cluster import modulefiles
+    from envkit.errors import UsageError
+    from envkit.export import EnvSnapshot
+    from envkit.recipe.model import EnvOp
+
+    env = EnvSnapshot("e", "/opt/e", "linux-64", None, (), (), (), (EnvOp("X; touch /tmp/owned", "set", value="1"),))
+    with pytest.raises(UsageError, match="is not a variable name a module can set"):
+        (modulefiles.lmod if fmt == "lmod" else modulefiles.tcl)(env)
