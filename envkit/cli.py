@@ -262,6 +262,12 @@ def _args_remove(p: Parser) -> None:
 def _args_probe(p: Parser) -> None:
     _env_args(p)
     _json_flag(p)
+    p.add_argument(
+        "--slurm",
+        nargs=argparse.REMAINDER,
+        metavar="SBATCH_ARG",
+        help="run the probe as a Slurm batch job and wait for it; what follows goes to sbatch (e.g. --slurm -p gpu --gres=gpu:2)",
+    )
 
 
 def _args_audit(p: Parser) -> None:
@@ -576,7 +582,11 @@ def _probe(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     from envkit.commands.probe import probe
     from envkit.envs import select_env
 
-    return probe(select_env(args.name, args.prefix)), False
+    def submitted(job: str) -> None:
+        sys.stderr.write(f"submitted Slurm job {job}; waiting for it to end (Ctrl-C cancels it)\n")
+        sys.stderr.flush()
+
+    return probe(select_env(args.name, args.prefix), args.slurm, submitted), False
 
 
 def _audit(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:

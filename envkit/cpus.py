@@ -2,14 +2,18 @@
 
 `os.cpu_count()` is the machine's; a job gets less. Slurm and `taskset` narrow the process's
 affinity mask (a 64-core node's login shell sees 64, a job on 8 of its CPUs sees 8), and Docker's
-`--cpus` and Kubernetes' CPU limits give a cgroup CPU quota, which no mask shows. A thread count
-worked out from the machine's total oversubscribes exactly those jobs. Linux only: elsewhere, and
-where a file here cannot be read, the figures fall back to `os.cpu_count()`.
+`--cpus` and Kubernetes' CPU limits give a cgroup CPU quota, which no mask shows. A Slurm site
+without task/affinity or task/cgroup binds nothing at all: there the job's own variables are the
+only record of its allocation (slurm_cpus). A thread count worked out from the machine's total
+oversubscribes exactly those jobs. Linux only: elsewhere, and where a file here cannot be read,
+the figures fall back to `os.cpu_count()`.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 
 PHYSICAL_CORES = "physical-cores"  # a recipe's thread count worked out here: physical_cores()
@@ -53,10 +57,30 @@ def cpu_quota(self_cgroup: Path = SELF_CGROUP, root: Path = CGROUP_ROOT) -> floa
     return min(quotas) if quotas else None
 
 
+def slurm_cpus(environ: Mapping[str, str] | None = None) -> int | None:
+    """The CPUs Slurm gave this process, from the job's variables; None outside a job. In a step
+    (an `srun` task) that is one task's share: SLURM_CPUS_PER_TASK, else the node's CPUs over the
+    step's tasks there. In the batch script (or an `salloc` shell) it is the job's CPUs on this
+    node, which everything the script launches there shares."""
+    env = os.environ if environ is None else environ
+    if not env.get("SLURM_JOB_ID"):
+        return None
+    on_node = _count(env.get("SLURM_CPUS_ON_NODE"))
+    if "SLURM_STEP_ID" not in env:
+        return on_node
+    per_task = _count(env.get("SLURM_CPUS_PER_TASK"))
+    if per_task is not None:
+        return per_task
+    # "2(x3),1": the first figure is this node's when the step's nodes come in the usual order
+    tasks = _count(re.split(r"[(,]", env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "")[0])
+    return max(1, on_node // tasks) if on_node is not None and tasks else on_node
+
+
 def usable_cpus() -> int:
-    """Logical CPUs this process may use: its affinity mask, cut to its cgroup's quota."""
+    """Logical CPUs this process may use: its affinity mask, cut to its cgroup's quota and to its
+    Slurm allocation."""
     allowed = allowed_cpus()
-    return within_quota(len(allowed) if allowed else os.cpu_count() or 1, cpu_quota())
+    return within_quota(_within_job(len(allowed) if allowed else os.cpu_count() or 1), cpu_quota())
 
 
 def physical_cores() -> int:
@@ -67,7 +91,7 @@ def physical_cores() -> int:
         text = ""
     allowed = allowed_cpus()
     cpus = cores_in(text, allowed) or (len(allowed) if allowed else os.cpu_count() or 1)
-    return within_quota(cpus, cpu_quota())
+    return within_quota(_within_job(cpus), cpu_quota())
 
 
 def cores_in(cpuinfo: str, allowed: frozenset[int] | None) -> int:
@@ -96,6 +120,16 @@ def within_quota(cpus: int, quota: float | None) -> int:
     """A quota of 2.5 CPUs runs 2 threads: a third would be throttled, and an OpenMP team waits
     for its slowest thread."""
     return max(1, min(cpus, int(quota)) if quota is not None else cpus)
+
+
+def _within_job(cpus: int) -> int:
+    job = slurm_cpus()
+    return min(cpus, job) if job is not None else cpus
+
+
+def _count(text: str | None) -> int | None:
+    """A positive count from a Slurm variable; None where it is absent or not one."""
+    return int(text) if text is not None and text.isdigit() and int(text) > 0 else None
 
 
 def _dirs(mount: Path, path: str) -> list[Path]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -269,11 +270,14 @@ def keep_verdict(prefix: Path, summary: dict[str, Any], healthy: bool, basis: st
     return None
 
 
-def probe_and_keep(prefix: Path, spec: ProbeSpec | None = None) -> tuple[ProbeReport, str | None]:
-    """Run the probe and keep its verdict in the record it started from (keep_verdict); with why it
-    was not kept, if it was not. Run with the env's lock released, as create, sync and probe do."""
+def probe_and_keep(
+    prefix: Path, spec: ProbeSpec | None = None, *, elsewhere: Callable[[Path], ProbeReport] | None = None
+) -> tuple[ProbeReport, str | None]:
+    """Run the probe here (or `elsewhere`: a Slurm job) and keep its verdict in the record it
+    started from (keep_verdict); with why it was not kept, if it was not. Run with the env's lock
+    released, as create, sync and probe do."""
     from envkit.probe.runner import run_probe  # the probe's machinery only when it runs
 
     basis = record_digest(prefix)
-    report = run_probe(prefix, spec)
+    report = run_probe(prefix, spec) if elsewhere is None else elsewhere(prefix)
     return report, keep_verdict(prefix, report.summary(), report.healthy, basis)

@@ -3,7 +3,9 @@
 
 The verdict is the last probe's, and says where it came from: a probe on a date (with the checks
 that warned or failed), or none yet, where only the static audit speaks. A probe that passed on a
-machine without a GPU leaves the GPU part "not yet proven on a GPU"."""
+machine without a GPU leaves the GPU part "not yet proven on a GPU"; one that passed on a GPU node
+says which ("proven on a GPU on gpu-node-3"), since a probe run on a login node proves nothing
+about the nodes a job gets."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ class LoadedLibrary:
 @dataclass(frozen=True)
 class Health:
     state: HealthState
-    basis: str  # "probe at DATE" or "not probed: the static audit alone"
+    basis: str  # "probe at DATE on HOST (Slurm job N)" or "not probed: the static audit alone"
     gpu: str | None  # "proven on a GPU", "not yet proven on a GPU", or None (no GPU part)
     warned: tuple[str, ...] = ()  # the probe checks that warned
     failed: tuple[str, ...] = ()
@@ -55,14 +57,21 @@ def health_of(record: object) -> Health:
     status = probe.get("status")
     state: HealthState = "unhealthy" if status == "fail" or failed else "warn" if status == "warn" or warned else "healthy"
     when = probe.get("at")
+    node, job = _text(probe.get("node")), _text(probe.get("slurm_job"))
     basis = f"probe at {when}" if isinstance(when, str) else "probe (date not kept)"
+    basis += (f" on {node}" if node else "") + (f" (Slurm job {job})" if job else "")
     gpu = probe.get("gpu")
     gpu_line = None
     if isinstance(gpu, dict):
-        gpu_line = "proven on a GPU" if gpu.get("proven") else "not yet proven on a GPU"
+        gpu_line = ("proven on a GPU" + (f" on {node}" if node else "")) if gpu.get("proven") else "not yet proven on a GPU"
     loaded = tuple(
         LoadedLibrary(str(lib.get("kind", "")), str(lib.get("api", "")), str(lib.get("path", "")))
         for lib in probe.get("loaded") or []
         if isinstance(lib, dict)
     )
     return Health(state, basis, gpu_line, warned, failed, loaded)
+
+
+def _text(value: object) -> str:
+    """A name the record keeps, fit for one line: a hand-edited record must not break it."""
+    return "".join(ch for ch in value if ch.isprintable())[:200] if isinstance(value, str) else ""

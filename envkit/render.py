@@ -137,7 +137,8 @@ def _probe(c: Out, report: Any) -> None:
     for ch in report.checks:
         if ch.status in ("fail", "warn") and ch.remedy:
             c.print(f"[{STATUS_STYLE[ch.status]}]{ch.id}[/]: {escape(ch.remedy)}")
-    c.print(f"probe [{STATUS_STYLE[report.status]}]{report.status}[/] in {report.seconds:.1f}s ({escape(report.prefix)})")
+    where = (f" on {report.node}" if report.node else "") + (f" in Slurm job {report.slurm_job}" if report.slurm_job else "")
+    c.print(f"probe [{STATUS_STYLE[report.status]}]{report.status}[/] in {report.seconds:.1f}s{escape(where)} ({escape(report.prefix)})")
 
 
 def _create(c: Out, out: Any) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.cpus import cores_in, cpu_quota, physical_cores, usable_cpus, within_quota
+from envkit.cpus import cores_in, cpu_quota, physical_cores, slurm_cpus, usable_cpus, within_quota
 from tests.conftest import run_envkit, write_recipe
 from tests.support.tiny import tiny_channel
 
@@ -149,3 +149,17 @@ def test_sync_in_a_smaller_job_writes_its_count_and_then_has_nothing_to_do(tmp_p
     assert ek015(_pinned("audit", "-p", str(prefix), "--json", env=env)) == []
     # back on the whole machine, the machine's count again
     assert f"variable OMP_NUM_THREADS: = '1' -> = '{here}'" in run_envkit("sync", "-p", str(prefix), "--dry-run").stdout
+
+
+def test_a_slurm_job_s_cpus_are_its_allocation_where_no_mask_binds_them() -> None:
+    """task/none binds nothing: the job's variables are all that says what it was given (the
+    figures are what Slurm 22.05 sets, measured under tests/cluster)."""
+    batch = {"SLURM_JOB_ID": "7", "SLURM_CPUS_ON_NODE": "8", "SLURM_NTASKS": "2", "SLURM_TASKS_PER_NODE": "2"}
+    assert slurm_cpus({}) is None
+    assert slurm_cpus(batch) == 8  # the batch script: what its launches on this node share
+    step = {**batch, "SLURM_STEP_ID": "0", "SLURM_STEP_TASKS_PER_NODE": "2"}
+    assert slurm_cpus(step) == 4  # one task's share
+    assert slurm_cpus({**step, "SLURM_CPUS_PER_TASK": "3"}) == 3
+    assert slurm_cpus({**step, "SLURM_STEP_TASKS_PER_NODE": "4(x2),1"}) == 2
+    assert slurm_cpus({**step, "SLURM_CPUS_ON_NODE": "garbage", "SLURM_CPUS_PER_TASK": ""}) is None
+    assert slurm_cpus({"SLURM_JOB_ID": "7"}) is None

@@ -27,7 +27,9 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class ProbeReport:
-    """Every check the probe ran in one env, and how long it took."""
+    """Every check the probe ran in one env, how long it took, and where it ran: the host, and the
+    Slurm job when a scheduler ran it (`envkit probe --slurm`), since a GPU is proven only on the
+    node that has one."""
 
     JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("status",)
 
@@ -35,6 +37,8 @@ class ProbeReport:
     python: str
     seconds: float
     checks: tuple[CheckResult, ...]
+    node: str = ""
+    slurm_job: str = ""
 
     @property
     def status(self) -> Status:
@@ -65,7 +69,19 @@ class ProbeReport:
                 if isinstance(lib, dict)
             ],
             "gpu": None if gpu is None else {"proven": gpu.status == "pass", "status": gpu.status, "evidence": gpu.evidence[:300]},
+            "node": self.node,
+            "slurm_job": self.slurm_job,
         }
+
+    def dumps(self) -> str:
+        """The report in the probe's own JSON, which parse_report reads back: how a Slurm job hands
+        its report to the envkit that submitted it."""
+        checks = [
+            {"id": c.id, "title": c.title, "status": c.status, "evidence": c.evidence, "remedy": c.remedy, "data": c.data, "seconds": c.seconds}
+            for c in self.checks
+        ]
+        doc = {"envkit_probe": PROBE_VERSION, "prefix": self.prefix, "python": self.python, "seconds": self.seconds, "checks": checks}
+        return json.dumps({**doc, "node": self.node, "slurm_job": self.slurm_job})
 
 
 def parse_report(text: str) -> ProbeReport:
@@ -85,4 +101,5 @@ def parse_report(text: str) -> ProbeReport:
         checks.append(
             CheckResult(c["id"], c["title"], status, c.get("evidence", ""), c.get("remedy", ""), c.get("data", {}), c.get("seconds"))
         )
-    return ProbeReport(doc["prefix"], doc["python"], doc["seconds"], tuple(checks))
+    where = {key: doc[key] for key in ("node", "slurm_job") if isinstance(doc.get(key), str)}
+    return ProbeReport(doc["prefix"], doc["python"], doc["seconds"], tuple(checks), **where)

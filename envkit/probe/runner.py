@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import replace
@@ -99,8 +100,18 @@ def probe_config(spec: ProbeSpec, threading: dict[str, str], workdir: str | None
         "timeout": spec.timeout,
         "threading": threading,
         "torch_build": spec.torch_build,
-        "usable_cpus": usable_cpus(),  # the cgroup's quota included, which the probe's stdlib cannot read as simply
+        "usable_cpus": usable_cpus(),  # the cgroup's quota and a Slurm job's allocation included
+        "slurm_tasks": batch_tasks(),
     }
+
+
+def batch_tasks() -> int:
+    """The tasks of the Slurm batch job this probe runs in (0 outside one, or inside an srun step):
+    the DDP check then starts that many ranks with srun, as the job's own launches do."""
+    if not os.environ.get("SLURM_JOB_ID") or "SLURM_STEP_ID" in os.environ:
+        return 0
+    tasks = os.environ.get("SLURM_NTASKS", "")
+    return int(tasks) if tasks.isdigit() else 0
 
 
 def expected_threading(prefix: Path) -> dict[str, str]:
@@ -193,4 +204,10 @@ def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
     if child.returncode != 0:
         raise ProbeError(f"the probe crashed in {prefix}: {(stderr.strip().splitlines() or ['no output'])[-1]}")
     report = parse_report(stdout)
-    return replace(report, checks=(*report.checks, check_unactivated(python, unactivated_expected(prefix))))
+    unactivated = check_unactivated(python, unactivated_expected(prefix))
+    return replace(report, checks=(*report.checks, unactivated), node=this_node(), slurm_job=os.environ.get("SLURM_JOB_ID", ""))
+
+
+def this_node() -> str:
+    """The host a probe ran on, as Slurm names nodes (the short host name)."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]

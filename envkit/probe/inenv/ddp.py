@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import tempfile
 from typing import Any
 
 from .imports import importable, mkl_side
-from .proc import PACKAGE, PY, module_cmd, run_module
+from .proc import PY, module_cmd, run_module
 from .report import Check, check, excerpt, parse_sections
 
 SEED_TITLE = "MKL parent, torch-first children"
 GLOO_TITLE = "torch.distributed.run --nproc_per_node %d gloo all_reduce"
+SRUN_TITLE = "srun --ntasks %d gloo all_reduce (the Slurm job's ranks)"
 SEED_REMEDY = "set MKL_THREADING_LAYER=GNU for this env (envkit writes it into etc/conda/activate.d; envkit audit --fix repairs it)"
 
 
@@ -57,34 +59,19 @@ def _ddp_fail(cid: str, title: str, child: dict[str, Any], info: dict[str, Any],
 
 
 def _ddp_checks(cfg: dict[str, Any], timeout: float, side: list[str], workdir: str | None) -> tuple[Check, Check, dict[str, Any] | None]:
-    nproc = int(cfg.get("nproc", 2))
-    job_args: list[str] = []
-    if workdir is not None:
-        # torchrun makes a log directory per run and leaves it behind: keep it inside ours
-        logs = os.path.join(workdir, "logs")
-        job_args = [
-            "--standalone",
-            "--nnodes",
-            "1",
-            "--nproc_per_node",
-            str(nproc),
-            "--log_dir",
-            logs,
-            "-m",
-            f"{PACKAGE}.ddp_worker",
-            *side,
-        ]
+    job, job_cmd, title, nproc = the_job(cfg, side, workdir)
     order = child_order(cfg)
-    seed_cmd = module_cmd("seed_child", json.dumps(order), json.dumps(job_args), json.dumps(observation_tags()))
+    seed_cmd = module_cmd("seed_child", json.dumps(order), json.dumps(job), json.dumps(observation_tags()))
     r = from_mkl_parent(side, seed_cmd, timeout)
     seed_child = r["child"]
     sections = parse_sections(seed_child.get("stdout"))
     parent_ran = r["parent_ran"]
     seed_info = {"parent_imports": side, "child_imports": order, "parent_ran": parent_ran}
-    gloo_info: dict[str, Any] = {"parent_imports": side, "nproc": nproc, "parent_ran": parent_ran}
+    launcher = "srun" if "command" in job else "torchrun"
+    gloo_info: dict[str, Any] = {"parent_imports": side, "nproc": nproc, "launcher": launcher, "parent_ran": parent_ran}
     observed = None
     # The inventory line is printed once the child's imports are done: then the seed scenario passed.
-    if not parent_ran or "JSON" not in sections or (not job_args and seed_child.get("returncode") != 0):
+    if not parent_ran or "JSON" not in sections or (not job and seed_child.get("returncode") != 0):
         seed = _ddp_fail("ddp-seed", SEED_TITLE, seed_child, seed_info, r["seconds"])
     else:
         how = "a child of a parent that imported {} imported {}".format(", ".join(side) or "nothing", ", ".join(order))
@@ -97,19 +84,47 @@ def _ddp_checks(cfg: dict[str, Any], timeout: float, side: list[str], workdir: s
             "sections": sections,
             "seconds": r["seconds"],
         }
-    if not job_args:
-        return seed, check("ddp-gloo", GLOO_TITLE % nproc, "skip", "disabled by the recipe (probe.ddp)"), observed
-    job = seed_child
+    if not job:
+        return seed, check("ddp-gloo", title, "skip", "disabled by the recipe (probe.ddp)"), observed
+    ran = seed_child
     if observed is None and parent_ran:
-        job = from_mkl_parent(side, [PY, "-m", "torch.distributed.run", *job_args], timeout)["child"]
-    ranks = sorted(line.strip() for line in (job.get("stdout") or "").splitlines() if line.startswith("rank "))
-    if job.get("returncode") != 0 or len(ranks) != nproc:
-        gloo = _ddp_fail("ddp-gloo", GLOO_TITLE % nproc, job, gloo_info, r["seconds"])
+        ran = from_mkl_parent(side, job_cmd, timeout)["child"]
+    ranks = sorted(line.strip() for line in (ran.get("stdout") or "").splitlines() if line.startswith("rank "))
+    if ran.get("returncode") != 0 or len(ranks) != nproc:
+        gloo = _ddp_fail("ddp-gloo", title, ran, gloo_info, r["seconds"])
     else:
         gloo_info["rank_threads"] = [field(line, "threads") for line in ranks]
         gloo_info["rank_omp_num_threads"] = [field(line, "OMP_NUM_THREADS") for line in ranks]
-        gloo = check("ddp-gloo", GLOO_TITLE % nproc, "pass", "\n".join(ranks), "", gloo_info, r["seconds"])
+        gloo = check("ddp-gloo", title, "pass", "\n".join(ranks), "", gloo_info, r["seconds"])
     return seed, gloo, observed
+
+
+def the_job(cfg: dict[str, Any], side: list[str], workdir: str | None) -> tuple[dict[str, Any], list[str], str, int]:
+    """(what the seed child launches, the same job as a command of its own, the check's title, its
+    ranks). Inside a Slurm batch job of two or more tasks the ranks are the job's, as `srun` starts
+    them with the launcher's environment (--export=ALL: under `sbatch --export=NONE` srun would
+    otherwise start them with none); elsewhere torchrun's local processes."""
+    nproc = int(cfg.get("nproc", 2))
+    if workdir is None:  # the recipe turned the job off
+        return {}, [], GLOO_TITLE % nproc, nproc
+    worker = module_cmd("ddp_worker", *side)
+    tasks = int(cfg.get("slurm_tasks") or 0)
+    srun = shutil.which("srun") if tasks >= 2 else None
+    if srun is not None:
+        rendezvous = f"ALL,MASTER_ADDR={socket.gethostname()},MASTER_PORT={free_port()}"
+        cmd = [srun, f"--export={rendezvous}", "--kill-on-bad-exit=1", "--ntasks", str(tasks), *worker]
+        return {"command": cmd}, cmd, SRUN_TITLE % tasks, tasks
+    # torchrun makes a log directory per run and leaves it behind: keep it inside ours
+    logs = os.path.join(workdir, "logs")
+    args = ["--standalone", "--nnodes", "1", "--nproc_per_node", str(nproc), "--log_dir", logs, *worker[1:]]
+    return {"torchrun": args}, [PY, "-m", "torch.distributed.run", *args], GLOO_TITLE % nproc, nproc
+
+
+def free_port() -> int:
+    """A TCP port free on this host now, for rank 0's rendezvous (torchrun's --standalone picks its own)."""
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
 
 
 def field(line: str, name: str) -> Any:

@@ -1,12 +1,18 @@
-"""Child (one rank, started by torch.distributed.run with -m): torch first, as DDP workers do, then
-the MKL side named on the command line, then a gloo all_reduce. The rank's report is one write:
-the ranks share the launcher's pipe."""
+"""Child (one rank, started by torch.distributed.run with -m, or by srun in a Slurm job): torch
+first, as DDP workers do, then the MKL side named on the command line, then a gloo all_reduce. The
+rank's report is one write: the ranks share the launcher's pipe. Under srun the rank comes from
+Slurm's variables, as Lightning and submitit read them; the launcher sets MASTER_ADDR/PORT."""
 
 import os
 import sys
 
-import torch
-import torch.distributed as dist
+if "RANK" not in os.environ and "SLURM_PROCID" in os.environ:
+    os.environ["RANK"] = os.environ["SLURM_PROCID"]
+    os.environ["WORLD_SIZE"] = os.environ.get("SLURM_NTASKS", "1")
+    os.environ["LOCAL_RANK"] = os.environ.get("SLURM_LOCALID", "0")
+
+import torch  # noqa: E402  (torch first of the heavy imports: the seed scenario's order)
+import torch.distributed as dist  # noqa: E402
 
 for _extra in sys.argv[1:]:
     __import__(_extra)

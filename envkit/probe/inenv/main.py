@@ -43,7 +43,7 @@ def observed_section(tag: str, shared: dict[str, Any] | None, timeout: float) ->
 
 def inventory(cfg: dict[str, Any], timeout: float) -> dict[str, Any]:
     """The runtime observations in a process of their own (used when the DDP-style child failed)."""
-    return run_module("seed_child", json.dumps(child_order(cfg)), "[]", json.dumps(observation_tags()), timeout=timeout)
+    return run_module("seed_child", json.dumps(child_order(cfg)), "{}", json.dumps(observation_tags()), timeout=timeout)
 
 
 def stop_on_signal(workdir: str | None) -> None:

@@ -31,12 +31,13 @@ def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str,
         have = os.environ.get(var)
         if have != want:
             problems.append(f"{var} is {have!r}, the recipe sets {want!r}")
-    nproc = int(cfg.get("nproc", 2)) if cfg.get("ddp", True) else 1
+    job = (gloo or {}).get("data") or {}
+    nproc = int(job.get("nproc") or cfg.get("nproc", 2)) if cfg.get("ddp", True) else 1  # a Slurm job's ranks are its tasks
     cpus = cfg["usable_cpus"] if isinstance(cfg.get("usable_cpus"), int) else usable_cpus()
     ranks = [n for n in ((gloo or {}).get("data") or {}).get("rank_threads", []) if isinstance(n, int)]
     measured = bool(ranks) or data.get("torch_threads") is not None  # no torch: no threads per rank to weigh
     per_rank = max(ranks) if ranks else (data.get("torch_threads") or 1)
-    where = f"in each of {nproc} torchrun ranks" if ranks else f"in a process (x {nproc} ranks)"
+    where = f"in each of {nproc} {job.get('launcher', 'torchrun')} ranks" if ranks else f"in a process (x {nproc} ranks)"
     omp, mkl = env.get("OMP_NUM_THREADS"), env.get("MKL_NUM_THREADS")
     torch_part = f"torch threads {per_rank} {where}" if measured else "no torch to count threads in"
     evidence = f"OMP_NUM_THREADS={omp} MKL_NUM_THREADS={mkl}; {torch_part}; {cpus} usable CPUs"
@@ -57,7 +58,7 @@ def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str,
             THREADS_TITLE,
             "warn",
             evidence + f": {nproc} x {per_rank} threads oversubscribe the CPUs",
-            _advice(share, nproc),
+            _advice(share, nproc, job.get("launcher", "torchrun")),
             info,
         )
     if ranks and env.get("OMP_NUM_THREADS") is None and nproc > 1 and per_rank < share:
@@ -66,15 +67,18 @@ def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str,
             THREADS_TITLE,
             "warn",
             evidence + f": OMP_NUM_THREADS is unset, so torch.distributed.run gave each rank {per_rank} thread(s)",
-            _advice(share, nproc),
+            _advice(share, nproc, job.get("launcher", "torchrun")),
             info,
         )
     return check("threads", THREADS_TITLE, "pass", evidence, "", info)
 
 
-def _advice(share: int, nproc: int) -> str:
+def _advice(share: int, nproc: int, launcher: str = "torchrun") -> str:
     """Threads per rank, said as the audit says it: one thread env-wide slows every single-process
-    run (EK029), so a share of one is set per launch, not in the recipe."""
+    run (EK029), so a share of one is set per launch, not in the recipe. A Slurm job's ranks get
+    their share from the job's own figure."""
+    if launcher == "srun":
+        return f"in the job script, export OMP_NUM_THREADS=${{SLURM_CPUS_PER_TASK:-1}} before srun ({share} per rank for {nproc} ranks here), not env-wide (EK029)"
     if share <= 1:
         return f"set OMP_NUM_THREADS=1 per launch (OMP_NUM_THREADS=1 torchrun --nproc-per-node {nproc} ...), not env-wide (EK029)"
     return f"set threading.omp_num_threads to about physical cores / ranks ({share} here)"
