@@ -33,6 +33,11 @@ cpus=$(nproc)
 # RealMemory must not exceed what slurmd measures, or the node is drained at registration
 mem=$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
 mem=$((mem * 9 / 10))
+# ports free now, so that a cluster already running on this machine does not collide with this one
+read -r ctld_port slurmd_port < <(python3 -c 'import socket
+socks = [socket.socket() for _ in range(2)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in socks))')
 cat >"$dir/slurm.conf" <<EOF
 ClusterName=envkit-test
 SlurmctldHost=$node
@@ -52,8 +57,8 @@ SlurmctldPidFile=$dir/slurmctld.pidfile
 SlurmdPidFile=$dir/slurmd.pidfile
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none

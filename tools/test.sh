@@ -11,6 +11,8 @@ done
 ldconfig -p | grep -q 'libomp\.so\.5 ' || need+=(libomp5-14)
 # Lmod: tests/cluster/test_modulefiles.py loads envkit's module exports with the real Lmod
 [ -f /usr/share/lmod/lmod/init/bash ] || need+=(lmod)
+# Slurm and munge: tests/cluster/test_slurm.py runs jobs on a one-node cluster (tools/slurm.sh)
+{ command -v sbatch && command -v slurmctld && command -v munged; } >/dev/null 2>&1 || need+=(slurm-wlm munge)
 # buildah (podman's engine) builds the Dockerfile export for real, daemonless: tests/support/buildah.py
 command -v buildah >/dev/null 2>&1 || need+=(buildah)
 # the system's python3 with venv: tests/test_shared_env.py runs envkit as another user from it
@@ -22,7 +24,7 @@ if [ "${#need[@]}" -gt 0 ] || [ "$wine" -eq 1 ]; then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     # pypy3 is Python 3.9: the in-env probe's floor, run for real by the tests
-    [ "${#need[@]}" -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git libomp5-14 pypy3 python3-venv buildah lmod >/dev/null
+    [ "${#need[@]}" -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zsh fish tcsh dash shellcheck git libomp5-14 pypy3 python3-venv buildah lmod slurm-wlm munge >/dev/null
     # wine64 alone: its recommends are a desktop's worth of packages cmd.exe does not need
     [ "$wine" -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends wine64 >/dev/null
 fi
@@ -59,6 +61,15 @@ if [ -z "${ENVKIT_TEST_TOOLS:-}" ]; then
             jupyter_client==8.10.0 ipykernel==7.4.0
     fi
     export ENVKIT_TEST_TOOLS="$PWD/.test-tools/bin"
+fi
+
+# A one-node Slurm cluster of the run's own, unless SLURM_CONF names one: stopped on exit, by the
+# PIDs tools/slurm.sh kept
+if [ -z "${SLURM_CONF:-}" ]; then
+    slurm_dir=$(mktemp -d)
+    trap 'bash tools/slurm.sh down "$slurm_dir"; rm -rf "$slurm_dir"' EXIT
+    bash tools/slurm.sh up "$slurm_dir"
+    export SLURM_CONF="$slurm_dir/slurm.conf"
 fi
 
 .venv/bin/ruff check envkit tests bench tools

@@ -77,7 +77,15 @@ class ProbeReport:
         """The report in the probe's own JSON, which parse_report reads back: how a Slurm job hands
         its report to the envkit that submitted it."""
         checks = [
-            {"id": c.id, "title": c.title, "status": c.status, "evidence": c.evidence, "remedy": c.remedy, "data": c.data, "seconds": c.seconds}
+            {
+                "id": c.id,
+                "title": c.title,
+                "status": c.status,
+                "evidence": c.evidence,
+                "remedy": c.remedy,
+                "data": c.data,
+                "seconds": c.seconds,
+            }
             for c in self.checks
         ]
         doc = {"envkit_probe": PROBE_VERSION, "prefix": self.prefix, "python": self.python, "seconds": self.seconds, "checks": checks}

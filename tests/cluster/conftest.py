@@ -53,7 +53,9 @@ def cluster_env(tmp_path_factory: pytest.TempPathFactory, wheel_channel: Path, s
     base = tmp_path_factory.mktemp("cluster")
     recipe = payload_recipe(base / "recipes", wheel_channel, name="clusterenv")
     prefix = base / "env"
-    made = run_envkit("create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env={**os.environ, "ENVKIT_PKGS_DIR": str(session_pkgs)})
+    made = run_envkit(
+        "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe", env={**os.environ, "ENVKIT_PKGS_DIR": str(session_pkgs)}
+    )
     assert made.returncode == 0, made.stderr
     yield prefix
     shutil.rmtree(base, ignore_errors=True)

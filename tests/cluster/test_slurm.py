@@ -32,7 +32,7 @@ import numpy, mkl
 dist.init_process_group("gloo")
 t = torch.ones(1)
 dist.all_reduce(t)
-os.write(1, f"rank {os.environ['RANK']} sum {t.item()}\n".encode())  # one write: the ranks share a pipe
+os.write(1, f"rank {os.environ['RANK']} sum {t.item()}\\n".encode())  # one write: the ranks share a pipe
 dist.destroy_process_group()
 """
 SEED_ERROR = "MKL_THREADING_LAYER=INTEL is incompatible with libgomp"
@@ -153,7 +153,7 @@ def test_ctrl_c_while_the_probe_runs_on_the_node_cancels_the_job_and_leaves_noth
 
 def test_envkit_run_inside_a_job_gives_the_env_s_settings(slurm: str, cluster_env: Path, tmp_path: Path) -> None:
     show = "import os; print(os.environ.get('MKL_THREADING_LAYER'), os.environ.get('CONDA_PREFIX'))"
-    code, out = _job(tmp_path, "run", f"{sys.executable} -m envkit run -p {cluster_env} -- python -c \"{show}\"\n")
+    code, out = _job(tmp_path, "run", f'{sys.executable} -m envkit run -p {cluster_env} -- python -c "{show}"\n')
     assert code == 0 and out.strip().splitlines()[-1] == f"GNU {cluster_env}", out
 
 

@@ -11,8 +11,8 @@ if "RANK" not in os.environ and "SLURM_PROCID" in os.environ:
     os.environ["WORLD_SIZE"] = os.environ.get("SLURM_NTASKS", "1")
     os.environ["LOCAL_RANK"] = os.environ.get("SLURM_LOCALID", "0")
 
-import torch  # noqa: E402  (torch first of the heavy imports: the seed scenario's order)
-import torch.distributed as dist  # noqa: E402
+import torch  # torch first of the heavy imports: the seed scenario's order
+import torch.distributed as dist
 
 for _extra in sys.argv[1:]:
     __import__(_extra)
