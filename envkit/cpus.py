@@ -66,7 +66,7 @@ def slurm_cpus(environ: Mapping[str, str] | None = None) -> int | None:
     if not env.get("SLURM_JOB_ID"):
         return None
     on_node = _count(env.get("SLURM_CPUS_ON_NODE"))
-    if "SLURM_STEP_ID" not in env:
+    if _in_batch_script(env):
         return on_node
     per_task = _count(env.get("SLURM_CPUS_PER_TASK"))
     if per_task is not None:
@@ -74,6 +74,19 @@ def slurm_cpus(environ: Mapping[str, str] | None = None) -> int | None:
     # "2(x3),1": the first figure is this node's when the step's nodes come in the usual order
     tasks = _count(re.split(r"[(,]", env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "")[0])
     return max(1, on_node // tasks) if on_node is not None and tasks else on_node
+
+
+def slurm_batch_tasks(environ: Mapping[str, str] | None = None) -> int:
+    """The tasks of the Slurm batch job whose script this process runs in; 0 outside one, and
+    inside an srun step (whose tasks are already started). The probe's DDP check starts that many
+    ranks with srun, as the job's own launches do."""
+    env = os.environ if environ is None else environ
+    return (_count(env.get("SLURM_NTASKS")) or 0) if env.get("SLURM_JOB_ID") and _in_batch_script(env) else 0
+
+
+def _in_batch_script(env: Mapping[str, str]) -> bool:
+    """A job's batch script (or an salloc shell) rather than one of its srun steps."""
+    return "SLURM_STEP_ID" not in env
 
 
 def usable_cpus() -> int:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from envkit.errors import one_line
+
 HealthState = Literal["healthy", "warn", "unhealthy", "not probed"]
 
 
@@ -57,7 +59,7 @@ def health_of(record: object) -> Health:
     status = probe.get("status")
     state: HealthState = "unhealthy" if status == "fail" or failed else "warn" if status == "warn" or warned else "healthy"
     when = probe.get("at")
-    node, job = _text(probe.get("node")), _text(probe.get("slurm_job"))
+    node, job = _one_line(probe.get("node")), _one_line(probe.get("slurm_job"))
     basis = f"probe at {when}" if isinstance(when, str) else "probe (date not kept)"
     basis += (f" on {node}" if node else "") + (f" (Slurm job {job})" if job else "")
     gpu = probe.get("gpu")
@@ -72,6 +74,6 @@ def health_of(record: object) -> Health:
     return Health(state, basis, gpu_line, warned, failed, loaded)
 
 
-def _text(value: object) -> str:
+def _one_line(value: object) -> str:
     """A name the record keeps, fit for one line: a hand-edited record must not break it."""
-    return "".join(ch for ch in value if ch.isprintable())[:200] if isinstance(value, str) else ""
+    return one_line(value)[:200] if isinstance(value, str) else ""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.cpus import cores_in, cpu_quota, physical_cores, slurm_cpus, usable_cpus, within_quota
+from envkit.cpus import cores_in, cpu_quota, physical_cores, slurm_batch_tasks, slurm_cpus, usable_cpus, within_quota
 from tests.conftest import run_envkit, write_recipe
 from tests.support.tiny import tiny_channel
 
@@ -163,3 +163,11 @@ def test_a_slurm_job_s_cpus_are_its_allocation_where_no_mask_binds_them() -> Non
     assert slurm_cpus({**step, "SLURM_STEP_TASKS_PER_NODE": "4(x2),1"}) == 2
     assert slurm_cpus({**step, "SLURM_CPUS_ON_NODE": "garbage", "SLURM_CPUS_PER_TASK": ""}) is None
     assert slurm_cpus({"SLURM_JOB_ID": "7"}) is None
+
+
+def test_the_ranks_a_batch_script_starts_are_its_tasks_and_none_inside_a_step() -> None:
+    batch = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"}
+    assert slurm_batch_tasks(batch) == 4
+    assert slurm_batch_tasks({**batch, "SLURM_STEP_ID": "0"}) == 0  # an srun task: its ranks are already started
+    assert slurm_batch_tasks({"SLURM_NTASKS": "4"}) == 0  # not in a job
+    assert slurm_batch_tasks({**batch, "SLURM_NTASKS": "x"}) == 0

@@ -38,7 +38,7 @@ def test_a_login_node_probe_leaves_the_gpu_part_unproven() -> None:
 def test_a_hand_edited_node_name_cannot_break_the_line() -> None:
     record = {"probe": {"status": "pass", "checks": {}, "at": "2026-12-05", "node": "n1\x1b[2J\nrm", "slurm_job": 7}}
     line = health_of(record).line()
-    assert line == "healthy (probe at 2026-12-05 on n1[2Jrm)" and "\x1b" not in line
+    assert line == "healthy (probe at 2026-12-05 on n1\\x1b[2J\\nrm)" and "\x1b" not in line and "\n" not in line
 
 
 def test_no_probe_is_said_as_the_static_audit_alone() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
 from envkit.errors import ProbeError
@@ -76,20 +76,7 @@ class ProbeReport:
     def dumps(self) -> str:
         """The report in the probe's own JSON, which parse_report reads back: how a Slurm job hands
         its report to the envkit that submitted it."""
-        checks = [
-            {
-                "id": c.id,
-                "title": c.title,
-                "status": c.status,
-                "evidence": c.evidence,
-                "remedy": c.remedy,
-                "data": c.data,
-                "seconds": c.seconds,
-            }
-            for c in self.checks
-        ]
-        doc = {"envkit_probe": PROBE_VERSION, "prefix": self.prefix, "python": self.python, "seconds": self.seconds, "checks": checks}
-        return json.dumps({**doc, "node": self.node, "slurm_job": self.slurm_job})
+        return json.dumps({"envkit_probe": PROBE_VERSION, **asdict(self)})
 
 
 def parse_report(text: str) -> ProbeReport:

@@ -20,7 +20,7 @@ from typing import Any
 from envkit.activation.runenv import activated_environment
 from envkit.activation.startup import carried_name
 from envkit.activation.writer import ops_from_json
-from envkit.cpus import usable_cpus
+from envkit.cpus import slurm_batch_tasks, usable_cpus
 from envkit.errors import EnvkitError, ProbeError
 from envkit.fsutil import scratch_dir
 from envkit.installed import conda_packages, pip_dists, torch_build
@@ -101,17 +101,8 @@ def probe_config(spec: ProbeSpec, threading: dict[str, str], workdir: str | None
         "threading": threading,
         "torch_build": spec.torch_build,
         "usable_cpus": usable_cpus(),  # the cgroup's quota and a Slurm job's allocation included
-        "slurm_tasks": batch_tasks(),
+        "slurm_tasks": slurm_batch_tasks(),
     }
-
-
-def batch_tasks() -> int:
-    """The tasks of the Slurm batch job this probe runs in (0 outside one, or inside an srun step):
-    the DDP check then starts that many ranks with srun, as the job's own launches do."""
-    if not os.environ.get("SLURM_JOB_ID") or "SLURM_STEP_ID" in os.environ:
-        return 0
-    tasks = os.environ.get("SLURM_NTASKS", "")
-    return int(tasks) if tasks.isdigit() else 0
 
 
 def expected_threading(prefix: Path) -> dict[str, str]:

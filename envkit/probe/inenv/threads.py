@@ -32,12 +32,13 @@ def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str,
         if have != want:
             problems.append(f"{var} is {have!r}, the recipe sets {want!r}")
     job = (gloo or {}).get("data") or {}
+    launcher = job.get("launcher", "torchrun")
     nproc = int(job.get("nproc") or cfg.get("nproc", 2)) if cfg.get("ddp", True) else 1  # a Slurm job's ranks are its tasks
     cpus = cfg["usable_cpus"] if isinstance(cfg.get("usable_cpus"), int) else usable_cpus()
-    ranks = [n for n in ((gloo or {}).get("data") or {}).get("rank_threads", []) if isinstance(n, int)]
+    ranks = [n for n in job.get("rank_threads", []) if isinstance(n, int)]
     measured = bool(ranks) or data.get("torch_threads") is not None  # no torch: no threads per rank to weigh
     per_rank = max(ranks) if ranks else (data.get("torch_threads") or 1)
-    where = f"in each of {nproc} {job.get('launcher', 'torchrun')} ranks" if ranks else f"in a process (x {nproc} ranks)"
+    where = f"in each of {nproc} {launcher} ranks" if ranks else f"in a process (x {nproc} ranks)"
     omp, mkl = env.get("OMP_NUM_THREADS"), env.get("MKL_NUM_THREADS")
     torch_part = f"torch threads {per_rank} {where}" if measured else "no torch to count threads in"
     evidence = f"OMP_NUM_THREADS={omp} MKL_NUM_THREADS={mkl}; {torch_part}; {cpus} usable CPUs"
@@ -58,7 +59,7 @@ def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str,
             THREADS_TITLE,
             "warn",
             evidence + f": {nproc} x {per_rank} threads oversubscribe the CPUs",
-            _advice(share, nproc, job.get("launcher", "torchrun")),
+            _advice(share, nproc, launcher),
             info,
         )
     if ranks and env.get("OMP_NUM_THREADS") is None and nproc > 1 and per_rank < share:
@@ -67,7 +68,7 @@ def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str,
             THREADS_TITLE,
             "warn",
             evidence + f": OMP_NUM_THREADS is unset, so torch.distributed.run gave each rank {per_rank} thread(s)",
-            _advice(share, nproc, job.get("launcher", "torchrun")),
+            _advice(share, nproc, launcher),
             info,
         )
     return check("threads", THREADS_TITLE, "pass", evidence, "", info)
