@@ -24,24 +24,24 @@ import tempfile
 from pathlib import Path
 
 DEFAULT_MARKS = {
-    "envkit.cli": ["main"],
+    "envkit.cli.main": ["main"],
     "envkit.commands.sync_quick": ["quick"],
     "envkit.commands.sync": ["sync"],
     "envkit.commands.sync_change": ["look", "apply", "_sync_pip", "_journal_folders"],
     "envkit.commands.create": ["create", "plan_from_lock"],
     "envkit.commands.lock": ["lock", "solve_for_lock"],
-    "envkit.create": ["create_env"],
-    "envkit.pkgcache": ["verify_archives"],
-    "envkit.inplace": ["_fork", "_serve", "_read_installed", "_write_records", "_child"],
-    "envkit.solve": ["solve_recipe", "solve_or_explain"],
-    "envkit.backend": ["client", "install", "reinstall", "_run"],
-    "envkit.condameta": ["as_conda_writes", "stamp"],
-    "envkit.journal": ["write_journal"],
-    "envkit.history": ["append_block"],
+    "envkit.install.create": ["create_env"],
+    "envkit.install.pkgcache": ["verify_archives"],
+    "envkit.install.inplace": ["_fork", "_serve", "_read_installed", "_write_records", "_child"],
+    "envkit.solve.plan": ["solve_recipe", "solve_or_explain"],
+    "envkit.solve.backend": ["client", "install", "reinstall", "_run"],
+    "envkit.prefix.condameta": ["as_conda_writes", "stamp"],
+    "envkit.install.journal": ["write_journal"],
+    "envkit.prefix.history": ["append_block"],
     "envkit.activation.writer": ["write_files"],
-    "envkit.record": ["write_record"],
+    "envkit.prefix.record": ["write_record"],
     "envkit.audit.engine": ["audit_plan"],
-    "envkit.lock": ["read_lock", "write_lock"],
+    "envkit.team.lock": ["read_lock", "write_lock"],
 }
 
 # The sitecustomize: stdlib only, run before envkit's first import in every process of the command.
@@ -101,7 +101,7 @@ def _marked_exit(code):
     _mark("exit")
     _exit(code)
 
-os._exit = _marked_exit  # envkit leaves through os._exit (envkit.cli.hard_exit), past atexit
+os._exit = _marked_exit  # envkit leaves through os._exit (envkit.cli.main.hard_exit), past atexit
 _mark("start")
 """
 

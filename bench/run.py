@@ -570,11 +570,11 @@ which, prefix = sys.argv[1:3]
 records = tuple(PrefixData(prefix).iter_records())
 t0 = time.perf_counter()
 if which == "doctor":
-    from envkit.conda_plugin import doctor_check
+    from envkit.conda.plugin import doctor_check
     with contextlib.redirect_stdout(io.StringIO()):
         doctor_check(prefix, False)
 else:
-    from envkit.conda_hooks import judge_transaction
+    from envkit.conda.hooks import judge_transaction
     judge_transaction(prefix, records[:1], records[:1])
 print(time.perf_counter() - t0)
 import os

@@ -8,7 +8,7 @@ Three scenarios, each `--json` so the document's exit_code can be compared with 
 
 Both cores are kept busy by spinning processes while envkit runs, because the crash this guards
 against (a py-rattler tokio worker still inside Python while the interpreter finalizes, see
-envkit/cli.py) is a race that load widens.
+envkit/cli/main.py) is a race that load widens.
 
     python bench/stress_exit.py                  # 500 runs of each scenario through `python -m envkit`
     python bench/stress_exit.py --runs 50 --entry finalize   # the same runs ending in a normal
@@ -34,10 +34,10 @@ sys.path.insert(0, str(ROOT))
 PY = sys.executable
 
 # `module`: the real entry (python -m envkit). `finalize`: main() and then an ordinary interpreter
-# exit, which is what envkit did before it ended through envkit.cli.run (os._exit).
+# exit, which is what envkit did before it ended through envkit.cli.main.run (os._exit).
 ENTRIES = {
     "module": [PY, "-m", "envkit"],
-    "finalize": [PY, "-c", "import sys; from envkit.cli import main; sys.exit(main())"],
+    "finalize": [PY, "-c", "import sys; from envkit.cli.main import main; sys.exit(main())"],
 }
 
 

@@ -6,10 +6,10 @@ from typing import NoReturn
 
 
 def main() -> NoReturn:
-    from envkit import ownprocess
+    from envkit.core import ownprocess
 
     ownprocess.claim()
-    from envkit.cli import run
+    from envkit.cli.main import run
 
     run()
 

@@ -198,7 +198,7 @@ def seed_env(tmp_path_factory: pytest.TempPathFactory, wheel_channel: Path, sess
 @pytest.fixture(scope="session")
 def raw_payload_env(tmp_path_factory: pytest.TempPathFactory, wheel_channel: Path, session_pkgs: Path) -> Path:
     """The seed env's packages installed by plain rattler, as another tool would: no activation scripts."""
-    from envkit import backend
+    from envkit.solve import backend
 
     prefix = tmp_path_factory.mktemp("raw") / "env"
     specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl"]

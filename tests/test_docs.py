@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from envkit.cli import build_parser
+from envkit.cli.main import build_parser
 from tests.conftest import run_envkit
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from envkit import backend, envs
+from envkit.prefix import envs
+from envkit.solve import backend
 from tests.conftest import run_envkit
 from tests.support.terminal import converse
 from tests.support.tiny import tiny_channel, tiny_recipe
@@ -78,7 +79,7 @@ def test_remove_an_envkit_env_and_a_plain_one(tmp_path: Path, isolated: Path) ->
     assert gone.returncode == 0, gone.stderr
     assert json.loads(gone.stdout)["data"] == {"prefix": str(made), "envkit": True, "kernels": []}
     assert not made.exists() and registry.read_text().splitlines() == [str(plain)]
-    # no renamed-aside copy left, nor the env's lock file (envkit.fsutil.discard_lock)
+    # no renamed-aside copy left, nor the env's lock file (envkit.core.fsutil.discard_lock)
     assert sorted(made.parent.iterdir()) == [plain]
 
     other = run_envkit("remove", "-p", str(plain), "--yes")
@@ -103,7 +104,7 @@ def test_an_env_reached_through_a_link_is_the_env_where_it_points(tmp_path: Path
     list shows the env once; remove takes the env and then the link. Before, remove renamed the link
     aside, failed to delete it (rmtree refuses a link), said "removed" and left the env whole; a
     create --force left the old env behind under a new name."""
-    from envkit.transaction import env_lock
+    from envkit.install.transaction import env_lock
 
     channel = tiny_channel(tmp_path)
     recipe = tiny_recipe(tmp_path, channel)

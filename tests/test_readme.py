@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.cli import build_parser
+from envkit.cli.main import build_parser
 from tests.conftest import run_envkit
 
 ROOT = Path(__file__).resolve().parent.parent

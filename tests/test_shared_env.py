@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from envkit.transaction import lock_for
+from envkit.install.transaction import lock_for
 from tests.conftest import run_envkit
 from tests.support.condapkg import PkgMeta
 from tests.support.otheruser import NOBODY, other_user_conda, other_user_envkit, run_as_other
@@ -80,7 +80,7 @@ def test_a_teammate_who_may_write_waits_for_the_env_s_lock(shared_dir: Path) -> 
     subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(prefix)], check=True)  # the teammate may change it
     envkit = other_user_envkit(shared_dir / "home")
     recipe.write_text(recipe.read_text().replace("packages: [tool]", "packages: [tool, extra]"))
-    script = f"import time; from pathlib import Path; from envkit.fsutil import exclusive_lock\nwith exclusive_lock(Path({str(lock)!r}), 'x'):\n    print('held', flush=True); time.sleep(60)"
+    script = f"import time; from pathlib import Path; from envkit.core.fsutil import exclusive_lock\nwith exclusive_lock(Path({str(lock)!r}), 'x'):\n    print('held', flush=True); time.sleep(60)"
     holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

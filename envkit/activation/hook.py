@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envkit.activation.shells import csh_quote, fish_quote, sh_quote
-from envkit.errors import UsageError
+from envkit.core.errors import UsageError
 
 STATE = "_ENVKIT_HOOK"
 CONDA_NAMES = ("PATH", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "CONDA_SHLVL", "CONDA_PROMPT_MODIFIER")
@@ -68,7 +68,7 @@ def _statements(family: str, assignments: list[tuple[str, str | None]], scripts:
 
 def activation(prefix: Path, family: str, environ: Mapping[str, str] = os.environ) -> str:
     """The text that activates `prefix` in a shell of `family` whose environment is `environ`."""
-    from envkit.installed import conda_activation_vars
+    from envkit.prefix.installed import conda_activation_vars
 
     if STATE in environ:
         active = json.loads(environ[STATE]).get("prefix", "an env")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from envkit.cpus import PHYSICAL_CORES, physical_cores
+from envkit.core.cpus import PHYSICAL_CORES, physical_cores
 from envkit.recipe.model import EnvOp
 
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from envkit.errors import CommandNotExecutable, CommandNotFound, UsageError
+from envkit.core.errors import CommandNotExecutable, CommandNotFound, UsageError
 
 # conda's own activation sets these before sourcing activate.d.
 _DRIVER = r"""
@@ -24,7 +24,7 @@ env -0
 def activated_environment(prefix: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     """As `conda activate` leaves it: conda's env vars (packages' env_vars.d, `conda env config
     vars`) set first, then activate.d sourced over them."""
-    from envkit.installed import conda_activation_vars
+    from envkit.prefix.installed import conda_activation_vars
 
     env = dict(os.environ if base is None else base)
     for stale in [k for k in env if k.startswith("_ENVKIT_")]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from envkit.errors import UsageError
+from envkit.core.errors import UsageError
 from envkit.recipe.model import EnvOp
 
 

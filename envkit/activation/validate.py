@@ -5,7 +5,7 @@ shell scripts and startup files, so what a shell would read as code or as its ow
 from __future__ import annotations
 
 from envkit.activation.reserved import why_reserved
-from envkit.names import VAR_RE
+from envkit.core.names import VAR_RE
 
 ACTIONS = ("set", "unset", "prepend", "append")
 

@@ -12,10 +12,10 @@ from envkit.activation import FILE_PREFIX, SCRIPTS_FORMAT
 from envkit.activation.shells import GENERATORS, ScriptContext
 from envkit.activation.startup import NAMES as STARTUP_NAMES
 from envkit.activation.startup import carried_name, drop_leftovers, site_dir, startup_texts
-from envkit.digests import sha256
-from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text, read_exact, write_staged
-from envkit.names import NAME_RE, VAR_RE
+from envkit.core.digests import sha256
+from envkit.core.errors import UsageError
+from envkit.core.fsutil import atomic_write_text, read_exact, write_staged
+from envkit.core.names import NAME_RE, VAR_RE
 from envkit.recipe.model import EnvOp
 
 MARK = "envkit-settings-sha256:"
@@ -150,7 +150,7 @@ def render_files(
 
 def write_files(files: list[ActivationFile], *, staged: bool = False) -> list[Path]:
     """Replace each file atomically (`staged`: into a staging env, written straight, see
-    envkit.fsutil.write_staged); returns the paths that changed."""
+    envkit.core.fsutil.write_staged); returns the paths that changed."""
     changed = []
     for f in files:
         if read_exact(f.path) != f.text:
@@ -224,10 +224,10 @@ def tag_sharers(prefix: Path, tag: str) -> tuple[Path, ...]:
     moved or renamed), so an env that never moved costs nothing."""
     if tag == prefix_tag(prefix):
         return ()
-    from envkit.envs import all_envs  # the registry and the envs dirs: read for a moved env only
-    from envkit.errors import EnvkitError
-    from envkit.record import read_record
-    from envkit.transaction import real_prefix
+    from envkit.core.errors import EnvkitError
+    from envkit.install.transaction import real_prefix
+    from envkit.prefix.envs import all_envs  # the registry and the envs dirs: read for a moved env only
+    from envkit.prefix.record import read_record
 
     here = real_prefix(prefix)
     try:

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 from envkit.audit.inventory import Inventory, cuda_driver_version, plan_inventory, read_inventory
 from envkit.audit.rules import RULES, SEVERITY_ORDER, Rule, Severity
-from envkit.errors import EnvkitError
-from envkit.installed import CondaPackage
+from envkit.core.errors import EnvkitError
+from envkit.prefix.installed import CondaPackage
 
 if TYPE_CHECKING:
-    from envkit.kernels import KernelSpec
+    from envkit.prefix.kernels import KernelSpec
     from envkit.probe.model import ProbeReport
-    from envkit.solve import Plan
+    from envkit.solve.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def inventory_of_plan(plan: Plan, *, machine: bool = True) -> Inventory:
     """The env a plan will make, as the audit's rules see an env (no files yet). `machine=False`:
     the plan is for no machine in particular (a lock, which the whole team installs), so this
     machine's CPU and driver are not judged, as for another platform."""
-    from envkit import backend
+    from envkit.solve import backend
 
     packages = [CondaPackage(p.name, p.version, p.build, p.channel, p.depends) for p in plan.packages]
     here = machine and plan.platform == backend.native_platform()
@@ -136,8 +136,8 @@ def audit_many(
     """`cuda_driver`, `cuda_arch`: this machine's __cuda and __cuda_arch. A broken env is reported,
     not fatal. Static audits are dominated by JSON parsing (CPU, GIL), so many envs are split across
     forked processes; probes wait on subprocesses, so threads do."""
-    from envkit.envs import all_envs
-    from envkit.kernels import installed_kernels, kernel_dirs
+    from envkit.prefix.envs import all_envs
+    from envkit.prefix.kernels import installed_kernels, kernel_dirs
 
     kernels = installed_kernels(kernel_dirs(tuple(dict.fromkeys([*prefixes, *all_envs()]))))  # Jupyter's: read once for all
     workers = min(len(prefixes), os.cpu_count() or 1)

@@ -29,12 +29,12 @@ from envkit.activation.writer import (
 from envkit.audit.engine import Finding
 from envkit.audit.inventory import carried_values, private_records, read_activation
 from envkit.audit.rules import RULES_BY_ID
-from envkit.digests import sha256
-from envkit.errors import UsageError
-from envkit.fsutil import atomic_write_text, read_exact
-from envkit.kernels import KernelSpec, env_kernels, settings_of, settings_writes
-from envkit.recipe.model import EnvOp
-from envkit.record import (
+from envkit.core.digests import sha256
+from envkit.core.errors import UsageError
+from envkit.core.fsutil import atomic_write_text, read_exact
+from envkit.install.transaction import env_lock
+from envkit.prefix.kernels import KernelSpec, env_kernels, settings_of, settings_writes
+from envkit.prefix.record import (
     FIX_SOURCE,
     LEGACY_RECORD_REL,
     RECORD_REL,
@@ -46,7 +46,7 @@ from envkit.record import (
     record_path,
     write_record,
 )
-from envkit.transaction import env_lock
+from envkit.recipe.model import EnvOp
 
 
 @dataclass(frozen=True)

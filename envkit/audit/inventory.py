@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from envkit.activation import FILE_PREFIX
 from envkit.activation.startup import carried_name, site_dir
-from envkit.fsutil import read_exact
-from envkit.installed import (
+from envkit.core.fsutil import read_exact
+from envkit.prefix.installed import (
     STATE,
     CondaPackage,
     PipDist,
@@ -23,11 +23,11 @@ from envkit.installed import (
     read_conda_meta,
     site_packages,
 )
+from envkit.prefix.record import RecordDenied, legacy_record_path, read_record, record_path
 from envkit.recipe.model import EnvOp
-from envkit.record import RecordDenied, legacy_record_path, read_record, record_path
 
 if TYPE_CHECKING:
-    from envkit.kernels import KernelSpec
+    from envkit.prefix.kernels import KernelSpec
 
 # (kind, api, basename pattern): runtimes only, not their helpers (libiomp5_db, libomptarget, ...).
 NATIVE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
@@ -274,7 +274,7 @@ def cuda_arch_version() -> str | None:
 
 
 def _detected(wanted: str) -> str | None:
-    from envkit import backend  # rattler: only when the driver is actually asked for
+    from envkit.solve import backend  # rattler: only when the driver is actually asked for
 
     try:
         detected = backend.virtual_packages(backend.native_platform())
@@ -434,10 +434,10 @@ def read_inventory(
     cuda_arch: str | None = None,
     kernels: tuple[KernelSpec, ...] | None = None,
 ) -> Inventory:
-    """`kernels`: every kernelspec Jupyter finds (envkit.kernels.installed_kernels), read once for
+    """`kernels`: every kernelspec Jupyter finds (envkit.prefix.kernels.installed_kernels), read once for
     an audit of many envs; None: looked up for this one."""
     from envkit.activation.writer import recorded_activation
-    from envkit.kernels import env_kernels, kernels_of  # an env on disk only: plans have no kernels
+    from envkit.prefix.kernels import env_kernels, kernels_of  # an env on disk only: plans have no kernels
 
     try:
         record = read_record(prefix)

@@ -13,9 +13,9 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
 from envkit.audit.inventory import Inventory, carried_values
-from envkit.cpus import usable_cpus
-from envkit.installed import dependents, wheel_torch_build
-from envkit.record import RECORD_REL
+from envkit.core.cpus import usable_cpus
+from envkit.prefix.installed import dependents, wheel_torch_build
+from envkit.prefix.record import RECORD_REL
 
 if TYPE_CHECKING:
     import rattler
@@ -370,7 +370,7 @@ def env_drift(inv: Inventory) -> list[str]:
     # user may not read hide packages that are there: no drift can be told then (EK030 says so).
     if inv.record is None or not isinstance(inv.record.get("packages"), list) or any(bad.denied for bad in inv.unreadable):
         return []
-    from envkit.sync import drift  # the sync module is not loaded for plans (lock, create)
+    from envkit.team.sync import drift  # the sync module is not loaded for plans (lock, create)
 
     return drift(inv.record, inv.packages, inv.pip)
 
@@ -543,7 +543,7 @@ def reserved_variable(inv: Inventory) -> list[str]:
 def stale_requests(inv: Inventory) -> list[str]:
     """conda's requests (conda-meta/history) that are not the recipe's specs: conda honours them
     at every later install or update, and can move the env away from its recipe with them."""
-    from envkit.history import stale_requests as stale
+    from envkit.prefix.history import stale_requests as stale
 
     if inv.planned or not isinstance(inv.record, dict):
         return []
@@ -554,7 +554,7 @@ def stale_requests(inv: Inventory) -> list[str]:
 
 
 def not_a_conda_env(inv: Inventory) -> list[str]:
-    from envkit.history import not_an_env
+    from envkit.prefix.history import not_an_env
 
     if inv.planned:
         return []
@@ -563,7 +563,7 @@ def not_a_conda_env(inv: Inventory) -> list[str]:
 
 
 def _probe_verdict(inv: Inventory, state: str) -> list[str]:
-    from envkit.health import health_of
+    from envkit.prefix.health import health_of
 
     if inv.planned:
         return []

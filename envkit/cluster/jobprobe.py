@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from envkit.cluster.slurm import REPORT
-from envkit.errors import EnvkitError
-from envkit.fsutil import atomic_write_text
+from envkit.core.errors import EnvkitError
+from envkit.core.fsutil import atomic_write_text
 
 
 def main(argv: list[str]) -> int:

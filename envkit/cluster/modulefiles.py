@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import re
 
-from envkit.errors import UsageError
-from envkit.export import EnvSnapshot, unresolved
+from envkit.core.errors import UsageError
 from envkit.recipe.model import EnvOp
+from envkit.team.export import EnvSnapshot, unresolved
 
 LAYOUT = "MODULEPATH/NAME/VERSION.lua"
 

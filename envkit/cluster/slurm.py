@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from envkit.errors import ProbeError, UsageError, one_line
-from envkit.notices import notify
-from envkit.paths import cache_dir
+from envkit.core.errors import ProbeError, UsageError, one_line
+from envkit.core.notices import notify
+from envkit.core.paths import cache_dir
 from envkit.probe.model import ProbeReport, parse_report
 
 REPORT = "report.json"

@@ -1,4 +1,4 @@
-"""One module per command. Each returns a Result; none prints. Rendering lives in envkit.render."""
+"""One module per command. Each returns a Result; none prints. Rendering lives in envkit.cli.render."""
 
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ from envkit.activation.runenv import run_in_env
 from envkit.activation.shells import GENERATORS, SHELL_SUFFIX
 from envkit.activation.writer import recorded_activation
 from envkit.commands import Result
-from envkit.errors import UsageError
+from envkit.core.errors import UsageError
+from envkit.prefix.record import read_record
 from envkit.recipe.model import EnvOp
-from envkit.record import read_record
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from envkit.audit.fix import FixOutdated, FixPlan, apply_fix, plan_fix
 from envkit.audit.inventory import cuda_arch_version, cuda_driver_version
 from envkit.audit.rules import RULES, SEVERITY_ORDER, Rule, lookup
 from envkit.commands import Result
-from envkit.envs import all_envs, find_env, select_env
-from envkit.errors import ExitCode, UsageError
-from envkit.fsutil import LockBusy
-from envkit.protect import frozen_env
+from envkit.core.errors import ExitCode, UsageError
+from envkit.core.fsutil import LockBusy
+from envkit.prefix.envs import all_envs, find_env, select_env
+from envkit.prefix.protect import frozen_env
 from envkit.recipe.consistency import RULES_BY_ID as RECIPE_RULES
 from envkit.recipe.consistency import ConsistencyRule
 
@@ -62,8 +62,8 @@ def _targets(targets: list[str], name: str | None, prefix: str | None, all_envs_
     """The envs to audit. With --fix the audit changes them: what an interrupted envkit left is
     settled first; a plain audit only reads, and says what is pending."""
     if all_envs_flag:
-        from envkit.notices import notify
-        from envkit.transaction import pending
+        from envkit.core.notices import notify
+        from envkit.install.transaction import pending
 
         found = all_envs()
         for said in filter(None, map(pending, found)):
@@ -126,7 +126,7 @@ def audit(
 
 
 def _searched() -> list[Path]:
-    from envkit.envs import conda_root, environments_txt, envs_dir
+    from envkit.prefix.envs import conda_root, environments_txt, envs_dir
 
     root = conda_root()
     return [p for p in (root, envs_dir(), environments_txt()) if p is not None]

@@ -7,26 +7,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envkit import backend
 from envkit.activation.model import ActivationSettings, Setting, resolve
 from envkit.audit.engine import Finding, audit_plan, inventory_of_plan
-from envkit.channels import DEFAULT_ALIAS, ResolvedChannel, from_canonical, resolve_channels
 from envkit.commands import Result
-from envkit.create import CreatedEnv, create_env, ensure_creatable, probe_and_keep
-from envkit.envs import target_prefix
-from envkit.errors import ExitCode, InstallError, UsageError
+from envkit.core.errors import ExitCode, InstallError, UsageError
+from envkit.install.create import CreatedEnv, create_env, ensure_creatable, probe_and_keep
+from envkit.prefix.envs import target_prefix
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.digest import recipe_provenance, resolved_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import known_platform
-from envkit.solve import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
+from envkit.solve import backend
+from envkit.solve.channels import DEFAULT_ALIAS, ResolvedChannel, from_canonical, resolve_channels
+from envkit.solve.plan import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
 
 if TYPE_CHECKING:  # for annotations only
-    from envkit.lock import Lock, LockedPlatform
+    from envkit.audit.toolchain import ToolchainMap
     from envkit.probe.model import ProbeReport
-    from envkit.toolchain import ToolchainMap
+    from envkit.team.lock import Lock, LockedPlatform
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def create(
         )
         return Result("create", refused, int(ExitCode.FINDINGS), why, errors)
     if request.dry_run:
-        from envkit.toolchain import plan_toolchain
+        from envkit.audit.toolchain import plan_toolchain
 
         toolchain = plan_toolchain(inventory_of_plan(plan), [s.name for s in plan.specs], list(findings))
         return Result("create", CreateOutcome(plan, True, None, None, findings=findings, toolchain=toolchain))
@@ -171,7 +171,7 @@ def _withdrawn_hint(exc: InstallError, records: list[Any], request: CreateReques
 
 
 def lock_file_for(request_lock: str | None, recipe: Recipe) -> Path:
-    from envkit.lock import default_lock_path
+    from envkit.team.lock import default_lock_path
 
     return Path(request_lock).expanduser().absolute() if request_lock else default_lock_path(recipe)
 
@@ -193,7 +193,7 @@ def _relock(request: CreateRequest, recipe: Recipe, path: Path, flags: str = "")
     """How to make the lock at `path` again. A team repo's lock is made in a clone of the repo and
     comes back through 'recipes update': envkit's checkout of it is not the place to edit."""
     from envkit.commands.lock import lock_in_a_clone, team_checkout
-    from envkit.lock import default_lock_path
+    from envkit.team.lock import default_lock_path
 
     source = team_checkout(path)
     if source is not None:
@@ -218,7 +218,7 @@ def plan_from_lock(
     request: CreateRequest, recipe: Recipe, compiled: CompiledRecipe, prefix: Path, warnings: tuple[str, ...]
 ) -> tuple[SolveOutcome, dict[str, Any]]:
     """No solve: the lock's records for this machine's platform, if the lock has them and is fresh."""
-    from envkit.lock import lock_digest, moved, read_lock
+    from envkit.team.lock import lock_digest, moved, read_lock
 
     path = lock_file_for(request.lock, recipe)
     if path.is_dir():

@@ -7,17 +7,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envkit.commands import Result
-from envkit.condaconfig import current
-from envkit.envs import all_envs, find_env, unregister
-from envkit.errors import EnvkitError, UsageError
-from envkit.fsutil import discard_lock
-from envkit.health import health_of
-from envkit.history import created_at, not_an_env
-from envkit.installed import pip_dists, read_conda_meta
-from envkit.protect import frozen_env, must_be_an_env_alone, must_not_be_frozen
-from envkit.record import read_record, recipe_name
-from envkit.sync import drift, lock_file, recipe_files
-from envkit.transaction import env_lock, real_prefix, recover, remove_tree, work_dir
+from envkit.core.errors import EnvkitError, UsageError
+from envkit.core.fsutil import discard_lock
+from envkit.install.transaction import env_lock, real_prefix, recover, remove_tree, work_dir
+from envkit.prefix.envs import all_envs, find_env, unregister
+from envkit.prefix.health import health_of
+from envkit.prefix.history import created_at, not_an_env
+from envkit.prefix.installed import pip_dists, read_conda_meta
+from envkit.prefix.protect import frozen_env, must_be_an_env_alone, must_not_be_frozen
+from envkit.prefix.record import read_record, recipe_name
+from envkit.solve.condaconfig import current
+from envkit.team.sync import drift, lock_file, recipe_files
 
 
 @dataclass(frozen=True)
@@ -31,13 +31,13 @@ class ListedEnv:
     source: str | None = None
     commit: str | None = None
     created: str | None = None
-    health: str | None = None  # healthy | warn | unhealthy | not probed (envkit.health)
+    health: str | None = None  # healthy | warn | unhealthy | not probed (envkit.prefix.health)
     health_basis: str | None = None  # where the verdict comes from: "probe at DATE", or none yet
     drift: tuple[str, ...] = ()
     error: str | None = None
-    recipe_files: str | None = None  # envkit.sync.recipe_files: unchanged | changed | missing
+    recipe_files: str | None = None  # envkit.team.sync.recipe_files: unchanged | changed | missing
     stale_lock: str | None = None  # the lock a --frozen create or sync installed though its recipe had changed
-    lock_file: str | None = None  # envkit.sync.lock_file: the lock it was installed from, since: unchanged | changed | missing
+    lock_file: str | None = None  # envkit.team.sync.lock_file: the lock it was installed from, since: unchanged | changed | missing
     frozen: str | None = None  # marked frozen (CEP 22): the marker's reason, "" where it gives none
 
 
@@ -114,13 +114,13 @@ def _is_default_activation_env(prefix: Path) -> bool:
 
 
 def remove(prefix: Path, *, override_frozen: bool = False) -> Result:
-    """Like `conda env remove`: the env and its registry line; never a conda installation (envkit.protect),
+    """Like `conda env remove`: the env and its registry line; never a conda installation (envkit.prefix.protect),
     the active env, or (unless overridden) a frozen one. The env is first renamed aside, so an
     interruption leaves no half-deleted env that still looks like one (the next envkit run finishes
     the removal)."""
     must_be_removable(prefix, override_frozen=override_frozen)
     managed = read_record(prefix) is not None
-    from envkit.kernels import env_kernels  # kernels are the user's: named, not removed (nor does conda)
+    from envkit.prefix.kernels import env_kernels  # kernels are the user's: named, not removed (nor does conda)
 
     kernels = env_kernels(prefix)
     real = real_prefix(prefix)  # through a link: the env where it points, then the link (conda leaves the directory half-emptied)

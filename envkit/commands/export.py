@@ -15,18 +15,19 @@ from typing import Any, Literal
 
 import rattler
 
-from envkit import backend, export
 from envkit.activation.writer import ops_from_json, recorded_activation
-from envkit.channels import rebase, recorded_channels, to_canonical, without_credentials
 from envkit.cluster import modulefiles
 from envkit.commands import Result
-from envkit.errors import UsageError
-from envkit.fsutil import output_path, write_output
-from envkit.installed import LEGACY_RECORD, PipDist, channel_name, conda_env_vars, pip_dists, read_conda_meta
-from envkit.lock import Lock, LockedPip, LockedPlatform, moved, read_lock, write_lock
-from envkit.names import CONDA_NAME_REFUSES, CONDA_RESERVED_NAMES
+from envkit.core.errors import UsageError
+from envkit.core.fsutil import output_path, write_output
+from envkit.core.names import CONDA_NAME_REFUSES, CONDA_RESERVED_NAMES
+from envkit.prefix.installed import LEGACY_RECORD, PipDist, channel_name, conda_env_vars, pip_dists, read_conda_meta
+from envkit.prefix.record import read_record, recipe_name
 from envkit.recipe.model import EnvOp
-from envkit.record import read_record, recipe_name
+from envkit.solve import backend
+from envkit.solve.channels import rebase, recorded_channels, to_canonical, without_credentials
+from envkit.team import export
+from envkit.team.lock import Lock, LockedPip, LockedPlatform, moved, read_lock, write_lock
 
 Format = Literal["environment-yml", "explicit", "dockerfile", "lock", "conda-lock", "lmod", "modulefile"]
 FORMATS: tuple[str, ...] = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock", "lmod", "modulefile")

@@ -18,23 +18,23 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from envkit import backend
 from envkit.activation.model import resolve
 from envkit.audit.engine import Finding, audit_plan
-from envkit.changes import MARKS, change_text, differences
-from envkit.channels import ResolvedChannel, check_local_channel, from_canonical, resolve_channels, to_canonical
 from envkit.commands import Result
-from envkit.errors import EnvkitError, ExitCode, UsageError
-from envkit.fsutil import is_stdout, output_path
-from envkit.lock import Lock, LockedPip, LockedPlatform, NewerLock, default_lock_path, moved, pins, read_lock, write_lock
-from envkit.notices import notify
+from envkit.core.changes import MARKS, change_text, differences
+from envkit.core.errors import EnvkitError, ExitCode, UsageError
+from envkit.core.fsutil import is_stdout, output_path
+from envkit.core.notices import notify
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import require_consistent
 from envkit.recipe.digest import resolved_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
 from envkit.recipe.platforms import known_platform
-from envkit.solve import choose_channels, plan_from_records, solve_keeping, solve_or_explain, target
+from envkit.solve import backend
+from envkit.solve.channels import ResolvedChannel, check_local_channel, from_canonical, resolve_channels, to_canonical
+from envkit.solve.plan import choose_channels, plan_from_records, solve_keeping, solve_or_explain, target
+from envkit.team.lock import Lock, LockedPip, LockedPlatform, NewerLock, default_lock_path, moved, pins, read_lock, write_lock
 
 
 @dataclass(frozen=True)
@@ -252,11 +252,11 @@ def lock_changes(before: LockedPlatform, records: tuple[Any, ...], pip: tuple[Lo
 def _pip_for_each(
     solved: list[tuple[CompiledRecipe, Any, list[Any]]], keep: Lock | None, released: frozenset[str]
 ) -> list[tuple[LockedPip, ...]]:
-    """Each platform's pip list, resolved at once (envkit.piplock.resolve_each) against its conda
+    """Each platform's pip list, resolved at once (envkit.pip.resolve.resolve_each) against its conda
     solution's python, holding the lock's versions but for `released`."""
     if not any(compiled.pip_specs for compiled, _, _ in solved):
         return [() for _ in solved]
-    from envkit.piplock import PipJob, at_locked_commits, resolve_each  # packaging: loaded for pip lists only
+    from envkit.pip.resolve import PipJob, at_locked_commits, resolve_each  # packaging: loaded for pip lists only
 
     jobs = []
     for compiled, goal, records in solved:

@@ -10,8 +10,8 @@ from functools import partial
 from pathlib import Path
 
 from envkit.commands import Result
-from envkit.create import probe_and_keep
-from envkit.errors import ExitCode
+from envkit.core.errors import ExitCode
+from envkit.install.create import probe_and_keep
 
 
 def probe(prefix: Path, slurm: Sequence[str] | None = None, on_submitted: Callable[[str], None] | None = None) -> Result:

@@ -6,13 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from envkit.backend import still_offered
-from envkit.channels import ResolvedChannel, from_canonical, resolve_channels
 from envkit.commands import Result
 from envkit.commands.lock import lock_platforms, solve_for_lock
-from envkit.errors import EnvkitError, ExitCode, SourceError, UsageError
-from envkit.lock import Lock, pins, read_lock
-from envkit.pipurls import vcs_parts
+from envkit.core.errors import EnvkitError, ExitCode, SourceError, UsageError
+from envkit.pip.urls import vcs_parts
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
 from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
 from envkit.recipe.digest import resolved_digest
@@ -29,6 +26,9 @@ from envkit.recipe.sources import (
     unusable_files,
     yaml_files,
 )
+from envkit.solve.backend import still_offered
+from envkit.solve.channels import ResolvedChannel, from_canonical, resolve_channels
+from envkit.team.lock import Lock, pins, read_lock
 
 
 @dataclass(frozen=True)
@@ -302,7 +302,7 @@ def _gone(url: str) -> str | None:
         return None  # nothing here can ask it; pip says so at install time
     status = _status(url)
     if status == 401:  # a private index: with the credentials pip would send there
-        from envkit.pipauth import credentials
+        from envkit.pip.auth import credentials
 
         given = credentials(url)
         if given is None:

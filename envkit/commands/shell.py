@@ -10,7 +10,7 @@ from pathlib import Path
 from envkit.activation.hook import activation, deactivation, hook_shell
 from envkit.activation.runenv import run_in_env
 from envkit.commands import Result
-from envkit.errors import CommandNotFound
+from envkit.core.errors import CommandNotFound
 
 INTERACTIVE = {"bash": ["-i"], "zsh": ["-i"], "dash": ["-i"], "sh": ["-i"], "fish": ["-i"], "csh": ["-i"], "tcsh": ["-i"]}
 

@@ -1,7 +1,7 @@
 """`envkit sync`: bring an existing env to its recipe (or its lock) in place. Shows the difference
-first; applies it all or nothing (envkit.journal); probes the result.
+first; applies it all or nothing (envkit.install.journal); probes the result.
 
-The order serves speed as much as safety. The installer child (envkit.inplace) is started first,
+The order serves speed as much as safety. The installer child (envkit.install.inplace) is started first,
 by the CLI before it loads this module (a fork, once rattler is loaded: see Installer), and waits
 while this process loads the sync machinery, YAML, the recipe and the solver
 (envkit.commands.sync_change, imported only once the lock is held). Under the env's lock, once
@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envkit.commands import Result
-from envkit.errors import ExitCode, UsageError
-from envkit.fsutil import owner_name
-from envkit.inplace import Installer
-from envkit.journal import draft_path
-from envkit.protect import must_not_be_frozen
+from envkit.core.errors import ExitCode, UsageError
+from envkit.core.fsutil import owner_name
+from envkit.install.inplace import Installer
+from envkit.install.journal import draft_path
+from envkit.install.transaction import env_lock, recover
+from envkit.prefix.protect import must_not_be_frozen
+from envkit.prefix.record import only_fixed, read_record
 from envkit.recipe.sources import is_git_source_name, read_git_sources
-from envkit.record import only_fixed, read_record
-from envkit.sync import SyncOutcome
-from envkit.transaction import env_lock, recover
+from envkit.team.sync import SyncOutcome
 
 if TYPE_CHECKING:
     from envkit.commands.sync_change import Look, Moving
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 def must_be_a_conda_env(prefix: Path) -> None:
     """conda's mark of an env first: a sync would otherwise say a prefix conda refuses is in sync."""
-    from envkit.history import not_an_env
+    from envkit.prefix.history import not_an_env
 
     if (why := not_an_env(prefix)) is not None:
         raise UsageError(
@@ -139,7 +139,7 @@ def sync(
     if applied is None or not probe:
         return result
     # as after create, the probe runs once the env's lock is released
-    from envkit.create import probe_and_keep
+    from envkit.install.create import probe_and_keep
     from envkit.probe.runner import spec_for  # the probe's machinery only when it runs
 
     report, kept = probe_and_keep(prefix, spec_for(prefix, applied.recipe))

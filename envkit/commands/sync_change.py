@@ -1,5 +1,5 @@
 """The full look of `envkit sync` (recipe or lock -> plan -> the difference) and the change itself,
-all or nothing under a journal (envkit.journal). The solver, YAML and rattler load with this
+all or nothing under a journal (envkit.install.journal). The solver, YAML and rattler load with this
 module: envkit.commands.sync imports it once the installer child has started, so that the child's
 own start-up runs alongside."""
 
@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from envkit import backend, envs, pkgcache
 from envkit.activation.writer import (
     RecordedActivation,
     activation_json,
@@ -22,29 +21,32 @@ from envkit.activation.writer import (
     write_files,
 )
 from envkit.audit.engine import audit_plan
-from envkit.changescope import ChangeScope
-from envkit.channels import recorded_channels
 from envkit.commands.sync_quick import recorded_lock
-from envkit.condameta import stamp
-from envkit.create import specs_json
-from envkit.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, os_refusal
-from envkit.fsutil import read_exact
-from envkit.history import Linked, append_block, block, linked_in, requested_specs, spec_name, unmet
-from envkit.inplace import Installer
-from envkit.installed import PipDist, dist_files, pip_dists, read_conda_meta
-from envkit.journal import rollback, stash, write_journal
-from envkit.linkscope import change_folders, site_packages_of
-from envkit.notices import notify
-from envkit.pipinstall import pip_file, pip_install, pip_newest, pip_put_back, pip_refs, pip_upgrades
-from envkit.pipurls import commit_shown, pip_shown, url_commit
+from envkit.core.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, os_refusal
+from envkit.core.fsutil import read_exact
+from envkit.core.notices import notify
+from envkit.install import pkgcache
+from envkit.install.changescope import ChangeScope
+from envkit.install.create import specs_json
+from envkit.install.inplace import Installer
+from envkit.install.journal import rollback, stash, write_journal
+from envkit.install.linkscope import change_folders, site_packages_of
+from envkit.pip.install import pip_file, pip_install, pip_newest, pip_put_back, pip_refs, pip_upgrades
+from envkit.pip.urls import commit_shown, pip_shown, url_commit
+from envkit.prefix import envs
+from envkit.prefix.condameta import stamp
+from envkit.prefix.history import Linked, append_block, block, linked_in, requested_specs, spec_name, unmet
+from envkit.prefix.installed import PipDist, dist_files, pip_dists, read_conda_meta
+from envkit.prefix.record import sync_journal_path, write_record
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.digest import recipe_provenance
 from envkit.recipe.loader import load_recorded
 from envkit.recipe.model import Recipe
-from envkit.record import sync_journal_path, write_record
-from envkit.solve import Plan, solve_recipe
-from envkit.sync import PipRepair, SyncOutcome, diff_packages, diff_variables, needed_wheels, pip_repair, pip_state
+from envkit.solve import backend
+from envkit.solve.channels import recorded_channels
+from envkit.solve.plan import Plan, solve_recipe
+from envkit.team.sync import PipRepair, SyncOutcome, diff_packages, diff_variables, needed_wheels, pip_repair, pip_state
 
 
 @dataclass(frozen=True)
@@ -206,7 +208,7 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
     named = () if moving.everything else tuple(w for w in wheels if w not in _names(plan))
     if not wheels or not (plan.pip_specs or named):
         return WheelMoves()
-    from envkit.piplock import direct_references  # packaging: loaded where pip runs
+    from envkit.pip.resolve import direct_references  # packaging: loaded where pip runs
 
     dists = pip_dists(prefix)
     hold = tuple((name, dist.version) for name, dist in dists.items() if name not in wheels)
@@ -335,7 +337,7 @@ def _installed(prefix: Path, installer: Installer | None) -> dict[str, str]:
 def _pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
     if plan.pip_locked:
         # a locked wheel is its file: the one the env has may have come from another URL (this
-        # machine's index, envkit.pipinstall), and is the same while its name and hash are
+        # machine's index, envkit.pip.install), and is the same while its name and hash are
         before = {
             _locked_file(str(p.get("name")), str(p.get("url"))): str(p.get("url"))
             for p in record.get("pip_installed", [])
@@ -387,7 +389,7 @@ def _roll_back(prefix: Path, cache: Path) -> None:
 
 def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Installer) -> SyncOutcome:
     """All or nothing under a journal, with the installer child started ahead. The caller holds the
-    env's lock and has settled what earlier runs left (envkit.transaction.recover)."""
+    env's lock and has settled what earlier runs left (envkit.install.transaction.recover)."""
     plan, cache = seen.plan, envs.pkgs_dir()
     try:
         pkgcache.verify_archives(seen.records, cache)
@@ -456,8 +458,8 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         raise InstallError(f"syncing {prefix} failed ({exc}); it was rolled back to what it was") from None
     if not seen.changes.variables:
         return replace(seen.changes, applied=True)
-    # Jupyter runs no activation: the env's kernels carry its settings themselves (envkit.kernels)
-    from envkit.kernels import give_settings, settings_of
+    # Jupyter runs no activation: the env's kernels carry its settings themselves (envkit.prefix.kernels)
+    from envkit.prefix.kernels import give_settings, settings_of
 
     given = give_settings(prefix, settings_of(plan.activation, carried), before=settings_of(recorded.ops, recorded.carried))
     return replace(seen.changes, applied=True, kernels=given.written, kernels_failed=given.failed)
@@ -497,7 +499,7 @@ def _scope(seen: Look) -> ChangeScope:
 
 
 def _journal_folders(prefix: Path, cache: Path, record: dict[str, Any], seen: Look, installer: Installer) -> tuple[str, ...] | None:
-    """The folders the change can add entries to (envkit.linkscope), for the journal to list; None
+    """The folders the change can add entries to (envkit.install.linkscope), for the journal to list; None
     (list every path) when pip changes too, since pip writes where its wheels say."""
     installed, sha256 = installer.installed(), installer.installed_sha256()
     if (
@@ -568,7 +570,7 @@ def _pip_resourced(record: dict[str, Any], plan: Plan) -> set[str]:
     (`proj==0.1` -> `proj @ git+URL@main`), or another commit or file (a lock that moved a git
     wheel's commit). pip takes an installed wheel of a fitting version for the new one, whatever it
     came from, so these go into the journal first and pip installs them from their new source."""
-    from envkit.piplock import direct_references  # packaging: loaded where pip runs
+    from envkit.pip.resolve import direct_references  # packaging: loaded where pip runs
 
     old_specs = tuple(str(s) for s in record.get("pip") or [])
 

@@ -1,15 +1,15 @@
-"""The no-op answer of `envkit sync`, without YAML, the solver or rich (envkit.sync.in_sync)."""
+"""The no-op answer of `envkit sync`, without YAML, the solver or rich (envkit.team.sync.in_sync)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from envkit import paths
 from envkit.commands import Result
-from envkit.protect import must_not_be_frozen
-from envkit.record import read_record
-from envkit.sync import SyncOutcome, in_sync, lock_file
+from envkit.core import paths
+from envkit.prefix.protect import must_not_be_frozen
+from envkit.prefix.record import read_record
+from envkit.team.sync import SyncOutcome, in_sync, lock_file
 
 
 def recorded_lock(record: dict[str, Any], lock: str | None) -> Path | None:
@@ -33,7 +33,7 @@ def quick(prefix: Path, *, locked: bool, lock: str | None, dry_run: bool = False
     anything would change; a dry run only looks."""
     if not dry_run:
         must_not_be_frozen(prefix, "sync", override=override_frozen)
-    from envkit.history import not_an_env
+    from envkit.prefix.history import not_an_env
 
     if not_an_env(prefix) is not None:
         return None  # the full look says why (envkit.commands.sync.must_be_a_conda_env)

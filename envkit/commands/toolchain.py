@@ -1,11 +1,11 @@
-"""`envkit toolchain`: the toolchain map of an env (envkit.toolchain)."""
+"""`envkit toolchain`: the toolchain map of an env (envkit.audit.toolchain)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from envkit.audit.toolchain import env_toolchain
 from envkit.commands import Result
-from envkit.toolchain import env_toolchain
 
 
 def toolchain(prefix: Path) -> Result:

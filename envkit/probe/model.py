@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
-from envkit.errors import ProbeError
+from envkit.core.errors import ProbeError
 from envkit.probe.inenv import PROBE_VERSION
 
 Status = Literal["pass", "warn", "fail", "skip"]

@@ -20,16 +20,16 @@ from typing import Any
 from envkit.activation.runenv import activated_environment
 from envkit.activation.startup import carried_name
 from envkit.activation.writer import ops_from_json
-from envkit.cpus import slurm_batch_tasks, usable_cpus
-from envkit.errors import EnvkitError, ProbeError
-from envkit.fsutil import scratch_dir
-from envkit.installed import conda_packages, pip_dists, torch_build
+from envkit.core.cpus import slurm_batch_tasks, usable_cpus
+from envkit.core.errors import EnvkitError, ProbeError
+from envkit.core.fsutil import scratch_dir
+from envkit.prefix.installed import conda_packages, pip_dists, torch_build
+from envkit.prefix.record import read_record
 from envkit.probe.inenv.proctree import kill_tree
 from envkit.probe.model import ProbeReport, parse_report
 from envkit.probe.unactivated import check_unactivated
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import ProbeSpec, Recipe
-from envkit.record import read_record
 
 IN_ENV_PACKAGE = "envkit_probe"
 
@@ -125,7 +125,7 @@ def unactivated_expected(prefix: Path) -> dict[str, str]:
     return {name: os.fsencode(value).decode("utf-8", "replace") for name, value in activated.items() if name in own or carried_name(name)}
 
 
-SCRATCH_PREFIX = "envkit-probe-"  # its scratch dirs: see envkit.fsutil.scratch_dir
+SCRATCH_PREFIX = "envkit-probe-"  # its scratch dirs: see envkit.core.fsutil.scratch_dir
 
 
 def _die_with_parent() -> None:

@@ -15,7 +15,7 @@ from typing import Literal
 import rattler
 
 from envkit.audit.rules import RULES_BY_ID as AUDIT_RULES  # force: may also accept an audit rule's risk (plan audit)
-from envkit.errors import Location, Problem, RecipeError
+from envkit.core.errors import Location, Problem, RecipeError
 from envkit.recipe.model import Recipe
 from envkit.recipe.platforms import platform_problems, undeclared
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from envkit.digests import sha256
+from envkit.core.digests import sha256
 
 if TYPE_CHECKING:
     from envkit.recipe.model import Recipe

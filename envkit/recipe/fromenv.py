@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from envkit.names import NAME_RE
-from envkit.yamltext import quoted, text
+from envkit.core.names import NAME_RE
+from envkit.core.yamltext import quoted, text
 
 # names the toolchain section stands for: they are not repeated as packages
 TOOLCHAIN_NAMES = frozenset(

@@ -14,9 +14,9 @@ from pathlib import Path
 from shlex import quote
 from typing import Literal
 
-from envkit.argv import git_revision, is_commit, is_ref_name
-from envkit.errors import SourceError, UsageError
-from envkit.fsutil import atomic_write_text, exclusive_lock
+from envkit.core.argv import git_revision, is_commit, is_ref_name
+from envkit.core.errors import SourceError, UsageError
+from envkit.core.fsutil import atomic_write_text, exclusive_lock
 from envkit.recipe.sources import (
     SOURCES_FILE_VERSION,
     GitSourceEntry,
@@ -218,8 +218,8 @@ def remove_source(name: str) -> RemovedSource:
 
 def _envs_from(source: str, recipes: set[str] | None = None) -> tuple[str, ...]:
     """The envs conda knows that were made from `source` (from these of its recipes)."""
-    from envkit.envs import all_envs
-    from envkit.record import read_record
+    from envkit.prefix.envs import all_envs
+    from envkit.prefix.record import read_record
 
     out = []
     for prefix in all_envs():

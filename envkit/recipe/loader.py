@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import Location, Problem, RecipeError, SourceError
+from envkit.core.errors import Location, Problem, RecipeError, SourceError
 from envkit.recipe.merge import merge_layers
 from envkit.recipe.model import (
     EnvOp,

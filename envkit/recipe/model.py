@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from envkit.errors import Location
+from envkit.core.errors import Location
 
 SCHEMA_VERSION = 1
 # Recipe, env and source names: safe as file names and in shell variable tags.

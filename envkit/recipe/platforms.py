@@ -16,7 +16,7 @@ feedstocks, 2026-11):
 
 from __future__ import annotations
 
-from envkit.errors import Location, Problem, UsageError
+from envkit.core.errors import Location, Problem, UsageError
 from envkit.recipe.model import KNOWN_PLATFORMS, Recipe
 
 X86_64 = ("linux-64", "osx-64", "win-64")

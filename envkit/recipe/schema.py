@@ -13,9 +13,8 @@ from typing import Any
 import rattler
 
 from envkit.activation.reserved import why_reserved
-from envkit.channels import credentials_in, where_credentials_go
-from envkit.errors import Location, Problem
-from envkit.names import NAME_RE, VAR_RE, is_relative_path
+from envkit.core.errors import Location, Problem
+from envkit.core.names import NAME_RE, VAR_RE, is_relative_path
 from envkit.recipe.model import (
     BLAS_CHOICES,
     KNOWN_PLATFORMS,
@@ -29,6 +28,7 @@ from envkit.recipe.model import (
     Spec,
 )
 from envkit.recipe.yamlsource import PathKey, YamlDocument, dotted
+from envkit.solve.channels import credentials_in, where_credentials_go
 
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 VERSIONISH_RE = re.compile(r"^[0-9][0-9A-Za-z.*_+!-]*$")

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from envkit import paths
-from envkit.argv import is_commit, is_ref_name
-from envkit.errors import SourceError
-from envkit.names import NAME_RE
+from envkit.core import paths
+from envkit.core.argv import is_commit, is_ref_name
+from envkit.core.errors import SourceError
+from envkit.core.names import NAME_RE
 
 
 @dataclass(frozen=True)

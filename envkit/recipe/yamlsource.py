@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from envkit.errors import Location, Problem, RecipeError
+from envkit.core.errors import Location, Problem, RecipeError
 
 if TYPE_CHECKING:
     import yaml
@@ -55,7 +55,7 @@ def _parse(text: str, file: str) -> YamlDocument:
     import yaml
 
     try:
-        from envkit.yamlload import BoundedSafeLoader
+        from envkit.core.yamlload import BoundedSafeLoader
 
         loader = BoundedSafeLoader(text)
     except yaml.YAMLError as exc:

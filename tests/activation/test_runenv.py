@@ -11,8 +11,8 @@ from pathlib import Path
 
 from envkit.activation.runenv import activated_environment
 from envkit.activation.writer import ops_to_json, render_files, write_files
+from envkit.prefix.record import write_record
 from envkit.recipe.model import EnvOp
-from envkit.record import write_record
 from tests.conftest import run_envkit
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from envkit.activation.startup import MODULE, NAMES
-from envkit.record import read_record
+from envkit.prefix.record import read_record
 from tests.conftest import payload_recipe, python_env, run_envkit, write_recipe
 from tests.support.seed import SEED_SCENARIO
 from tests.support.wheelchannel import PY_VER

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from envkit import backend
 from envkit.audit.rules import RULES
+from envkit.solve import backend
 from tests.conftest import run_envkit
 from tests.support.terminal import converse
 
@@ -221,7 +221,7 @@ def test_a_fix_answered_after_the_env_changed_or_while_it_is_locked_writes_nothi
 
     script.write_text(script.read_text().replace("MKL_THREADING_LAYER", "MKL_THREADING_LAYER_X"))  # EK014: to fix again
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import time; from pathlib import Path; from envkit.fsutil import exclusive_lock; from envkit.transaction import lock_for\n"
+        [sys.executable, "-c", f"import time; from pathlib import Path; from envkit.core.fsutil import exclusive_lock; from envkit.install.transaction import lock_for\n"
          f"with exclusive_lock(lock_for(Path({str(prefix)!r})), 'x'):\n    print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

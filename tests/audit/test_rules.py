@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from envkit import backend
 from envkit.audit.engine import findings_for
 from envkit.audit.inventory import read_inventory
 from envkit.audit.rules import RULES
+from envkit.solve import backend
 from tests.conftest import run_envkit
 from tests.support.conda import Conda, conda_exe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2

@@ -178,9 +178,9 @@ def test_a_lock_has_no_env_to_put_on_path(tmp_path: Path) -> None:
 def test_a_name_that_is_not_a_variable_name_is_refused(fmt: str) -> None:
     """A name from conda's own env vars (conda-meta/state) reaches no module as code."""
     from envkit.cluster import modulefiles
-    from envkit.errors import UsageError
-    from envkit.export import EnvSnapshot
+    from envkit.core.errors import UsageError
     from envkit.recipe.model import EnvOp
+    from envkit.team.export import EnvSnapshot
 
     env = EnvSnapshot("e", "/opt/e", "linux-64", None, (), (), (), (EnvOp("X; touch /tmp/owned", "set", value="1"),))
     with pytest.raises(UsageError, match="is not a variable name a module can set"):

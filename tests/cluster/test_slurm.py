@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from envkit.record import read_record
+from envkit.prefix.record import read_record
 from tests.cluster.conftest import active_jobs, wait_for_state
 from tests.conftest import python_env, run_envkit
 

@@ -1,6 +1,6 @@
 """envkit's own reading of conda's configuration agrees with conda's `context` on a range of
 .condarc layouts: the same channel URLs, envs dirs and package caches. The real conda computes its
-side; envkit reads the same files under the same environment (envkit.condaconfig)."""
+side; envkit reads the same files under the same environment (envkit.solve.condaconfig)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from envkit import condaconfig, envs
-from envkit.channels import resolve_channels
+from envkit.prefix import envs
+from envkit.solve import condaconfig
+from envkit.solve.channels import resolve_channels
 from tests.support.conda import Conda
 
 CHANNELS = ["conda-forge", "pytorch", "nvidia", "bioconda", "pkgs/main", "pkgs/pro", "team/sub"]
@@ -121,7 +122,7 @@ def test_envkit_reads_condarc_as_conda_does(conda: Conda, tmp_path: Path, monkey
     assert str(envs.envs_dir()) == next(p for p in theirs["envs_dirs"] if _creatable(Path(p)))
     if theirs["configured_pkgs"]:
         assert str(envs.pkgs_dir()) == next(p for p in theirs["pkgs_dirs"] if _creatable(Path(p)))
-    else:  # unconfigured: rattler's own cache, not conda's ROOT/pkgs (envkit.envs.pkgs_dir says why)
+    else:  # unconfigured: rattler's own cache, not conda's ROOT/pkgs (envkit.prefix.envs.pkgs_dir says why)
         assert envs.pkgs_dir() == home / ".cache" / "rattler" / "cache" / "pkgs"
 
 
@@ -140,7 +141,7 @@ def test_inside_conda_envkit_takes_conda_context(conda: Conda, tmp_path: Path) -
     env.pop("XDG_CONFIG_HOME", None)
     script = (
         "import json; from conda.base.context import reset_context; reset_context();"
-        "from envkit import condaconfig as c; a = c.from_context(); b = c.read_condarc();"
+        "from envkit.solve import condaconfig as c; a = c.from_context(); b = c.read_condarc();"
         "print(json.dumps([[a.channel_alias, a.custom_channels, [str(p) for p in a.envs_dirs], [str(p) for p in a.pkgs_dirs]],"
         " [b.channel_alias, b.custom_channels, [str(p) for p in b.envs_dirs], [str(p) for p in b.pkgs_dirs]]]))"
     )
@@ -191,7 +192,7 @@ def test_a_multichannel_expands_to_the_channels_conda_expands_it_to(conda: Conda
     # inside conda (the plugin's source): the same expansion from conda's context
     script = (
         "import json; from conda.base.context import reset_context; reset_context();"
-        "from envkit import condaconfig as c; print(json.dumps({k: list(v) for k, v in c.from_context().custom_multichannels.items()}))"
+        "from envkit.solve import condaconfig as c; print(json.dumps({k: list(v) for k, v in c.from_context().custom_multichannels.items()}))"
     )
     inside = subprocess.run([str(conda.exe.parent / "python"), "-c", script], capture_output=True, text=True, env=env, check=False)
     assert inside.returncode == 0, inside.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import rattler
 
-from envkit.record import sync_journal_path
+from envkit.prefix.record import sync_journal_path
 from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgMeta, index_channel
@@ -32,7 +32,7 @@ from tests.support.pipchannel import (
 )
 from tests.support.tiny import tiny_channel
 from tests.support.wheelchannel import convert_wheel
-from tests.test_sync import made_pip_env, snapshot
+from tests.team.test_sync import made_pip_env, snapshot
 
 
 def audit(prefix: Path) -> list[dict[str, object]]:

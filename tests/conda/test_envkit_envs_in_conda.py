@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from envkit.activation.writer import prefix_tag
-from envkit.record import legacy_record_path, read_record, record_path
-from envkit.transaction import env_lock
+from envkit.install.transaction import env_lock
+from envkit.prefix.record import legacy_record_path, read_record, record_path
 from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2

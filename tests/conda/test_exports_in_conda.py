@@ -15,14 +15,14 @@ from pathlib import Path
 
 import yaml
 
-from envkit.lock import Lock, read_lock
+from envkit.team.lock import Lock, read_lock
 from tests.conda.test_envkit_envs_in_conda import envkit_env
 from tests.conftest import ROOT, run_envkit, write_recipe
 from tests.support.buildah import Builder, host_mounts
 from tests.support.conda import Conda, tool_exe
-from tests.test_export import exported_env
-from tests.test_export import team_lock as threaded_team_lock
-from tests.test_sync import made_git_env
+from tests.team.test_export import exported_env
+from tests.team.test_export import team_lock as threaded_team_lock
+from tests.team.test_sync import made_git_env
 
 
 def names(prefix: Path) -> list[str]:

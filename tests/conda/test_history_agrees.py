@@ -10,7 +10,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from envkit.history import requested_specs
+from envkit.prefix.history import requested_specs
 from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.conftest import run_envkit
 from tests.support.conda import Conda, tool_exe
-from tests.test_export import exported_env
+from tests.team.test_export import exported_env
 
 # the prior values envkit's scripts must put back: GONE is one envkit's activation unsets
 PRIOR = {"GONE": "was here", "EXTRA_PATHS": "/usr/old"}

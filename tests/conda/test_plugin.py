@@ -23,7 +23,7 @@ from tests.support.wheelchannel import python_shim
 @pytest.fixture
 def plugged(conda: Conda) -> Conda:
     proc = subprocess.run(
-        [str(conda.exe.parent / "python"), "-c", "import envkit.conda_plugin"], capture_output=True, text=True, check=False
+        [str(conda.exe.parent / "python"), "-c", "import envkit.conda.plugin"], capture_output=True, text=True, check=False
     )
     if proc.returncode != 0:
         pytest.fail(f"envkit is not installed in the test conda (tools/test.sh runs its pip install -e .): {proc.stderr.strip()}")
@@ -245,7 +245,7 @@ def test_the_guard_sees_the_libraries_of_packages_conda_removes(plugged: Conda, 
         "from pathlib import Path\n"
         "from conda.core.prefix_data import PrefixData\n"
         "from envkit.audit.inventory import read_inventory\n"
-        "from envkit.conda_hooks import after_transaction\n"
+        "from envkit.conda.hooks import after_transaction\n"
         "inv = read_inventory(Path(sys.argv[1]))\n"
         "gone = PrefixData(sys.argv[1]).get('intel-openmp')\n"
         "after = after_transaction(inv, (gone,), ())\n"

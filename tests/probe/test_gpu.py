@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from envkit.installed import installed_torch_build
+from envkit.prefix.installed import installed_torch_build
 from envkit.probe.inenv.gpu import arch_supported, classify_gpu
 from envkit.probe.runner import default_spec, probe_config, spec_for
 from envkit.recipe.loader import load_recipe

@@ -92,7 +92,7 @@ def test_threads_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threads, "usable_cpus", lambda: 1)
     plain = threads.check_threads({"nproc": 2}, {"data": {"env": {}, "torch_threads": None}})
     assert plain["status"] == "pass" and "no torch to count threads in; 1 usable CPUs" in plain["evidence"], plain["evidence"]
-    # envkit's count, which a cgroup quota cuts (envkit/cpus.py), wins over the probe's affinity mask
+    # envkit's count, which a cgroup quota cuts (envkit/core/cpus.py), wins over the probe's affinity mask
     monkeypatch.setattr(threads, "usable_cpus", lambda: 16)
     quota = threads.check_threads({"nproc": 2, "usable_cpus": 2}, runtimes, {"data": {"rank_threads": [2, 2]}})
     assert quota["status"] == "warn" and "2 x 2 threads oversubscribe" in quota["evidence"] and "2 usable CPUs" in quota["evidence"]

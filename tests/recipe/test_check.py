@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.conftest import run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
-from tests.test_lock import team_recipe, two_platform_channel
+from tests.team.test_lock import team_recipe, two_platform_channel
 
 
 def git(repo: Path, *args: str) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.errors import RecipeError
+from envkit.core.errors import RecipeError
 from envkit.recipe.consistency import RULES, check_recipe, require_consistent
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.sources import all_sources, list_names

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.errors import SourceError
+from envkit.core.errors import SourceError
 from envkit.recipe.gitsource import add_source, update_sources
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.sources import git_checkout_dir, sources_file

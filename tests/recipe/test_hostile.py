@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from envkit.activation.model import resolve
 from envkit.activation.reserved import RESERVED_EXACT, RESERVED_FOLDED, why_reserved
 from envkit.activation.shells import GENERATORS, ScriptContext
-from envkit.errors import EnvkitError
+from envkit.core.errors import EnvkitError
 from envkit.recipe.compile import compile_recipe
 from envkit.recipe.consistency import check_recipe
 from envkit.recipe.loader import build_recipe

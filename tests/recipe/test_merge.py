@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.errors import RecipeError, SourceError
+from envkit.core.errors import RecipeError, SourceError
 from envkit.recipe.loader import load_recipe
 from tests.conftest import write_recipe
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from envkit.errors import RecipeError
+from envkit.core.errors import RecipeError
 from envkit.recipe.loader import load_recipe, read_layer
 from tests.conftest import write_recipe
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.errors import SourceError
+from envkit.core.errors import SourceError
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.sources import all_sources, find_recipe
 from tests.conftest import run_envkit, write_recipe

@@ -1,0 +1,1 @@
+"""The command line: parsing, the JSON envelope, the console and the views."""

@@ -1,0 +1,1 @@
+"""envkit inside conda: the plugin and what its hooks do."""

@@ -1,0 +1,1 @@
+"""Wheels inside envs: resolving, installing and reading what pip put there."""

@@ -1,0 +1,1 @@
+"""Channels (condarc, mirrors) and rattler's gateway and solver: a recipe becomes a solved plan."""

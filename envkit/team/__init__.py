@@ -1,0 +1,1 @@
+"""Sharing an env: lock files, exports, sync."""
