@@ -39,8 +39,8 @@ def test_the_reference_page_is_what_the_code_generates(page: str) -> None:
 
 
 def test_every_rule_has_its_anchor_and_explain_prints_it() -> None:
+    from envkit.audit.recipe_rules import RULES as RECIPE_RULES
     from envkit.audit.rules import RULES
-    from envkit.recipe.consistency import RULES as RECIPE_RULES
 
     page = (ROOT / "docs" / "reference" / "rules.md").read_text(encoding="utf-8")
     for rule_id, slug in [(r.id, r.slug) for r in RULES] + [(r.id, r.slug) for r in RECIPE_RULES]:

@@ -65,7 +65,7 @@ def _recipe() -> str:
 
 def _rules() -> str:
     from envkit.audit.rules import RULES
-    from envkit.recipe.consistency import RULES as RECIPE_RULES
+    from envkit.audit.recipe_rules import RULES as RECIPE_RULES
 
     lines = [
         "# Rules",

@@ -4,8 +4,8 @@ shell scripts and startup files, so what a shell would read as code or as its ow
 
 from __future__ import annotations
 
-from envkit.activation.reserved import why_reserved
 from envkit.core.names import VAR_RE
+from envkit.recipe.reserved import why_reserved
 
 ACTIONS = ("set", "unset", "prepend", "append")
 

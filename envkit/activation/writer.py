@@ -225,8 +225,8 @@ def tag_sharers(prefix: Path, tag: str) -> tuple[Path, ...]:
     if tag == prefix_tag(prefix):
         return ()
     from envkit.core.errors import EnvkitError
-    from envkit.install.transaction import real_prefix
     from envkit.prefix.envs import all_envs  # the registry and the envs dirs: read for a moved env only
+    from envkit.prefix.leftovers import real_prefix
     from envkit.prefix.record import read_record
 
     here = real_prefix(prefix)

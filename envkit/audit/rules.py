@@ -370,7 +370,7 @@ def env_drift(inv: Inventory) -> list[str]:
     # user may not read hide packages that are there: no drift can be told then (EK030 says so).
     if inv.record is None or not isinstance(inv.record.get("packages"), list) or any(bad.denied for bad in inv.unreadable):
         return []
-    from envkit.team.sync import drift  # the sync module is not loaded for plans (lock, create)
+    from envkit.audit.drift import drift  # the sync module is not loaded for plans (lock, create)
 
     return drift(inv.record, inv.packages, inv.pip)
 
@@ -530,7 +530,7 @@ def cuda_arch_unknown(inv: Inventory) -> list[str]:
 def reserved_variable(inv: Inventory) -> list[str]:
     """envkit's settings or conda's env config vars that set a variable a shell, conda or the
     loader acts on (an env made before envkit refused them, or vars set with conda)."""
-    from envkit.activation.reserved import why_reserved
+    from envkit.recipe.reserved import why_reserved
 
     out = []
     for source, names in (("envkit's activation", inv.envkit_settings), ("conda env config vars", inv.conda_vars)):

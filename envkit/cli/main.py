@@ -492,9 +492,12 @@ def _lock(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
 
 
 def _sync(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
+    from envkit.install.transaction import settle_before_change
     from envkit.prefix.envs import select_env
 
-    prefix = select_env(args.name, args.prefix, settle_first=not args.dry_run)
+    if not args.dry_run:
+        settle_before_change(args.name, args.prefix)
+    prefix = select_env(args.name, args.prefix)
     if (args.update or args.update_all) and (args.locked or args.lock or args.frozen):
         raise UsageError(
             "--update moves packages within the recipe, and a lock pins them",
@@ -565,9 +568,11 @@ def _toolchain(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
 
 def _remove(args: argparse.Namespace, ui: UI) -> tuple[Result, Shown]:
     from envkit.commands.envs import must_be_removable, remove
+    from envkit.install.transaction import settle_before_change
     from envkit.prefix.envs import select_env
 
-    prefix = select_env(args.name, args.prefix, settle_first=True)
+    settle_before_change(args.name, args.prefix)
+    prefix = select_env(args.name, args.prefix)
     must_be_removable(prefix, override_frozen=args.override_frozen)
     if not args.yes:
         if not ui.interactive:

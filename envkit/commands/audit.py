@@ -11,14 +11,15 @@ from pathlib import Path
 from envkit.audit.engine import EnvAudit, audit_many
 from envkit.audit.fix import FixOutdated, FixPlan, apply_fix, plan_fix
 from envkit.audit.inventory import cuda_arch_version, cuda_driver_version
+from envkit.audit.recipe_rules import RULES_BY_ID as RECIPE_RULES
+from envkit.audit.recipe_rules import ConsistencyRule
 from envkit.audit.rules import RULES, SEVERITY_ORDER, Rule, lookup
 from envkit.commands import Result
 from envkit.core.errors import ExitCode, UsageError
 from envkit.core.fsutil import LockBusy
+from envkit.install.transaction import settle_before_change
 from envkit.prefix.envs import all_envs, find_env, select_env
 from envkit.prefix.protect import frozen_env
-from envkit.recipe.consistency import RULES_BY_ID as RECIPE_RULES
-from envkit.recipe.consistency import ConsistencyRule
 
 
 @dataclass(frozen=True)
@@ -63,18 +64,23 @@ def _targets(targets: list[str], name: str | None, prefix: str | None, all_envs_
     settled first; a plain audit only reads, and says what is pending."""
     if all_envs_flag:
         from envkit.core.notices import notify
-        from envkit.install.transaction import pending
+        from envkit.prefix.leftovers import pending
 
         found = all_envs()
         for said in filter(None, map(pending, found)):
             notify(f"{said}; nothing was changed")
         return found
+    if fix:  # --fix changes the envs: settling interrupted work is its first step
+        for target in targets:
+            settle_before_change(target, None)
+        if name or prefix or not targets:
+            settle_before_change(name, prefix)
     if targets or name or prefix:
-        found = [find_env(t, settle_first=fix) for t in targets]
+        found = [find_env(t) for t in targets]
         if name or prefix:
-            found.append(select_env(name, prefix, settle_first=fix))
+            found.append(select_env(name, prefix))
         return list(dict.fromkeys(found))
-    return [select_env(None, None, settle_first=fix)]
+    return [select_env(None, None)]
 
 
 def audit(

@@ -7,18 +7,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envkit.activation.model import ActivationSettings, Setting, resolve
 from envkit.audit.engine import Finding, audit_plan, inventory_of_plan
+from envkit.audit.recipe_rules import plan_warnings
 from envkit.commands import Result
 from envkit.core.errors import ExitCode, InstallError, UsageError
 from envkit.install.create import CreatedEnv, create_env, ensure_creatable, probe_and_keep
 from envkit.prefix.envs import target_prefix
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
-from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.digest import recipe_provenance, resolved_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import known_platform
+from envkit.recipe.settings import ActivationSettings, Setting, resolve
 from envkit.solve import backend
 from envkit.solve.channels import DEFAULT_ALIAS, ResolvedChannel, from_canonical, resolve_channels
 from envkit.solve.plan import Plan, SolveOutcome, Target, plan_from_records, solve_recipe

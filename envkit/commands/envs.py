@@ -6,18 +6,20 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from envkit.audit.drift import drift
 from envkit.commands import Result
 from envkit.core.errors import EnvkitError, UsageError
 from envkit.core.fsutil import discard_lock
-from envkit.install.transaction import env_lock, real_prefix, recover, remove_tree, work_dir
+from envkit.install.transaction import env_lock, recover, remove_tree
 from envkit.prefix.envs import all_envs, find_env, unregister
 from envkit.prefix.health import health_of
 from envkit.prefix.history import created_at, not_an_env
 from envkit.prefix.installed import pip_dists, read_conda_meta
+from envkit.prefix.leftovers import real_prefix, work_dir
 from envkit.prefix.protect import frozen_env, must_be_an_env_alone, must_not_be_frozen
 from envkit.prefix.record import read_record, recipe_name
 from envkit.solve.condaconfig import current
-from envkit.team.sync import drift, lock_file, recipe_files
+from envkit.team.sync import lock_file, recipe_files
 
 
 @dataclass(frozen=True)

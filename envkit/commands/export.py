@@ -18,16 +18,18 @@ import rattler
 from envkit.activation.writer import ops_from_json, recorded_activation
 from envkit.cluster import modulefiles
 from envkit.commands import Result
+from envkit.core.credentials import without_credentials
 from envkit.core.errors import UsageError
 from envkit.core.fsutil import output_path, write_output
 from envkit.core.names import CONDA_NAME_REFUSES, CONDA_RESERVED_NAMES
+from envkit.pip.pinned import LockedPip
 from envkit.prefix.installed import LEGACY_RECORD, PipDist, channel_name, conda_env_vars, pip_dists, read_conda_meta
 from envkit.prefix.record import read_record, recipe_name
 from envkit.recipe.model import EnvOp
 from envkit.solve import backend
-from envkit.solve.channels import rebase, recorded_channels, to_canonical, without_credentials
+from envkit.solve.channels import rebase, recorded_channels, to_canonical
 from envkit.team import export
-from envkit.team.lock import Lock, LockedPip, LockedPlatform, moved, read_lock, write_lock
+from envkit.team.lock import Lock, LockedPlatform, moved, read_lock, write_lock
 
 Format = Literal["environment-yml", "explicit", "dockerfile", "lock", "conda-lock", "lmod", "modulefile"]
 FORMATS: tuple[str, ...] = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock", "lmod", "modulefile")

@@ -18,23 +18,24 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from envkit.activation.model import resolve
 from envkit.audit.engine import Finding, audit_plan
+from envkit.audit.recipe_rules import require_consistent
 from envkit.commands import Result
 from envkit.core.changes import MARKS, change_text, differences
 from envkit.core.errors import EnvkitError, ExitCode, UsageError
 from envkit.core.fsutil import is_stdout, output_path
 from envkit.core.notices import notify
+from envkit.pip.pinned import LockedPip
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
-from envkit.recipe.consistency import require_consistent
 from envkit.recipe.digest import resolved_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
 from envkit.recipe.platforms import known_platform
+from envkit.recipe.settings import resolve
 from envkit.solve import backend
 from envkit.solve.channels import ResolvedChannel, check_local_channel, from_canonical, resolve_channels, to_canonical
 from envkit.solve.plan import choose_channels, plan_from_records, solve_keeping, solve_or_explain, target
-from envkit.team.lock import Lock, LockedPip, LockedPlatform, NewerLock, default_lock_path, moved, pins, read_lock, write_lock
+from envkit.team.lock import Lock, LockedPlatform, NewerLock, default_lock_path, moved, pins, read_lock, write_lock
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from envkit.audit.recipe_rules import ConsistencyFinding, check_recipe, require_consistent
 from envkit.commands import Result
 from envkit.commands.lock import lock_platforms, solve_for_lock
 from envkit.core.errors import EnvkitError, ExitCode, SourceError, UsageError
-from envkit.pip.urls import vcs_parts
+from envkit.prefix.envs import all_envs
+from envkit.prefix.pipurls import vcs_parts
+from envkit.prefix.record import read_record
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
-from envkit.recipe.consistency import ConsistencyFinding, check_recipe, require_consistent
 from envkit.recipe.digest import resolved_digest
 from envkit.recipe.gitsource import add_source, missing_commit, remove_source, update_sources
 from envkit.recipe.loader import load_recipe
@@ -133,11 +135,11 @@ def _is_git_repo(folder: Path) -> bool:
 
 
 def remove(name: str) -> Result:
-    return Result("recipes remove-source", remove_source(name))
+    return Result("recipes remove-source", remove_source(name, envs_from=envs_from))
 
 
 def update(name: str | None, check_only: bool) -> Result:
-    return Result("recipes update", update_sources(name, apply=not check_only))
+    return Result("recipes update", update_sources(name, apply=not check_only, envs_from=envs_from))
 
 
 @dataclass(frozen=True)
@@ -352,3 +354,13 @@ def check(paths: list[str]) -> Result:
     checked = [check_one(path, loaded[path], tuple(sorted(extenders.get(path.resolve(), ())))) for path in files]
     problems = tuple(p for c in checked for p in c.problems)
     return Result("recipes check", checked, int(ExitCode.FINDINGS if problems else ExitCode.OK), errors=problems)
+
+
+def envs_from(source: str, recipes: set[str] | None = None) -> tuple[str, ...]:
+    """The envs conda knows that were made from `source` (from these of its recipes)."""
+    out = []
+    for prefix in all_envs():
+        recipe = (read_record(prefix) or {}).get("recipe")
+        if isinstance(recipe, dict) and recipe.get("source") == source and (recipes is None or recipe.get("name") in recipes):
+            out.append(str(prefix))
+    return tuple(out)

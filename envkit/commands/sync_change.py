@@ -21,7 +21,9 @@ from envkit.activation.writer import (
     write_files,
 )
 from envkit.audit.engine import audit_plan
+from envkit.audit.recipe_rules import plan_warnings
 from envkit.commands.sync_quick import recorded_lock
+from envkit.core.changes import diff_packages
 from envkit.core.errors import EnvkitError, FilesystemError, InstallError, Interrupted, UsageError, os_refusal
 from envkit.core.fsutil import read_exact
 from envkit.core.notices import notify
@@ -32,21 +34,21 @@ from envkit.install.inplace import Installer
 from envkit.install.journal import rollback, stash, write_journal
 from envkit.install.linkscope import change_folders, site_packages_of
 from envkit.pip.install import pip_file, pip_install, pip_newest, pip_put_back, pip_refs, pip_upgrades
-from envkit.pip.urls import commit_shown, pip_shown, url_commit
+from envkit.pip.repair import PipRepair, needed_wheels, pip_repair, pip_state
 from envkit.prefix import envs
 from envkit.prefix.condameta import stamp
 from envkit.prefix.history import Linked, append_block, block, linked_in, requested_specs, spec_name, unmet
 from envkit.prefix.installed import PipDist, dist_files, pip_dists, read_conda_meta
+from envkit.prefix.pipurls import commit_shown, pip_shown, url_commit
 from envkit.prefix.record import sync_journal_path, write_record
 from envkit.recipe.compile import compile_recipe
-from envkit.recipe.consistency import plan_warnings
 from envkit.recipe.digest import recipe_provenance
 from envkit.recipe.loader import load_recorded
 from envkit.recipe.model import Recipe
 from envkit.solve import backend
 from envkit.solve.channels import recorded_channels
 from envkit.solve.plan import Plan, solve_recipe
-from envkit.team.sync import PipRepair, SyncOutcome, diff_packages, diff_variables, needed_wheels, pip_repair, pip_state
+from envkit.team.sync import SyncOutcome, diff_variables
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """What differs between two sets of packages, each `name -> version` (or "version build"): one
 comparison, and one way to say a change, for a sync's difference, drift and a re-lock's changes.
-Plain tuples: the lock path loads this without the sync's models."""
+PackageChange is the named form a sync and drift show."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 Kind = Literal["added", "removed", "changed"]
@@ -24,3 +25,18 @@ def differences(old: dict[str, str], new: dict[str, str]) -> list[tuple[str, Kin
 def change_text(kind: str, old: str | None, new: str | None) -> str:
     """What a change says after the name: the new value, the old one, or `old -> new`."""
     return (new if kind == "added" else old if kind == "removed" else f"{old} -> {new}") or ""
+
+
+@dataclass(frozen=True)
+class PackageChange:
+    """A package a sync adds, removes or moves to another version or build."""
+
+    name: str
+    kind: Kind
+    old: str | None  # version build
+    new: str | None
+
+
+def diff_packages(installed: dict[str, str], planned: dict[str, str]) -> tuple[PackageChange, ...]:
+    """`name -> "version build"` on each side."""
+    return tuple(PackageChange(*change) for change in differences(installed, planned))

@@ -25,8 +25,9 @@ from envkit.core.errors import EnvkitError, InstallError, Interrupted, UsageErro
 from envkit.core.fsutil import LockBusy, discard_lock, may_create_in
 from envkit.core.notices import notify
 from envkit.install import pkgcache
-from envkit.install.transaction import env_lock, recover, remove_tree, swap_in, work_dir
+from envkit.install.transaction import env_lock, recover, remove_tree, swap_in
 from envkit.prefix import envs
+from envkit.prefix.leftovers import work_dir
 from envkit.prefix.protect import FROZEN_MARKER, frozen_env, frozen_marker, must_be_an_env_alone, must_not_be_frozen
 from envkit.prefix.record import read_record, record_digest, write_record
 from envkit.recipe.model import EnvOp, ProbeSpec, RecipeOrigin

@@ -130,9 +130,9 @@ def write_journal(prefix: Path, scope: ChangeScope | None, *, folders: tuple[str
 def _pip_before(prefix: Path) -> list[dict[str, str]]:
     """The env's wheels as they are, with the URL each came from: a git wheel moved to another
     commit by hand since is rolled back to that commit, not to the recorded one."""
+    from envkit.pip.repair import pip_wheels, recorded_wheels
     from envkit.prefix.installed import pip_dists
     from envkit.prefix.record import read_record
-    from envkit.team.sync import pip_wheels, recorded_wheels
 
     urls = recorded_wheels(read_record(prefix) or {})
     dists = pip_dists(prefix)
@@ -264,7 +264,7 @@ def _restore_pip(prefix: Path, wanted: dict[str, Any]) -> None:
     on when pip cannot: the conda side and the record are still put back."""
     from envkit.core.errors import EnvkitError
     from envkit.pip.install import pip_put_back
-    from envkit.team.sync import pip_repair
+    from envkit.pip.repair import pip_repair
 
     repair = pip_repair(prefix, wanted)
     with contextlib.suppress(EnvkitError):

@@ -19,29 +19,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from envkit.core import paths
 from envkit.core.digests import sha256
 from envkit.core.fsutil import LockBusy, discard_lock, exclusive_lock, may_create_in
 from envkit.core.notices import notify
+from envkit.prefix.envs import looked_at
+from envkit.prefix.leftovers import leftovers, real_prefix, work_dir
 from envkit.prefix.record import partial_journals, record_path, sync_journal_path
-
-Kind = Literal["staging", "old", "removing"]
-LEFTOVER_RE = re.compile(r"^\.(?P<name>.+)\.envkit-(?P<kind>staging|old|removing)-(?P<pid>\d+)$")
-
-
-def real_prefix(prefix: Path) -> Path:
-    """The env's own directory when `prefix` is a link to it (~/envs/x -> /scratch/envs/x, common
-    where home is small): its lock, leftovers and replacement are the directory's, whichever of the
-    two paths a command was given, and a link is never renamed aside in its place."""
-    return Path(os.path.realpath(prefix)) if prefix.is_symlink() else prefix
 
 
 def lock_for(prefix: Path) -> Path:
@@ -81,31 +72,6 @@ def discard_lock_of_gone_env(prefix: Path) -> bool:
             return True
     except (LockBusy, OSError):
         return False
-
-
-def work_dir(prefix: Path, kind: Kind, pid: int | None = None) -> Path:
-    return prefix.with_name(f".{prefix.name}.envkit-{kind}-{pid if pid is not None else os.getpid()}")
-
-
-def is_leftover(path: Path) -> bool:
-    """A staging or old directory, never an env in its own right (conda and `audit --all` skip it)."""
-    return LEFTOVER_RE.match(path.name) is not None
-
-
-def leftovers(prefix: Path) -> list[tuple[Kind, int, Path]]:
-    prefix = real_prefix(prefix)
-    head = f".{prefix.name}.envkit-"  # its own name first: a name that holds another's stays apart
-    try:
-        with os.scandir(prefix.parent) as entries:
-            names = sorted(entry.name for entry in entries if entry.name.startswith(head))
-    except OSError:  # no parent folder (nothing left there), or one this user may not list
-        return []
-    out: list[tuple[Kind, int, Path]] = []
-    for name in names:
-        match = LEFTOVER_RE.match(name)
-        if match and match.group("name") == prefix.name:
-            out.append((cast(Kind, match.group("kind")), int(match.group("pid")), prefix.parent / name))
-    return out
 
 
 def remove_tree(path: Path, *, writers_may_linger: bool = False) -> None:
@@ -195,23 +161,6 @@ def _complete(staged: Path) -> bool:
         return False
 
 
-def pending(prefix: Path) -> str | None:
-    """What an interrupted envkit left for the next change of `prefix` to settle, in a sentence for
-    commands that only read (they change nothing, and say so); None where nothing is pending."""
-    prefix = real_prefix(prefix)
-    if sync_journal_path(prefix).is_dir():
-        return f"an interrupted sync is pending on {prefix}; `envkit sync -p {prefix}` finishes undoing it"
-    kinds = {kind for kind, _pid, _path in leftovers(prefix)}
-    if "old" in kinds and not prefix.exists():
-        return (
-            f"{prefix} was moved aside by an interrupted replacement; a command that changes it "
-            f"(`envkit sync -p {prefix}`, `envkit remove -p {prefix}`) puts it back first"
-        )
-    if kinds or partial_journals(prefix):
-        return f"an interrupted envkit left work files beside {prefix}; the next command that changes it removes them"
-    return None
-
-
 def settle(prefix: Path) -> None:
     """For commands that change an env, before they look it up: settle what an interrupted envkit
     left, under the env's lock (an env being changed right now is left to its changer, who
@@ -239,3 +188,11 @@ def swap_in(staging: Path, prefix: Path) -> Path | None:
             os.rename(old, prefix)
         raise
     return old
+
+
+def settle_before_change(name: str | None, prefix: str | None) -> None:
+    """The first step of a command that changes an env (sync, remove, audit --fix): settle what an
+    interrupted envkit left at every path its look-up will read, so the look-up finds the env as
+    it was before the interruption. Look-ups themselves only read."""
+    for candidate in looked_at(name, prefix):
+        settle(candidate)

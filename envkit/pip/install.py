@@ -25,11 +25,11 @@ from urllib.parse import unquote, urlsplit
 from envkit.core.argv import is_dist_name, is_sha256
 from envkit.core.errors import InstallError, SolveError
 from envkit.core.notices import notify
-from envkit.pip.urls import exact_url
 from envkit.prefix.installed import pip_dists
+from envkit.prefix.pipurls import exact_url
 
 if TYPE_CHECKING:
-    from envkit.team.sync import PipRepair
+    from envkit.pip.repair import PipRepair
 
 UNREACHABLE_HINT = "make the files reachable from this machine (PIP_INDEX_URL, PIP_FIND_LINKS or pip.conf), or lock again where they are"
 

@@ -28,8 +28,8 @@ from packaging.version import InvalidVersion, Version
 
 from envkit.core.errors import SolveError
 from envkit.pip.install import PIP_ENVIRONMENT, constraints_text, keeping
-from envkit.pip.urls import exact_url, vcs_parts
-from envkit.team.lock import LockedPip
+from envkit.pip.pinned import LockedPip
+from envkit.prefix.pipurls import exact_url, vcs_parts
 
 # conda package names whose PyPI distribution has another name
 CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "py-opencv": "opencv-python", "pillow": "pillow"}

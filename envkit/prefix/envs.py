@@ -10,7 +10,7 @@ from envkit.core.errors import UsageError
 from envkit.core.fsutil import atomic_write_text, exclusive_lock, owner_name
 from envkit.core.names import env_name_problem, refused_characters
 from envkit.core.notices import notify
-from envkit.install.transaction import is_leftover, pending, real_prefix, settle
+from envkit.prefix.leftovers import is_leftover, pending, real_prefix
 from envkit.solve.condaconfig import current, first_writable, root_prefix
 
 
@@ -101,23 +101,39 @@ def conda_root() -> Path | None:
     return root_prefix()
 
 
-def find_env(name_or_path: str, *, settle_first: bool = False) -> Path:
-    """An env given by name or path; a clear error when it is not a conda env. `settle_first`: the
-    command changes the env, so what an interrupted envkit left is settled before the look-up;
-    commands that only read change nothing and are told what is pending (envkit.install.transaction)."""
+def find_env(name_or_path: str) -> Path:
+    """An env given by name or path; a clear error when it is not a conda env. A look-up only
+    reads: what an interrupted envkit left is told, never settled (commands that change an env
+    settle it first, envkit.install.transaction.settle_before_change)."""
     candidate = Path(name_or_path).expanduser()
     if "/" in name_or_path or candidate.is_absolute():
-        return _must_be_env(candidate.absolute(), settle_first=settle_first)
-    return find_env_by_name(name_or_path, settle_first=settle_first)
+        return _must_be_env(candidate.absolute())
+    return find_env_by_name(name_or_path)
 
 
-def find_env_by_name(name: str, *, settle_first: bool = False) -> Path:
+def looked_at(name: str | None, prefix: str | None) -> list[Path]:
+    """Every path a look-up by -n NAME or -p PREFIX (or the active env, with neither) would read,
+    in its order: where interrupted work is settled before a command changes the env."""
+    if prefix:
+        return [Path(prefix).expanduser().absolute()]
+    if name:
+        if "/" in name or Path(name).expanduser().is_absolute():
+            return [Path(name).expanduser().absolute()]
+        root = conda_root()
+        if name == "base" and root is not None:
+            return [root]
+        return [folder / name for folder in envs_dirs()]
+    active = os.environ.get("CONDA_PREFIX")
+    return [Path(active)] if active else []
+
+
+def find_env_by_name(name: str) -> Path:
     root = conda_root()
     if name == "base" and root is not None:
         return root
     for folder in envs_dirs():  # conda's order: the first envs dir that has it
         prefix = folder / name
-        _looked_at(prefix, settle_first)
+        _told(prefix)
         if (prefix / "conda-meta").is_dir():
             return prefix
     for registered in registered_envs():
@@ -127,9 +143,9 @@ def find_env_by_name(name: str, *, settle_first: bool = False) -> Path:
     raise UsageError(f"no env named '{name}' (looked in {looked} and {environments_txt()})", hint="see 'conda env list', or give -p PREFIX")
 
 
-def _looked_at(prefix: Path, settle_first: bool) -> None:
-    """Settle (a command that changes the env) or tell (one that reads) what an interrupted envkit
-    left at `prefix`. An env moved aside by an interrupted replacement is not there to read: said
+def _told(prefix: Path) -> None:
+    """Tell what an interrupted envkit left at `prefix` (a command that changes the env has
+    settled it before its look-up, so nothing is left to tell). An env moved aside by an interrupted replacement is not there to read: said
     as such, not as "no env"."""
     if os.path.isdir(prefix) and not os.access(prefix, os.R_OK | os.X_OK):
         owner = owner_name(prefix)
@@ -137,9 +153,6 @@ def _looked_at(prefix: Path, settle_first: bool) -> None:
             f"{prefix}: you may not read it{f' (it belongs to {owner})' if owner else ''}",
             hint="ask its owner to open it to you (chmod go+rx on the env), or use an env of your own",
         )
-    if settle_first:
-        settle(prefix)
-        return
     said = pending(prefix)
     if said is not None and not prefix.exists():
         raise UsageError(said, hint="nothing was changed")
@@ -147,25 +160,25 @@ def _looked_at(prefix: Path, settle_first: bool) -> None:
         notify(f"{said}; nothing was changed")
 
 
-def _must_be_env(prefix: Path, *, settle_first: bool = False) -> Path:
-    _looked_at(prefix, settle_first)
+def _must_be_env(prefix: Path) -> Path:
+    _told(prefix)
     if not (prefix / "conda-meta").is_dir():
         raise UsageError(f"{prefix} is not a conda env (no conda-meta/)", hint="give an env name from 'conda env list' or a prefix path")
     return prefix
 
 
-def select_env(name: str | None, prefix: str | None, *, settle_first: bool = False) -> Path:
-    """conda's way of naming an env: -n NAME, -p PREFIX, else the active env (CONDA_PREFIX).
-    `settle_first`: see find_env."""
+def select_env(name: str | None, prefix: str | None) -> Path:
+    """conda's way of naming an env: -n NAME, -p PREFIX, else the active env (CONDA_PREFIX); a
+    look-up only reads (see find_env)."""
     if name and prefix:
         raise UsageError("give either -n NAME or -p PREFIX, not both")
     if prefix:
-        return _must_be_env(Path(prefix).expanduser().absolute(), settle_first=settle_first)
+        return _must_be_env(Path(prefix).expanduser().absolute())
     if name:
-        return find_env_by_name(name, settle_first=settle_first)
+        return find_env_by_name(name)
     active = os.environ.get("CONDA_PREFIX")
     if active:
-        return _must_be_env(Path(active), settle_first=settle_first)
+        return _must_be_env(Path(active))
     raise UsageError("no env given and none is active (CONDA_PREFIX is unset)", hint="pass -n NAME or -p PREFIX, or activate an env")
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from envkit.pip.urls import exact_url, url_commit
+from envkit.prefix.pipurls import exact_url, url_commit
 
 TorchBuild = Literal["cpu", "cuda"]
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import rattler
 
-from envkit.activation.model import ActivationSettings, Setting
 from envkit.core.cpus import PHYSICAL_CORES
 from envkit.core.errors import Location
 from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import has_mutex, torch_flavour
 from envkit.recipe.schema import VERSIONISH_RE, python_spec, spec_name
+from envkit.recipe.settings import ActivationSettings, Setting
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,10 @@ class RemovedSource:
     commit: str
     orphaned: tuple[str, ...]  # envs made from its recipes: sync has nothing to sync them to now
 
+
+# the envs conda knows that were made from a source (from these of its recipes): the commands
+# layer, which reads envs, passes it in
+EnvsFrom = Callable[[str, "set[str] | None"], tuple[str, ...]]
 
 ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
 
@@ -202,7 +207,7 @@ def add_source(url: str, name: str | None = None, ref: str | None = None) -> Add
         return AddedSource(name, url, target, commit, recipes)
 
 
-def remove_source(name: str) -> RemovedSource:
+def remove_source(name: str, *, envs_from: EnvsFrom) -> RemovedSource:
     """Forget a source and delete envkit's checkout of it. The list is saved first: a run killed
     between the two leaves a checkout nothing names, which adding the source again replaces."""
     with _lock():
@@ -213,20 +218,7 @@ def remove_source(name: str) -> RemovedSource:
             raise SourceError(f"no recipe source named '{name}' (sources: {known})", hint="see 'envkit recipes list' for sources")
         _save([e for e in entries if e.name != name])
         shutil.rmtree(git_checkout_dir(name), ignore_errors=True)
-    return RemovedSource(entry.name, entry.url, entry.commit, _envs_from(name))
-
-
-def _envs_from(source: str, recipes: set[str] | None = None) -> tuple[str, ...]:
-    """The envs conda knows that were made from `source` (from these of its recipes)."""
-    from envkit.prefix.envs import all_envs
-    from envkit.prefix.record import read_record
-
-    out = []
-    for prefix in all_envs():
-        recipe = (read_record(prefix) or {}).get("recipe")
-        if isinstance(recipe, dict) and recipe.get("source") == source and (recipes is None or recipe.get("name") in recipes):
-            out.append(str(prefix))
-    return tuple(out)
+    return RemovedSource(entry.name, entry.url, entry.commit, envs_from(name, None))
 
 
 class RefMissing(SourceError):
@@ -303,7 +295,7 @@ def _recipe_changes(repo: Path, old: str, new: str) -> tuple[RecipeChange, ...]:
     return tuple(sorted(changes, key=lambda c: c.name))
 
 
-def update_sources(name: str | None = None, *, apply: bool = True) -> list[SourceUpdate]:
+def update_sources(name: str | None = None, *, envs_from: EnvsFrom, apply: bool = True) -> list[SourceUpdate]:
     """Fetch every source (or `name`) first, and move nothing unless all were fetched: a source
     that cannot be reached is named, and no checkout or pin changes. Then each checkout moves and
     its pin is saved with it, so that the pin always names the commit whose recipes are read."""
@@ -348,6 +340,6 @@ def update_sources(name: str | None = None, *, apply: bool = True) -> list[Sourc
                 pins[entry.name] = GitSourceEntry(entry.name, entry.url, entry.ref, new)
                 _save(list(pins.values()))
             removed = {c.name for c in changes if c.change == "removed"}
-            orphaned = _envs_from(entry.name, removed) if removed else ()
+            orphaned = envs_from(entry.name, removed) if removed else ()
             results.append(SourceUpdate(entry.name, entry.commit, new, changes, moved, orphaned))
         return results

@@ -12,7 +12,7 @@ from typing import Any
 
 import rattler
 
-from envkit.activation.reserved import why_reserved
+from envkit.core.credentials import credentials_in, where_credentials_go
 from envkit.core.errors import Location, Problem
 from envkit.core.names import NAME_RE, VAR_RE, is_relative_path
 from envkit.recipe.model import (
@@ -27,8 +27,8 @@ from envkit.recipe.model import (
     EnvOp,
     Spec,
 )
+from envkit.recipe.reserved import why_reserved
 from envkit.recipe.yamlsource import PathKey, YamlDocument, dotted
-from envkit.solve.channels import credentials_in, where_credentials_go
 
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 VERSIONISH_RE = re.compile(r"^[0-9][0-9A-Za-z.*_+!-]*$")

@@ -11,13 +11,14 @@ from typing import Any
 
 import rattler
 
-from envkit.activation.model import resolve
+from envkit.core.credentials import refuse_credentials
 from envkit.core.errors import ChannelError, SolveError, UsageError
 from envkit.recipe.compile import CompiledRecipe, CompiledSpec
 from envkit.recipe.model import EnvOp
 from envkit.recipe.schema import spec_name
+from envkit.recipe.settings import resolve
 from envkit.solve import backend
-from envkit.solve.channels import ResolvedChannel, check_local_channel, refuse_credentials, resolve_channels
+from envkit.solve.channels import ResolvedChannel, check_local_channel, resolve_channels
 
 # Packages whose presence or build decides BLAS, OpenMP or torch behaviour: shown highlighted.
 TOOLCHAIN_ROLES: dict[str, str] = {

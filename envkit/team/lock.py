@@ -25,7 +25,7 @@ from envkit.core import paths
 from envkit.core.digests import file_sha256
 from envkit.core.errors import UsageError, os_errno
 from envkit.core.fsutil import scratch_file, write_output
-from envkit.pip.urls import pip_shown, url_commit
+from envkit.pip.pinned import LockedPip
 from envkit.solve.channels import rebase
 
 if TYPE_CHECKING:
@@ -38,34 +38,6 @@ ENVIRONMENT = "default"
 class NewerLock(UsageError):
     """A lock in a format newer than this envkit's rattler reads: a teammate's newer envkit (or
     pixi) wrote it, and writing over it would take the team back a format."""
-
-
-@dataclass(frozen=True)
-class LockedPip:
-    """A pip wheel pinned by version and a hash-checked URL, or by a VCS reference at its commit."""
-
-    name: str
-    version: str
-    url: str  # with #sha256=<hex>; a VCS reference at its commit (git+URL@COMMIT)
-
-    @property
-    def sha256(self) -> str | None:
-        _, _, fragment = self.url.partition("#sha256=")
-        return fragment or None
-
-    @property
-    def commit(self) -> str | None:
-        return url_commit(self.url)
-
-    @property
-    def shown(self) -> str:
-        return pip_shown(self.version, self.url)
-
-    @property
-    def requirement(self) -> str:
-        """A PEP 508 direct reference: pip installs exactly this file (and checks the hash), and every
-        reader of pip specs still sees the name."""
-        return f"{self.name} @ {self.url}"
 
 
 @dataclass(frozen=True)

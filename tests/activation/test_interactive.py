@@ -1,6 +1,6 @@
 """Activation in interactive shells, where prompts are expanded and history is kept: a hostile
 value is set exactly and never run, the prompt that shows it runs nothing, and the user's history
-file keeps every line. The reserved names (envkit.activation.reserved) are why this can hold: a
+file keeps every line. The reserved names (envkit.recipe.reserved) are why this can hold: a
 recipe cannot set PS0, RPS1 or HISTFILESIZE; these tests prove the values of the names it can set."""
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ import pytest
 from envkit.core import argv
 from envkit.core.errors import EnvkitError, SourceError
 from envkit.pip.install import by_hash, constraints_text, pip_file, pip_newest, pip_put_back
+from envkit.pip.repair import PipRepair
 from envkit.recipe.gitsource import add_source, missing_commit
-from envkit.team.sync import PipRepair
 from tests.conftest import python_env, run_envkit
 from tests.support.tiny import tiny_channel, tiny_recipe
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from envkit.install import pkgcache
-from envkit.install.transaction import leftovers, work_dir
+from envkit.prefix.leftovers import leftovers, work_dir
 from envkit.prefix.record import read_record, record_path
 from tests.conftest import payload_recipe, run_envkit
 from tests.support.tiny import tiny_channel, tiny_recipe

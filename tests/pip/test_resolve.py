@@ -7,8 +7,8 @@ import subprocess
 import sys
 from typing import Any
 
+from envkit.pip.pinned import LockedPip
 from envkit.pip.resolve import PIP_FOR_TARGET, at_locked_commits, marker_environment, needed_by_new, still_allowed, vcs_source
-from envkit.team.lock import LockedPip
 
 
 def test_a_pin_is_let_go_only_where_a_spec_of_its_name_rules_it_out() -> None:

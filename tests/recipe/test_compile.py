@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from envkit.activation.model import resolve
 from envkit.recipe.compile import compile_recipe, effective_threading_layer
 from envkit.recipe.loader import load_recipe
+from envkit.recipe.settings import resolve
 from tests.conftest import write_recipe
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from envkit.commands.recipes import envs_from
 from envkit.core.errors import SourceError
 from envkit.recipe.gitsource import add_source, update_sources
 from envkit.recipe.loader import load_recipe
@@ -56,17 +57,17 @@ def test_lifecycle(team_repo: Path) -> None:
     git(team_repo, "commit", "-q", "-m", "v2")
     second = git(team_repo, "rev-parse", "HEAD")
 
-    checked = update_sources(apply=False)
+    checked = update_sources(envs_from=envs_from, apply=False)
     assert [(c.name, c.change) for c in checked[0].changes] == [("fresh", "added"), ("old", "removed"), ("trainer", "changed")]
     assert (checked[0].old_commit, checked[0].new_commit, checked[0].applied) == (first, second, False)
     assert load_recipe("trainer").threading.omp_num_threads == 2  # pin not moved by a check
 
-    applied = update_sources("team-recipes")
+    applied = update_sources("team-recipes", envs_from=envs_from)
     assert applied[0].applied
     assert load_recipe("trainer").threading.omp_num_threads == 4
     assert load_recipe("trainer").origin.commit == second
     assert json.loads(sources_file().read_text())["sources"][0]["commit"] == second
-    assert update_sources()[0].changes == ()
+    assert update_sources(envs_from=envs_from)[0].changes == ()
 
 
 def test_pinned_ref_and_errors(team_repo: Path) -> None:
@@ -81,7 +82,7 @@ def test_pinned_ref_and_errors(team_repo: Path) -> None:
     with pytest.raises(SourceError, match="git clone failed"):
         add_source((team_repo.parent / "missing").as_uri(), name="gone")
     with pytest.raises(SourceError, match="no recipe source named 'zzz'"):
-        update_sources("zzz")
+        update_sources("zzz", envs_from=envs_from)
 
 
 def test_a_bare_remote_whose_head_names_a_branch_never_pushed(team_repo: Path, tmp_path: Path) -> None:
@@ -236,7 +237,7 @@ def test_an_unreachable_source_stops_the_update_before_any_pin_moves(team_repo: 
     shutil.move(other, tmp_path / "moved")
 
     with pytest.raises(SourceError) as failed:
-        update_sources()
+        update_sources(envs_from=envs_from)
     message = failed.value.message
     assert message.startswith(f"recipe source 'beta' ({other.as_uri()}): git fetch failed: ") and "no source was updated" in message
     assert "does not appear to be a git repository" in message and "Please make sure" not in message
@@ -245,7 +246,7 @@ def test_an_unreachable_source_stops_the_update_before_any_pin_moves(team_repo: 
     assert git(git_checkout_dir("alpha"), "rev-parse", "HEAD") == first
 
     shutil.move(tmp_path / "moved", other)
-    moved = {u.name: u for u in update_sources()}
+    moved = {u.name: u for u in update_sources(envs_from=envs_from)}
     assert moved["alpha"].applied and not moved["beta"].applied
     pins = {e["name"]: e["commit"] for e in json.loads(sources_file().read_text())["sources"]}
     assert pins == {"alpha": second, "beta": first} and git(git_checkout_dir("alpha"), "rev-parse", "HEAD") == second
@@ -278,12 +279,12 @@ def test_a_pinned_tag_moved_or_deleted_on_the_remote(team_repo: Path) -> None:
     (team_repo / "trainer.yaml").write_text("envkit: 1\nname: trainer\nextends: [pytorch-base]\nthreading: {omp_num_threads: 8}\n")
     git(team_repo, "commit", "-qam", "next release")
     git(team_repo, "tag", "-f", "stable")
-    moved = update_sources()
+    moved = update_sources(envs_from=envs_from)
     assert moved[0].new_commit == git(team_repo, "rev-parse", "HEAD") and moved[0].applied
     assert load_recipe("trainer").threading.omp_num_threads == 8
     git(team_repo, "tag", "-d", "stable")
     with pytest.raises(SourceError, match="it no longer has ref 'stable'"):
-        update_sources()
+        update_sources(envs_from=envs_from)
 
 
 def test_an_edit_in_envkits_checkout_stops_the_update_before_any_source_moves(team_repo: Path) -> None:

@@ -9,15 +9,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envkit.activation.model import resolve
-from envkit.activation.reserved import RESERVED_EXACT, RESERVED_FOLDED, why_reserved
 from envkit.activation.shells import GENERATORS, ScriptContext
+from envkit.audit.recipe_rules import check_recipe
 from envkit.core.errors import EnvkitError
 from envkit.recipe.compile import compile_recipe
-from envkit.recipe.consistency import check_recipe
 from envkit.recipe.loader import build_recipe
 from envkit.recipe.model import RecipeOrigin
+from envkit.recipe.reserved import RESERVED_EXACT, RESERVED_FOLDED, why_reserved
 from envkit.recipe.schema import TOP_KEYS, validate_layer
+from envkit.recipe.settings import resolve
 from envkit.recipe.yamlsource import load_yaml
 
 KEYS = [

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from envkit.audit.recipe_rules import require_consistent
 from envkit.core.errors import RecipeError
 from envkit.recipe.compile import compile_recipe
-from envkit.recipe.consistency import require_consistent
 from envkit.recipe.loader import load_recipe
 from envkit.team.lock import read_lock
 from tests.conftest import run_envkit, write_recipe

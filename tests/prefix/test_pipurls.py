@@ -1,9 +1,9 @@
-"""What pip URLs name: the tests of envkit.pip.urls (the wheels' sources as the record, the lock
+"""What pip URLs name: the tests of envkit.prefix.pipurls (the wheels' sources as the record, the lock
 and the drift check read them)."""
 
 from __future__ import annotations
 
-from envkit.pip.urls import commit_shown, exact_url, pip_shown, url_commit, vcs_parts
+from envkit.prefix.pipurls import commit_shown, exact_url, pip_shown, url_commit, vcs_parts
 
 SHA = "4a4a99ba1801e0e40cd85c54c9f58942ddf6508c"
 

@@ -1,4 +1,4 @@
-"""What activation must do, independent of any shell."""
+"""What activation must do, independent of any shell: the settings a recipe compiles to."""
 
 from __future__ import annotations
 

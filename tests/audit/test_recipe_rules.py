@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from envkit.audit.recipe_rules import RULES, check_recipe, require_consistent
 from envkit.core.errors import RecipeError
-from envkit.recipe.consistency import RULES, check_recipe, require_consistent
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.sources import all_sources, list_names
 from tests.conftest import write_recipe
