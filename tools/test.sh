@@ -74,6 +74,8 @@ fi
 
 .venv/bin/ruff check envkit tests bench tools
 .venv/bin/ruff format --check envkit tests bench
+# the pipeline's layers (pyproject.toml [tool.importlinter]): no import runs up a layer
+.venv/bin/lint-imports --no-cache
 .venv/bin/mypy
 # The in-env probe at the oldest Python mypy can target (its floor, 3.9, is run for real on PyPy by the tests).
 .venv/bin/mypy --python-version 3.10 -p envkit.probe.inenv
