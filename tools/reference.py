@@ -64,8 +64,8 @@ def _recipe() -> str:
 
 
 def _rules() -> str:
-    from envkit.audit.rules import RULES
     from envkit.audit.recipe_rules import RULES as RECIPE_RULES
+    from envkit.audit.rules import RULES
 
     lines = [
         "# Rules",
