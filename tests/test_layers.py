@@ -35,8 +35,18 @@ def test_the_package_keeps_its_layers(tmp_path: Path) -> None:
 def test_a_back_arrow_inside_a_function_breaks_the_contract(tmp_path: Path) -> None:
     project = _copy(tmp_path)
     errors = project / "envkit" / "core" / "errors.py"
-    errors.write_text(errors.read_text() + "\n\ndef _render() -> None:\n    from envkit.cli import render  # noqa: F401\n")
+    errors.write_text(errors.read_text() + "\n\ndef _render() -> None:\n    from envkit.cli import envelope  # noqa: F401\n")
     done = _lint(project)
     assert done.returncode == 1, done.stdout
     assert "envkit.core is not allowed to import envkit.cli" in done.stdout
-    assert "envkit.core.errors -> envkit.cli.render" in done.stdout
+    assert "envkit.core.errors -> envkit.cli.envelope" in done.stdout
+
+
+def test_a_command_importing_the_cli_breaks_the_contract(tmp_path: Path) -> None:
+    """Commands sit below the CLI: a view or a run that reached up for the parser would be refused."""
+    project = _copy(tmp_path)
+    toolchain = project / "envkit" / "commands" / "toolchain.py"
+    toolchain.write_text(toolchain.read_text() + "\n\nfrom envkit.cli.main import build_parser  # noqa: E402,F401\n")
+    done = _lint(project)
+    assert done.returncode == 1, done.stdout
+    assert "envkit.commands is not allowed to import envkit.cli" in done.stdout

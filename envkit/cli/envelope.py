@@ -38,7 +38,7 @@ def jsonable(value: Any) -> Any:
 
 
 def envelope(
-    result: Result | None, *, command: str, exit_code: int, errors: list[str] | None = None, hint: str | None = None
+    result: Result[Any] | None, *, command: str, exit_code: int, errors: list[str] | None = None, hint: str | None = None
 ) -> dict[str, Any]:
     return {
         "envkit_json": JSON_SCHEMA_VERSION,

@@ -1,18 +1,22 @@
-"""`envkit activation show` and `envkit run`."""
+"""`envkit activation show`: the settings and the scripts of an env's activation for one shell."""
 
 from __future__ import annotations
 
-import signal
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from envkit.activation.runenv import run_in_env
 from envkit.activation.shells import GENERATORS, SHELL_SUFFIX
 from envkit.activation.writer import recorded_activation
 from envkit.commands import Result
+from envkit.commands.arguments import SHELLS, env_args, json_flag
 from envkit.core.errors import UsageError
+from envkit.prefix.envs import select_env
 from envkit.prefix.record import read_record
 from envkit.recipe.model import EnvOp
+from envkit.ui.console import Out, visible
+from envkit.ui.terminal import UI
+from envkit.ui.views import ops_lines
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,19 @@ class ActivationView:
     deactivate: str
 
 
-def show(prefix: Path, shell: str) -> Result:
+def add_arguments(act: argparse.ArgumentParser) -> None:
+    asub = act.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = asub.add_parser("show", help="print the settings and the script for one shell")
+    env_args(p)
+    p.add_argument("--shell", default="bash", choices=SHELLS, metavar="SHELL", help=f"one of {', '.join(SHELLS)} (default: bash)")
+    json_flag(p)
+
+
+def invoke(args: argparse.Namespace, ui: UI) -> Result[ActivationView]:
+    return show(select_env(args.name, args.prefix), args.shell)
+
+
+def show(prefix: Path, shell: str) -> Result[ActivationView]:
     suffix = SHELL_SUFFIX.get(shell, shell)
     if suffix not in GENERATORS:
         raise UsageError(f"unknown shell {shell!r}", hint="one of " + ", ".join(sorted(SHELL_SUFFIX)))
@@ -46,27 +62,11 @@ def show(prefix: Path, shell: str) -> Result:
             hint="they come from conda's env vars or another activate.d script; envkit run -p PREFIX -- env shows them",
         )
     view = ActivationView(str(prefix), activation.recipe_name, activation.ops, shell, files[0].text, files[1].text)
-    return Result("activation show", view)
+    return Result("activation show", view, view=activation_view)
 
 
-def run(prefix: Path, argv: list[str], capture: bool = False) -> Result:
-    """The command's exit code; one that a signal ended gives 128 + its number, as shells show it."""
-    code, stdout, stderr = run_in_env(prefix, argv, capture=capture)
-    signum = -code if code < 0 else None
-    exit_code = 128 + signum if signum else code
-    data = {
-        "prefix": str(prefix),
-        "argv": argv,
-        "returncode": exit_code,
-        "signal": _signal_name(signum) if signum else None,
-        "stdout": stdout,
-        "stderr": stderr,
-    }
-    return Result("run", data, exit_code, end_signal=signum)
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:  # a real-time signal, say: no name
-        return f"signal {signum}"
+def activation_view(c: Out, view: ActivationView) -> None:
+    c.print(f"# {view.prefix} ({view.recipe}), shell {view.shell}")
+    ops_lines(c, view.ops)
+    # a view: a control character a value holds is shown, not sent (the scripts themselves hold it)
+    c.file.write(visible("# --- activate ---\n" + view.activate + "# --- deactivate ---\n" + view.deactivate))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from envkit.audit.engine import Finding, audit_plan, inventory_of_plan
 from envkit.audit.recipe_rules import plan_warnings
 from envkit.commands import Result
+from envkit.commands.arguments import channel_args, given, json_flag, lock_args, override_frozen_flag
 from envkit.core.errors import ExitCode, InstallError, UsageError
 from envkit.install.create import CreatedEnv, create_env, ensure_creatable, probe_and_keep
 from envkit.prefix.envs import target_prefix
@@ -22,6 +25,9 @@ from envkit.recipe.settings import ActivationSettings, Setting, resolve
 from envkit.solve import backend
 from envkit.solve.channels import DEFAULT_ALIAS, ResolvedChannel, from_canonical, resolve_channels
 from envkit.solve.plan import Plan, SolveOutcome, Target, plan_from_records, solve_recipe
+from envkit.ui.console import Out, escape
+from envkit.ui.terminal import UI
+from envkit.ui.views import kernels_view, plan_view, probe_view, toolchain_view
 
 if TYPE_CHECKING:  # for annotations only
     from envkit.audit.toolchain import ToolchainMap
@@ -64,22 +70,64 @@ class CreateOutcome:
     conda_here: bool = False  # a conda is installed for this user: `conda activate` works, else envkit's own activation
 
 
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("recipe", help="recipe name or path to a .yaml file")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-n", "--name", type=given, help="env name (default: the recipe's name)")
+    group.add_argument("-p", "--prefix", type=given, help="env prefix path")
+    channel_args(p)
+    lock_args(p, "install")
+    p.add_argument(
+        "--platform", metavar="P", help="with --dry-run: solve and show the plan for another platform (linux-64, osx-arm64, win-64, ...)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="solve, audit and show the plan; write nothing")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--force", action="store_true", help="replace an existing env (kept if the new one fails)")
+    override_frozen_flag(p, "with --force, replace")
+    p.add_argument("--no-probe", action="store_true", help="skip the post-install probe")
+    json_flag(p)
+
+
+def invoke(args: argparse.Namespace, ui: UI) -> Result[CreateOutcome]:
+    from envkit.solve.channels import parse_mirror_flags
+
+    request = CreateRequest(
+        recipe=args.recipe,
+        name=args.name,
+        prefix=args.prefix,
+        channels=tuple(args.channel),
+        override_channels=args.override_channels,
+        mirrors=tuple(parse_mirror_flags(args.mirror).items()),
+        dry_run=args.dry_run,
+        force=args.force,
+        probe=not args.no_probe,
+        locked=args.locked,
+        lock=args.lock,
+        frozen=args.frozen,
+        platform=args.platform,
+        override_frozen=args.override_frozen,
+    )
+    reporter = None
+    if ui.interactive:
+        from envkit.install.progress import RichInstallReporter
+
+        reporter = RichInstallReporter(ui.terminal)
+    return create(
+        request,
+        show_plan=None if ui.as_json else (lambda plan, findings: plan_view(ui.out, plan, findings)),
+        confirm=(lambda plan: ui.ask("Proceed?")) if ui.interactive and not args.yes else None,
+        reporter=reporter,
+    )
+
+
 def create(
     request: CreateRequest,
     *,
     show_plan: Callable[[Plan, tuple[Finding, ...]], None] | None = None,
     confirm: Callable[[Plan], bool] | None = None,
     reporter: Any | None = None,
-) -> Result:
-    if request.name and request.prefix:
-        raise UsageError("give either -n NAME or -p PREFIX, not both")
-    if request.platform is not None:
-        known_platform(request.platform, "--platform")
-        if not request.dry_run and request.platform != backend.native_platform():
-            raise UsageError(
-                f"--platform {request.platform}: an env for another platform cannot be created here",
-                hint="add --dry-run to see its plan, or 'envkit lock --platform' to lock it",
-            )
+) -> Result[CreateOutcome]:
+    _check_request(request)
     recipe = load_recipe(request.recipe)
     warnings = plan_warnings(recipe, request.platform or backend.native_platform())
     compiled = compile_recipe(recipe, request.platform)
@@ -107,25 +155,8 @@ def create(
         )
     plan = outcome.plan
     findings = tuple(audit_plan(plan, recipe.force))
-    blocking = [f for f in findings if f.severity == "error"]
-    if blocking:
-        refused = CreateOutcome(plan, request.dry_run, None, None, findings=findings, refused=True)
-        errors = tuple(f"{f.rule_id} {f.title}: {f.evidence}" for f in blocking)
-        why = (
-            f"the plan fails the audit ({', '.join(dict.fromkeys(f.rule_id for f in blocking))}): nothing was written",
-            "fix the recipe (each finding says how), or accept a rule's risk by adding its id to the recipe's force: list",
-        )
-        return Result("create", refused, int(ExitCode.FINDINGS), why, errors)
-    if request.dry_run:
-        from envkit.audit.toolchain import plan_toolchain
-
-        toolchain = plan_toolchain(inventory_of_plan(plan), [s.name for s in plan.specs], list(findings))
-        return Result("create", CreateOutcome(plan, True, None, None, findings=findings, toolchain=toolchain))
-    if show_plan is not None:
-        show_plan(plan, findings)
-    if confirm is not None and not confirm(plan):
-        outcome_aborted = CreateOutcome(plan, False, None, None, aborted=True, findings=findings)
-        return Result("create", outcome_aborted, int(ExitCode.OK), ("aborted: nothing was changed",))
+    if stopped := _before_install(request, plan, findings, show_plan, confirm):
+        return stopped
     provenance = {"recipe": recipe_provenance(recipe), "lock": lock_info}
     try:
         created = create_env(
@@ -140,7 +171,53 @@ def create(
     except InstallError as exc:
         raise _withdrawn_hint(exc, outcome.records, request, recipe) if lock_info else exc from None
     if not request.probe:
-        return Result("create", CreateOutcome(plan, False, created, None, findings=findings, conda_here=_conda_here()))
+        return Result("create", CreateOutcome(plan, False, created, None, findings=findings, conda_here=_conda_here()), view=create_view)
+    return _probed(plan, created, findings, recipe, prefix)
+
+
+def _check_request(request: CreateRequest) -> None:
+    if request.name and request.prefix:
+        raise UsageError("give either -n NAME or -p PREFIX, not both")
+    if request.platform is not None:
+        known_platform(request.platform, "--platform")
+        if not request.dry_run and request.platform != backend.native_platform():
+            raise UsageError(
+                f"--platform {request.platform}: an env for another platform cannot be created here",
+                hint="add --dry-run to see its plan, or 'envkit lock --platform' to lock it",
+            )
+
+
+def _before_install(
+    request: CreateRequest,
+    plan: Plan,
+    findings: tuple[Finding, ...],
+    show_plan: Callable[[Plan, tuple[Finding, ...]], None] | None,
+    confirm: Callable[[Plan], bool] | None,
+) -> Result[CreateOutcome] | None:
+    """Where a create ends before it installs: the audit refuses the plan, a dry run, a no."""
+    blocking = [f for f in findings if f.severity == "error"]
+    if blocking:
+        refused = CreateOutcome(plan, request.dry_run, None, None, findings=findings, refused=True)
+        errors = tuple(f"{f.rule_id} {f.title}: {f.evidence}" for f in blocking)
+        why = (
+            f"the plan fails the audit ({', '.join(dict.fromkeys(f.rule_id for f in blocking))}): nothing was written",
+            "fix the recipe (each finding says how), or accept a rule's risk by adding its id to the recipe's force: list",
+        )
+        return Result("create", refused, int(ExitCode.FINDINGS), why, errors, view=create_view)
+    if request.dry_run:
+        from envkit.audit.toolchain import plan_toolchain
+
+        toolchain = plan_toolchain(inventory_of_plan(plan), [s.name for s in plan.specs], list(findings))
+        return Result("create", CreateOutcome(plan, True, None, None, findings=findings, toolchain=toolchain), view=create_view)
+    if show_plan is not None:
+        show_plan(plan, findings)
+    if confirm is not None and not confirm(plan):
+        outcome_aborted = CreateOutcome(plan, False, None, None, aborted=True, findings=findings)
+        return Result("create", outcome_aborted, int(ExitCode.OK), ("aborted: nothing was changed",), view=create_view)
+    return None
+
+
+def _probed(plan: Plan, created: CreatedEnv, findings: tuple[Finding, ...], recipe: Recipe, prefix: Path) -> Result[CreateOutcome]:
     from envkit.probe.runner import spec_for  # the probe's machinery only when it runs
 
     report, kept = probe_and_keep(prefix, spec_for(prefix, recipe))
@@ -152,7 +229,37 @@ def create(
             f"the env was created but its probe failed; it is kept at {prefix} and marked unhealthy in etc/envkit/record.json",
             f"fix: follow each failed check's remedy, then 'envkit probe -p {prefix}'; or remove it with 'rm -rf {prefix}'",
         )
-    return Result("create", CreateOutcome(plan, False, created, report, findings=findings, conda_here=_conda_here()), int(code), messages)
+    outcome = CreateOutcome(plan, False, created, report, findings=findings, conda_here=_conda_here())
+    return Result("create", outcome, int(code), messages, view=create_view)
+
+
+def create_view(c: Out, out: CreateOutcome) -> None:
+    if out.refused:
+        plan_view(c, out.plan, out.findings)
+        return
+    if out.dry_run:
+        plan_view(c, out.plan, out.findings)
+        if out.toolchain is not None:
+            toolchain_view(c, out.toolchain)
+        c.print("[dim]dry run: nothing was written[/dim]")
+        return
+    if out.aborted:
+        return
+    if out.created is not None:
+        c.print(
+            f"[green]created[/green] {escape(str(out.created.prefix))}"
+            + (" (replaced the previous env)" if out.created.replaced_existing else "")
+        )
+        pasted = escape(shlex.quote(str(out.created.prefix)))  # a command to paste: `$` or `'` in the path stay the path's
+        if out.conda_here:
+            c.print(f"activate with: conda activate {pasted}   or run: envkit run -p {pasted} -- CMD")
+        else:  # no conda here: envkit's own activation
+            c.print(
+                f'activate with: envkit shell -p {pasted} (or eval "$(envkit shell-hook -p {pasted})")   or run: envkit run -p {pasted} -- CMD'
+            )
+        kernels_view(c, out.created)
+    if out.probe is not None:
+        probe_view(c, out.probe)
 
 
 def _withdrawn_hint(exc: InstallError, records: list[Any], request: CreateRequest, recipe: Recipe) -> InstallError:

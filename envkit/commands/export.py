@@ -5,6 +5,7 @@ for others conda's own `env config vars`. A lock gives any of its platforms, no 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import tempfile
@@ -18,11 +19,13 @@ import rattler
 from envkit.activation.writer import ops_from_json, recorded_activation
 from envkit.cluster import modulefiles
 from envkit.commands import Result
+from envkit.commands.arguments import env_args, given, json_flag
 from envkit.core.credentials import without_credentials
 from envkit.core.errors import UsageError
-from envkit.core.fsutil import output_path, write_output
+from envkit.core.fsutil import STDOUT, output_path, write_output
 from envkit.core.names import CONDA_NAME_REFUSES, CONDA_RESERVED_NAMES
 from envkit.pip.pinned import LockedPip
+from envkit.prefix.envs import select_env
 from envkit.prefix.installed import LEGACY_RECORD, PipDist, channel_name, conda_env_vars, pip_dists, read_conda_meta
 from envkit.prefix.record import read_record, recipe_name
 from envkit.recipe.model import EnvOp
@@ -30,6 +33,8 @@ from envkit.solve import backend
 from envkit.solve.channels import rebase, recorded_channels, to_canonical
 from envkit.team import export
 from envkit.team.lock import Lock, LockedPlatform, moved, read_lock, write_lock
+from envkit.ui.console import Out, data_stream, escape
+from envkit.ui.terminal import UI
 
 Format = Literal["environment-yml", "explicit", "dockerfile", "lock", "conda-lock", "lmod", "modulefile"]
 FORMATS: tuple[str, ...] = ("environment-yml", "explicit", "dockerfile", "lock", "conda-lock", "lmod", "modulefile")
@@ -55,6 +60,53 @@ class ExportOutcome:
     path: str | None
     text: str | None  # when written to stdout
     platforms: tuple[str, ...] = ()  # whose packages it holds
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    env_args(p)
+    p.add_argument(
+        "--lock",
+        type=given,
+        metavar="FILE",
+        help="export this lock instead of an env: conda-lock takes every platform it holds, the others one (see --platform)",
+    )
+    p.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        metavar="P",
+        help="with --lock: the platform to write (default: this machine's, a Dockerfile's the lock's Linux one; repeatable for conda-lock)",
+    )
+    p.add_argument("--format", required=True, choices=FORMATS, help=" | ".join(FORMATS))
+    p.add_argument("-o", "--output", type=given, metavar="FILE", help="write to FILE, - for stdout (default: stdout)")
+    p.add_argument(
+        "--base",
+        type=given,
+        metavar="IMAGE",
+        help="dockerfile: the image it starts FROM, one with conda on its PATH (default: condaforge/miniforge3:latest)",
+    )
+    json_flag(p)
+
+
+def invoke(args: argparse.Namespace, ui: UI) -> Result[ExportOutcome]:
+    if args.lock is not None:
+        if args.name or args.prefix:
+            raise UsageError("give either an env (-n NAME or -p PREFIX) or --lock FILE, not both")
+        return export_lock(args.lock, args.format, args.output, platforms=tuple(args.platform), base=args.base)
+    if args.platform:
+        raise UsageError(
+            f"--platform {args.platform[0]} picks a platform of a lock, and an env is of its own",
+            hint="leave out --platform, or export a lock with --lock FILE",
+        )
+    return export_env(select_env(args.name, args.prefix), args.format, args.output, base=args.base)
+
+
+def export_view(c: Out, out: ExportOutcome) -> None:
+    if out.text is not None:
+        data_stream(c).write(out.text)
+    else:
+        where = "stdout" if out.path == STDOUT else escape(out.path or "")
+        c.print(f"wrote {where} ({out.format} for {', '.join(out.platforms)}) from {escape(out.prefix)}")
 
 
 def _unreadable(path: Path, why: str) -> UsageError:
@@ -213,7 +265,7 @@ def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
     return text + "".join(f"{line}\n" for line in [*unpinned, *env.editable_notes()])
 
 
-def export_env(prefix: Path, fmt: str, output: str | None, *, base: str | None = None) -> Result:
+def export_env(prefix: Path, fmt: str, output: str | None, *, base: str | None = None) -> Result[ExportOutcome]:
     """`base`: the image a Dockerfile starts FROM (the default: export.DOCKER_BASE)."""
     _check_options(fmt, base)
     env = snapshot(prefix)
@@ -260,7 +312,9 @@ def _check_base(base: str, fmt: str) -> None:
         )
 
 
-def export_lock(lock_ref: str, fmt: str, output: str | None, *, platforms: tuple[str, ...] = (), base: str | None = None) -> Result:
+def export_lock(
+    lock_ref: str, fmt: str, output: str | None, *, platforms: tuple[str, ...] = (), base: str | None = None
+) -> Result[ExportOutcome]:
     """An envkit lock for the tools that read no rattler lock (version 7): conda-lock's file with
     every platform it holds (or those given), or any other format for one platform, so a machine
     of one kind writes the environment.yml, explicit list or Dockerfile of another (a Linux image's,
@@ -353,9 +407,11 @@ def _locked_snapshot(lock: Lock, locked: LockedPlatform, path: Path) -> export.E
     )
 
 
-def _written(fmt: str, source: Path, text: str, output: str | None, usual_name: str, *, platforms: tuple[str, ...]) -> Result:
+def _written(
+    fmt: str, source: Path, text: str, output: str | None, usual_name: str, *, platforms: tuple[str, ...]
+) -> Result[ExportOutcome]:
     if output is None:
-        return Result("export", ExportOutcome(fmt, str(source), None, text, platforms))
+        return Result("export", ExportOutcome(fmt, str(source), None, text, platforms), view=export_view)
     path = output_path(output)
     write_output(path, text, usual_name)
-    return Result("export", ExportOutcome(fmt, str(source), str(path), None, platforms))
+    return Result("export", ExportOutcome(fmt, str(source), str(path), None, platforms), view=export_view)

@@ -13,6 +13,7 @@ conda-lock do: a package added to the recipe does not move every other one to it
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,10 @@ from urllib.parse import unquote, urlsplit
 from envkit.audit.engine import Finding, audit_plan
 from envkit.audit.recipe_rules import require_consistent
 from envkit.commands import Result
+from envkit.commands.arguments import channel_args, given, json_flag, update_args
 from envkit.core.changes import MARKS, change_text, differences
 from envkit.core.errors import EnvkitError, ExitCode, UsageError
-from envkit.core.fsutil import is_stdout, output_path
+from envkit.core.fsutil import STDOUT, is_stdout, output_path
 from envkit.core.notices import notify
 from envkit.pip.pinned import LockedPip
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
@@ -36,6 +38,9 @@ from envkit.solve import backend
 from envkit.solve.channels import ResolvedChannel, check_local_channel, from_canonical, resolve_channels, to_canonical
 from envkit.solve.plan import choose_channels, plan_from_records, solve_keeping, solve_or_explain, target
 from envkit.team.lock import Lock, LockedPlatform, NewerLock, default_lock_path, moved, pins, read_lock, write_lock
+from envkit.ui.console import Out, escape
+from envkit.ui.terminal import UI
+from envkit.ui.views import findings_view
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,40 @@ class LockOutcome:
     updated: tuple[str, ...] = ()  # the pins --update released
     dropped: tuple[str, ...] = ()  # platforms the lock replaced had and this one has not (--platform)
     dry_run: bool = False  # solved and shown, not written
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("recipe", help="recipe name or path to a .yaml file")
+    p.add_argument(
+        "--platform", action="append", default=[], metavar="P", help="lock this platform (repeatable; default: the recipe's platforms)"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        type=given,
+        metavar="FILE",
+        help="where to write it, - for stdout (default: NAME.lock beside the recipe, ./NAME.lock for built-ins)",
+    )
+    update_args(p, kept="the lock's other pins are kept where they still fit", afresh="keep none of the lock's pins")
+    p.add_argument("--dry-run", action="store_true", help="solve and show what the lock would change; write nothing")
+    channel_args(p)
+    json_flag(p)
+
+
+def invoke(args: argparse.Namespace, ui: UI) -> Result[LockOutcome]:
+    from envkit.solve.channels import parse_mirror_flags
+
+    return lock(
+        args.recipe,
+        platforms=tuple(args.platform),
+        output=args.output,
+        extra_channels=tuple(args.channel),
+        override_channels=args.override_channels,
+        mirrors=tuple(parse_mirror_flags(args.mirror).items()),
+        update=tuple(args.update),
+        update_all=args.update_all,
+        dry_run=args.dry_run,
+    )
 
 
 def team_checkout(path: Path) -> str | None:
@@ -136,7 +175,7 @@ def lock(
     update: tuple[str, ...] = (),
     update_all: bool = False,
     dry_run: bool = False,
-) -> Result:
+) -> Result[LockOutcome]:
     recipe = load_recipe(recipe_ref)
     require_consistent(recipe)
     wanted = lock_platforms(recipe, platforms)
@@ -175,11 +214,11 @@ def lock(
     )
     if blocking:
         why = ("a locked plan fails the audit: no lock was written", "fix the recipe, or add the rule's id to its force: list")
-        return Result("lock", replace(outcome, refused=True), int(ExitCode.FINDINGS), why, tuple(blocking))
+        return Result("lock", replace(outcome, refused=True), int(ExitCode.FINDINGS), why, tuple(blocking), view=lock_view)
     if dry_run:
-        return Result("lock", outcome, messages=("dry run: the lock was not written",))
+        return Result("lock", outcome, messages=("dry run: the lock was not written",), view=lock_view)
     write_lock(path, Lock(recipe.name, digest, tuple(c.canonical for c in channels), tuple(locked)))
-    return Result("lock", outcome)
+    return Result("lock", outcome, view=lock_view)
 
 
 def _say_unpinned_folders(pip: set[LockedPip]) -> None:
@@ -277,3 +316,26 @@ def _pip_for_each(
             )
         )
     return resolve_each(jobs)
+
+
+def lock_view(c: Out, out: LockOutcome) -> None:
+    verb = "not written (the audit refused a platform's plan)" if out.refused else "would write" if out.dry_run else "wrote"
+    where = "the lock to stdout" if out.path == STDOUT else f"[bold]{escape(out.path)}[/bold]"
+    c.print(f"{verb} {where} for recipe {out.recipe} (digest {out.recipe_digest[:12]})")
+    if out.previous and out.kept:
+        but = f", but for {', '.join(out.updated)}" if out.updated else ""
+        c.print(f"  kept the pins of the lock it replaces where the recipe allows{but} (--update NAME moves one, --update-all every one)")
+    elif out.previous:
+        c.print("  solved afresh (--update-all)")
+    for p in out.platforms:
+        pip = f", {p.pip} pip" if p.pip else ""
+        c.print(f"  {p.platform}: {p.packages} packages{pip}; virtual packages {escape(', '.join(p.virtual_packages) or '-')}")
+        for line in p.assumed:
+            c.print(f"    [yellow]{escape(line)}[/yellow]")
+        if out.previous:
+            changes = ("new in this lock",) if p.changes is None else p.changes or ("unchanged",)
+            for line in changes:
+                c.print(f"    {escape(line)}")
+        findings_view(c, [f for f in p.findings if f.severity != "info"], indent="    ")
+    for platform in out.dropped:
+        c.print(f"  [yellow]{platform}: dropped: the lock it replaces had it, --platform did not ask for it[/yellow]")

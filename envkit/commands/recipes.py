@@ -2,35 +2,80 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from envkit.audit.recipe_rules import ConsistencyFinding, check_recipe, require_consistent
 from envkit.commands import Result
-from envkit.commands.lock import lock_platforms, solve_for_lock
-from envkit.core.errors import EnvkitError, ExitCode, SourceError, UsageError
+from envkit.commands.arguments import given, json_flag
+from envkit.commands.recipes_check import check, recipe_files_in
+from envkit.core.errors import EnvkitError, ExitCode, SourceError
 from envkit.prefix.envs import all_envs
-from envkit.prefix.pipurls import vcs_parts
 from envkit.prefix.record import read_record
-from envkit.recipe.compile import CompiledRecipe, compile_recipe
-from envkit.recipe.digest import resolved_digest
-from envkit.recipe.gitsource import add_source, missing_commit, remove_source, update_sources
+from envkit.recipe.compile import CompiledRecipe, CompiledSpec, compile_recipe
+from envkit.recipe.gitsource import AddedSource, RemovedSource, SourceUpdate, add_source, remove_source, update_sources
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import Recipe
 from envkit.recipe.platforms import known_platform
 from envkit.recipe.sources import (
     all_sources,
-    folders_with_recipe_files,
     list_names,
     path_mistakes,
     recipe_file,
     unusable_files,
-    yaml_files,
 )
-from envkit.solve.backend import still_offered
-from envkit.solve.channels import ResolvedChannel, from_canonical, resolve_channels
-from envkit.team.lock import Lock, pins, read_lock
+from envkit.ui.console import Out, TextTable, escape
+from envkit.ui.terminal import UI
+from envkit.ui.views import STATUS_STYLE
+
+
+def add_arguments(recipes: argparse.ArgumentParser) -> None:
+    rsub = recipes.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = rsub.add_parser("list", help="every recipe and where it comes from")
+    json_flag(p)
+    p = rsub.add_parser("show", help="a recipe, or with --resolved the specs and settings it compiles to")
+    p.add_argument("recipe", help="recipe name or path to a .yaml file")
+    p.add_argument("--resolved", action="store_true", help="show the compiled conda/pip specs and activation settings")
+    p.add_argument("--platform", metavar="P", help="compile for this platform (default: this machine's), its per_platform entry applied")
+    json_flag(p)
+    p = rsub.add_parser("validate", help="check recipe files (schema, extends, consistency)")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="recipe files or names")
+    json_flag(p)
+    p = rsub.add_parser("check", help="for a recipe repo's CI: every recipe valid, its lock present and fresh, each platform solvable")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="recipe files or directories of them (default: .)")
+    json_flag(p)
+    p = rsub.add_parser("add-source", help="add a git repository of recipes, pinned to a commit")
+    p.add_argument("url", type=given, help="git URL (https, ssh, file://) or a local path")
+    p.add_argument("--name", type=given, help="source name (default: from the URL)")
+    p.add_argument("--ref", type=given, help="branch, tag or commit (default: the remote's default branch)")
+    json_flag(p)
+    p = rsub.add_parser("remove-source", help="forget a recipe repo and delete envkit's checkout of it")
+    p.add_argument("source", help="the source's name")
+    json_flag(p)
+    p = rsub.add_parser("update", help="fetch recipe repos, show what changed, then move the pins")
+    p.add_argument("source", nargs="?", help="one source by name (default: all)")
+    p.add_argument("--check", action="store_true", help="show what would change; move nothing")
+    json_flag(p)
+
+
+def invoke(args: argparse.Namespace, ui: UI) -> Result[Any]:
+    """One of seven actions, each with a result of its own type."""
+    if args.action == "list":
+        return list_recipes()
+    if args.action == "show":
+        return show_recipe(args.recipe, args.resolved, args.platform)
+    if args.action == "validate":
+        return validate(args.paths)
+    if args.action == "check":
+        return check(args.paths)
+    if args.action == "add-source":
+        return add(args.url, args.name, args.ref)
+    if args.action == "remove-source":
+        return remove(args.source)
+    return update(args.source, args.check)
 
 
 @dataclass(frozen=True)
@@ -46,7 +91,7 @@ class ListedRecipe:
     shadowed_by: str | None
 
 
-def list_recipes() -> Result:
+def list_recipes() -> Result[list[ListedRecipe]]:
     rows: list[ListedRecipe] = []
     winner: dict[str, str] = {}
     for source in all_sources():
@@ -61,7 +106,7 @@ def list_recipes() -> Result:
             winner.setdefault(name, source.name)
         for path, why in unusable_files(source):
             rows.append(ListedRecipe(path.stem, source.name, source.kind, str(path), source.commit, f"(not usable: {why})", None))
-    return Result("recipes list", rows, messages=tuple(path_mistakes()))
+    return Result("recipes list", rows, messages=tuple(path_mistakes()), view=list_view)
 
 
 @dataclass(frozen=True)
@@ -73,12 +118,12 @@ class ShownRecipe:
     findings: tuple[ConsistencyFinding, ...]
 
 
-def show_recipe(name: str, resolved: bool, platform: str | None = None) -> Result:
+def show_recipe(name: str, resolved: bool, platform: str | None = None) -> Result[ShownRecipe]:
     if platform is not None:
         known_platform(platform, "--platform")
     recipe = load_recipe(name)
     findings = tuple(check_recipe(recipe))
-    return Result("recipes show", ShownRecipe(recipe, compile_recipe(recipe, platform) if resolved else None, findings))
+    return Result("recipes show", ShownRecipe(recipe, compile_recipe(recipe, platform) if resolved else None, findings), view=show_view)
 
 
 @dataclass(frozen=True)
@@ -91,11 +136,11 @@ class Validation:
     warnings: tuple[str, ...]
 
 
-def validate(paths: list[str]) -> Result:
+def validate(paths: list[str]) -> Result[list[Validation]]:
     """Each recipe named (a file, or a name on the recipe path), and each recipe file in a folder
     named, as `recipes check` takes them."""
     out = []
-    named = [str(f) for given in paths for f in (_recipe_files([given], "validate") if Path(given).is_dir() else [given])]
+    named = [str(f) for given in paths for f in (recipe_files_in([given], "validate") if Path(given).is_dir() else [given])]
     for path in named:
         try:
             recipe = load_recipe(path)
@@ -105,10 +150,10 @@ def validate(paths: list[str]) -> Result:
         except EnvkitError as exc:
             out.append(Validation(path, False, tuple(exc.lines()), ()))
     code = ExitCode.OK if all(v.ok for v in out) else ExitCode.USAGE
-    return Result("recipes validate", out, int(code), errors=tuple(p for v in out for p in v.problems))
+    return Result("recipes validate", out, int(code), errors=tuple(p for v in out for p in v.problems), view=validate_view)
 
 
-def add(url: str, name: str | None, ref: str | None) -> Result:
+def add(url: str, name: str | None, ref: str | None) -> Result[AddedSource]:
     if "://" not in url and not url.startswith(("/", "git@")) and Path(url).exists():
         url = Path(url).absolute().as_uri()
     folder = _local_folder(url)
@@ -117,7 +162,7 @@ def add(url: str, name: str | None, ref: str | None) -> Result:
             f"{folder} is a folder, not a git repository: a recipe source is a repo that envkit clones and updates",
             hint=f"make it one (git init; git add .; git commit), or use its recipes where they are: ENVKIT_RECIPE_PATH={folder}",
         )
-    return Result("recipes add-source", add_source(url, name, ref))
+    return Result("recipes add-source", add_source(url, name, ref), view=added_view)
 
 
 def _local_folder(url: str) -> Path | None:
@@ -134,226 +179,12 @@ def _is_git_repo(folder: Path) -> bool:
     return (folder / ".git").exists() or ((folder / "HEAD").is_file() and (folder / "objects").is_dir())
 
 
-def remove(name: str) -> Result:
-    return Result("recipes remove-source", remove_source(name, envs_from=envs_from))
+def remove(name: str) -> Result[RemovedSource]:
+    return Result("recipes remove-source", remove_source(name, envs_from=envs_from), view=removed_view)
 
 
-def update(name: str | None, check_only: bool) -> Result:
-    return Result("recipes update", update_sources(name, apply=not check_only, envs_from=envs_from))
-
-
-@dataclass(frozen=True)
-class CheckedRecipe:
-    """One recipe file's verdict from `recipes check`: valid, locked, fresh, solvable."""
-
-    path: str
-    name: str | None
-    lock: str | None
-    platforms: tuple[str, ...]
-    problems: tuple[str, ...]
-    # the checked recipes that extend this one: a parent needs no lock of its own (theirs hold it)
-    extended_by: tuple[str, ...] = ()
-
-
-def _recipe_files(paths: list[str], command: str = "check") -> list[Path]:
-    """The files named, and in each folder named the YAML files a recipe source there would offer
-    or list as unusable (sources.yaml_files)."""
-    out: list[Path] = []
-    for given in paths or ["."]:
-        path = Path(given)
-        if path.is_dir():
-            out += [p for p in yaml_files(path) if p.is_file()]
-        else:
-            out.append(path)
-    if not out:
-        folders = [f"{Path(given) / f}" for given in paths or ["."] if Path(given).is_dir() for f in folders_with_recipe_files(Path(given))]
-        where = " or ".join(paths or ["the current folder"])
-        raise UsageError(
-            f"no recipe file (*.yaml, *.yml) in {where}: nothing was checked",
-            hint=f"name the folder that holds them: envkit recipes {command} {' '.join(folders[:3])}; but note that "
-            "'envkit recipes add-source' reads recipes at a repo's top level only"
-            if folders
-            else "run it in a recipe repo's checkout, or name the recipe files",
-        )
-    return out
-
-
-def _load_checked(path: Path) -> Recipe | EnvkitError:
-    try:
-        recipe = load_recipe(str(path))
-        require_consistent(recipe)
-    except EnvkitError as exc:
-        return exc
-    return recipe
-
-
-def _solver_reason(message: str, where: str) -> str:
-    """One line of a solver's message: its lead ("... cannot be solved for P:") with the reason
-    that follows it; a conflict's tree beyond that is for `envkit lock` to show whole."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    reason, rest = lines[0], lines[1:]
-    if reason.endswith(":") and rest:
-        reason, rest = f"{reason} {rest[0]}", rest[1:]
-    return reason + (f" ... ('envkit lock {where}' shows all {len(rest)} more lines)" if rest else "")
-
-
-def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, ...]) -> CheckedRecipe:
-    """`extended_by`: the checked recipes that extend this one. A parent that is there only to be
-    extended needs no lock of its own; one that has a lock must keep it fresh all the same."""
-    where = str(path)
-    if isinstance(recipe, EnvkitError):
-        return CheckedRecipe(where, None, None, (), tuple(recipe.lines()))
-    platforms = lock_platforms(recipe, ())
-    channels = resolve_channels(list(recipe.channels), {})
-    lock_path = path.parent / f"{recipe.name}.lock"
-    problems: list[str] = []
-    if not lock_path.is_file():
-        if not extended_by:
-            problems.append(f"{where}: no lock ({lock_path.name}); make it with 'envkit lock {where}' and commit it")
-    else:
-        try:
-            lock = read_lock(lock_path)
-        except EnvkitError as exc:
-            problems.append(exc.message if exc.message.startswith(str(lock_path)) else f"{lock_path}: {exc.message}")
-        else:
-            if lock.recipe != recipe.name:
-                problems.append(f"{lock_path}: locks recipe '{lock.recipe}', not '{recipe.name}'; re-lock with 'envkit lock {where}'")
-            elif lock.recipe_digest != resolved_digest(recipe):
-                problems.append(f"{lock_path}: stale, the recipe (or one it extends) changed since; re-lock with 'envkit lock {where}'")
-            missing = sorted(set(platforms) - {p.platform for p in lock.platforms})
-            if missing:
-                problems.append(f"{lock_path}: lacks {', '.join(missing)}, which the recipe declares; re-lock with 'envkit lock {where}'")
-            problems += _withdrawn(lock, lock_path, channels, where)
-            problems += _wheels_gone(lock, lock_path, where)
-    try:
-        solve_for_lock(recipe, platforms, channels)
-    except EnvkitError as exc:
-        hint = f" ({exc.hint})" if exc.hint else ""
-        problems.append(f"{where}: does not solve today ({', '.join(platforms)}): {_solver_reason(exc.message, where)}{hint}")
-    locked = str(lock_path) if lock_path.is_file() or not extended_by else None
-    return CheckedRecipe(where, recipe.name, locked, platforms, tuple(problems), extended_by)
-
-
-def _withdrawn(lock: Lock, lock_path: Path, channels: list[ResolvedChannel], where: str) -> list[str]:
-    """The locked packages the channels no longer offer: a locked create on a machine whose cache
-    lacks them fails to download them (conda-forge moves a broken build off its main label)."""
-    urls = [c.url for c in channels] + [url for url in lock.channels if url not in {c.canonical for c in channels}]
-    moves = from_canonical(channels)
-    wanted = [(p.platform, pins(p, moves)) for p in lock.platforms]
-    try:
-        offered = still_offered(urls, wanted)
-    except EnvkitError:
-        return []  # an unreachable channel: the solve below says so
-    gone = [
-        (platform, name, f"{version} {build}")
-        for (platform, packages), found in zip(wanted, offered, strict=True)
-        for name, version, build, url in packages
-        if url not in found
-    ]
-    return [
-        f"{lock_path}: {platform}: {name} {version} is no longer offered by its channel (removed, or marked broken);"
-        f" move it with 'envkit lock {where} --update {name}' and commit the lock"
-        for platform, name, version in gone
-    ]
-
-
-def _wheels_gone(lock: Lock, lock_path: Path, where: str) -> list[str]:
-    """The locked wheels whose file no longer answers at the URL the lock keeps (a wheelhouse
-    cleaned, a mirror that dropped it), or whose commit its repository no longer has (a
-    force-push). A locked create elsewhere falls back to the same file by hash through that
-    machine's pip index, which has it only if that index still does."""
-    gone = _ask_each(sorted({wheel.url.partition("#")[0] for platform in lock.platforms for wheel in platform.pip}))
-    problems = []
-    for platform in lock.platforms:
-        for wheel in platform.pip:
-            why = gone[wheel.url.partition("#")[0]]
-            if why:
-                problems.append(
-                    f"{lock_path}: {platform.platform}: pip {wheel.name} {wheel.version}: {why};"
-                    f" move it with 'envkit lock {where} --update {wheel.name}' and commit the lock"
-                )
-    return problems
-
-
-def _ask_each(locations: list[str]) -> dict[str, str | None]:
-    """_gone of every location, asked at once: each is a round trip (an HTTP HEAD, a shallow git
-    fetch), up to 30 s where a server does not answer, and a team's lock names dozens."""
-    if len(locations) < 2:
-        return {location: _gone(location) for location in locations}
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(max_workers=min(16, len(locations)))
-    try:
-        return dict(zip(locations, pool.map(_gone, locations), strict=True))
-    finally:  # on Ctrl-C too, without waiting out the servers that have not answered yet
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _gone(url: str) -> str | None:
-    """Why the file at `url` is not there, or None where it is: a local path that exists (a wheel,
-    or a project's folder), a git repository that still has the commit locked (`git+URL@COMMIT`),
-    an HTTP(S) server that says 200 to HEAD (or to a one-byte GET, for a server that refuses HEAD)."""
-    parsed = urlparse(url)
-    vcs = vcs_parts(url) if parsed.scheme.startswith("git+") else None
-    if vcs is not None:
-        repository, commit, _ = vcs
-        return missing_commit(repository.removeprefix("git+"), commit) if commit else None  # no commit: nothing pinned to ask for
-    if parsed.scheme == "file":
-        return None if Path(unquote(parsed.path)).exists() else f"its file no longer answers at {url}"
-    if parsed.scheme not in ("http", "https"):
-        return None  # nothing here can ask it; pip says so at install time
-    status = _status(url)
-    if status == 401:  # a private index: with the credentials pip would send there
-        from envkit.pip.auth import credentials
-
-        given = credentials(url)
-        if given is None:
-            return (
-                f"its file at {url} asks for credentials, and none were found for its host where pip takes them "
-                "(an index URL with user:token@ in PIP_INDEX_URL, PIP_EXTRA_INDEX_URL or pip.conf; ~/.netrc)"
-            )
-        status = _status(url, given)
-        if status == 401:
-            return f"its file at {url} refuses the credentials pip would send there (user '{given[0]}')"
-    return None if status == 200 else f"its file no longer answers at {url}"
-
-
-def _status(url: str, auth: tuple[str, str] | None = None) -> int:
-    """200 where the server has the file; else its HTTP status (0: no answer at all)."""
-    import base64
-    import urllib.error
-    import urllib.request
-
-    basic = {"Authorization": "Basic " + base64.b64encode(":".join(auth).encode()).decode()} if auth else {}
-    status = 0
-    for method, headers in (("HEAD", {}), ("GET", {"Range": "bytes=0-0"})):
-        try:
-            request = urllib.request.Request(url, method=method, headers={**headers, **basic})  # noqa: S310 - http(s) only (the caller)
-            with urllib.request.urlopen(request, timeout=30):  # noqa: S310
-                return 200
-        except urllib.error.HTTPError as exc:
-            status = exc.code
-            if exc.code not in (403, 405, 501):  # refused the method, not the file: try the other
-                return status
-        except (urllib.error.URLError, OSError):
-            return 0
-    return status
-
-
-def check(paths: list[str]) -> Result:
-    """For a recipe repo's CI: every recipe valid, each lock present (a parent the others extend
-    needs none), fresh and covering the declared platforms, each platform still solvable. Nothing
-    is created."""
-    files = _recipe_files(paths)
-    loaded = {path: _load_checked(path) for path in files}
-    extenders: dict[Path, set[str]] = {}
-    for recipe in loaded.values():
-        if not isinstance(recipe, EnvkitError):
-            for parent in recipe.chain[1:]:  # the files it was made from, itself first
-                extenders.setdefault(Path(parent).resolve(), set()).add(recipe.name)
-    checked = [check_one(path, loaded[path], tuple(sorted(extenders.get(path.resolve(), ())))) for path in files]
-    problems = tuple(p for c in checked for p in c.problems)
-    return Result("recipes check", checked, int(ExitCode.FINDINGS if problems else ExitCode.OK), errors=problems)
+def update(name: str | None, check_only: bool) -> Result[list[SourceUpdate]]:
+    return Result("recipes update", update_sources(name, apply=not check_only, envs_from=envs_from), view=updates_view)
 
 
 def envs_from(source: str, recipes: set[str] | None = None) -> tuple[str, ...]:
@@ -364,3 +195,88 @@ def envs_from(source: str, recipes: set[str] | None = None) -> tuple[str, ...]:
         if isinstance(recipe, dict) and recipe.get("source") == source and (recipes is None or recipe.get("name") in recipes):
             out.append(str(prefix))
     return tuple(out)
+
+
+def list_view(c: Out, rows: list[ListedRecipe]) -> None:
+    table = TextTable("recipe", "source", "commit", "description")
+    for r in rows:
+        name = escape(r.name) if not r.shadowed_by else f"[dim]{escape(r.name)} (shadowed by {escape(r.shadowed_by)})[/dim]"
+        table.add_row(name, escape(f"{r.source} ({r.kind})"), escape((r.commit or "")[:10]), escape(r.description))
+    c.print(table)
+
+
+def _spec_line(spec: CompiledSpec) -> str:
+    where = f"  [dim]# {escape(str(spec.origin))}[/dim]" if spec.origin else f"  [dim]# {escape(spec.reason)}[/dim]"
+    return f"  {escape(spec.spec)}{where}"
+
+
+def show_view(c: Out, shown: ShownRecipe) -> None:
+    r = shown.recipe
+    c.print(f"[bold]{r.name}[/bold]  {escape(r.description)}")
+    c.print(f"source: {r.origin.source} {escape(r.origin.path)}" + (f" @ {r.origin.commit[:10]}" if r.origin.commit else ""))
+    if r.extends:
+        c.print("extends: " + escape(", ".join(r.extends)))
+    c.print(
+        "channels: "
+        + escape(", ".join(r.channels))
+        + f"   platforms: {escape(', '.join(r.platforms)) or 'this machine'}   python: {escape(r.python or '-')}"
+    )
+    tc = r.toolchain
+    torch = tc.pytorch
+    c.print(
+        f"toolchain: blas={tc.blas or '-'} mkl={tc.mkl or '-'} openmp={tc.openmp or '-'} pytorch="
+        + (f"{torch.source}/{torch.variant}{'/' + torch.cuda if torch.cuda else ''} {torch.version or ''}" if torch else "-")
+        + (f" cuda_arch={torch.cuda_arch}" if torch and torch.cuda_arch else "")
+    )
+    if shown.compiled is not None:
+        c.print("[bold]conda specs[/bold]")
+        for spec in shown.compiled.conda_specs:
+            c.print(_spec_line(spec))
+        if shown.compiled.pip_specs:
+            c.print("[bold]pip[/bold]")
+            for p in shown.compiled.pip_specs:
+                c.print(f"  {escape(p)}")
+        c.print("[bold]activation settings[/bold]")
+        for s in shown.compiled.activation.settings:
+            value = "<physical cores, resolved when written>" if s.computed else s.op.value
+            c.print(f"  {s.op.name} {s.op.action} {escape(str(value or ':'.join(s.op.entries)))}  [dim]# {escape(s.reason)}[/dim]")
+    else:
+        c.print("packages: " + (escape(", ".join(p.text for p in r.packages)) or "-"))
+    for f in shown.findings:
+        c.print(f"[{STATUS_STYLE[f.severity]}]{f.severity}[/] {f.rule.id} {escape(f.message)}" + (" (forced)" if f.forced else ""))
+
+
+def validate_view(c: Out, rows: list[Validation]) -> None:
+    for v in rows:
+        if v.ok:
+            c.print(f"[green]ok[/green] {escape(v.path)}")
+            for w in v.warnings:
+                c.print(f"  [yellow]warning[/yellow] {escape(w)}")
+        else:
+            for p in v.problems:
+                c.print(f"[red]error[/red] {escape(p)}")
+
+
+def added_view(c: Out, entry: AddedSource) -> None:
+    c.print(f"added source [bold]{entry.name}[/bold] {escape(entry.url)} ({entry.ref} @ {entry.commit[:10]})")
+    c.print(f"  {len(entry.recipes)} recipe{'s' if len(entry.recipes) != 1 else ''}: {escape(', '.join(entry.recipes))}")
+
+
+def removed_view(c: Out, removed: RemovedSource) -> None:
+    c.print(f"removed source [bold]{removed.name}[/bold] {escape(removed.url)} (was at {removed.commit[:10]})")
+    for prefix in removed.orphaned:
+        c.print(f"  {escape(prefix)} was made from its recipes: sync has no recipe for it now; remake it with envkit create --force")
+
+
+def updates_view(c: Out, updates: list[SourceUpdate]) -> None:
+    if not updates:
+        c.print("no recipe sources to update; add one with 'envkit recipes add-source URL'")
+    for u in updates:
+        verb = "moved" if u.applied else ("would move" if u.old_commit != u.new_commit else "unchanged")
+        c.print(f"[bold]{u.name}[/bold]: {verb} {u.old_commit[:10]} -> {u.new_commit[:10]}")
+        for ch in u.changes:
+            c.print(f"  {ch.change:8} {ch.name}")
+        for prefix in u.orphaned:
+            c.print(
+                f"  {escape(prefix)} was made from a recipe this removes: sync has no recipe for it then; remake it with envkit create --force"
+            )

@@ -2,7 +2,7 @@
 first; applies it all or nothing (envkit.install.journal); probes the result.
 
 The order serves speed as much as safety. The installer child (envkit.install.inplace) is started first,
-by the CLI before it loads this module (a fork, once rattler is loaded: see Installer), and waits
+by `invoke` before the sync machinery loads (a fork, once rattler is loaded: see Installer), and waits
 while this process loads the sync machinery, YAML, the recipe and the solver
 (envkit.commands.sync_change, imported only once the lock is held). Under the env's lock, once
 what a killed run left is settled, the child is asked to read the env's records; the lock is held
@@ -11,6 +11,7 @@ from then until the change is done, so that the difference shown is the one appl
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -20,18 +21,79 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envkit.commands import Result
+from envkit.commands.arguments import env_args, json_flag, lock_args, override_frozen_flag, update_args
 from envkit.core.errors import ExitCode, UsageError
 from envkit.core.fsutil import owner_name
 from envkit.install.inplace import Installer
 from envkit.install.journal import draft_path
-from envkit.install.transaction import env_lock, recover
+from envkit.install.transaction import env_lock, recover, settle_before_change
+from envkit.prefix.envs import select_env
 from envkit.prefix.protect import must_not_be_frozen
 from envkit.prefix.record import only_fixed, read_record
 from envkit.recipe.sources import is_git_source_name, read_git_sources
 from envkit.team.sync import SyncOutcome
+from envkit.ui.console import Out, escape
+from envkit.ui.terminal import UI
+from envkit.ui.views import kernels_view, probe_view, sync_changes_view
 
 if TYPE_CHECKING:
     from envkit.commands.sync_change import Look, Moving
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    env_args(p)
+    lock_args(p, "sync to")
+    p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--no-probe", action="store_true", help="skip the probe after the change")
+    update_args(
+        p, kept="conda's names or pip's; what else envkit installed stays where it still fits", afresh="every package and wheel may move"
+    )
+    override_frozen_flag(p, "sync")
+    json_flag(p)
+
+
+def invoke(args: argparse.Namespace, ui: UI) -> Result[SyncOutcome]:
+    if not args.dry_run:
+        settle_before_change(args.name, args.prefix)
+    prefix = select_env(args.name, args.prefix)
+    if (args.update or args.update_all) and (args.locked or args.lock or args.frozen):
+        raise UsageError(
+            "--update moves packages within the recipe, and a lock pins them",
+            hint="re-lock with 'envkit lock --update NAME', then sync --locked",
+        )
+    if not (args.frozen or args.update or args.update_all):  # the quick answer, before YAML, the solver or rich are loaded
+        from envkit.commands.sync_quick import quick
+
+        done = quick(prefix, locked=args.locked, lock=args.lock, dry_run=args.dry_run, override_frozen=args.override_frozen)
+        if done is not None:
+            return done
+    # the installer child waits (reading the env's records) while this process loads the rest
+    with contextlib.nullcontext(None) if args.dry_run else Installer() as early:
+        return sync(
+            prefix,
+            locked=args.locked,
+            lock=args.lock,
+            frozen=args.frozen,
+            update=tuple(args.update),
+            update_all=args.update_all,
+            dry_run=args.dry_run,
+            probe=not args.no_probe,
+            override_frozen=args.override_frozen,
+            show=None if ui.as_json else (lambda changes: sync_changes_view(ui.out, changes)),
+            confirm=(lambda changes: ui.ask("Apply these changes?")) if ui.interactive and not args.yes else None,
+            installer=early,
+        )
+
+
+def sync_view(c: Out, out: SyncOutcome) -> None:
+    if out.dry_run or out.refused:  # an applied sync was shown before it started
+        sync_changes_view(c, out)
+    if out.applied:
+        c.print(f"[green]synced[/green] {escape(out.prefix)}")
+    kernels_view(c, out)
+    if out.probe is not None:
+        probe_view(c, out.probe)
 
 
 def must_be_a_conda_env(prefix: Path) -> None:
@@ -99,7 +161,7 @@ def sync(
     show: Callable[[SyncOutcome], None] | None = None,
     confirm: Callable[[SyncOutcome], bool] | None = None,
     installer: Installer | None = None,
-) -> Result:
+) -> Result[SyncOutcome]:
     """`show` sees the difference before anything changes (the CLI draws it); `confirm` may decline.
     The full look: a caller that wants the cheap no-op answer asks envkit.commands.sync_quick.quick
     first (the CLI does, before this module is loaded). `installer`: a child the caller started
@@ -117,7 +179,7 @@ def sync(
         moving = Moving(update, update_all)
         seen = look(prefix, record, locked=locked, lock=lock, frozen=frozen, dry_run=True, installer=None, moving=moving)
         refused = _refused(seen)
-        return refused or Result("sync", seen.changes, messages=("dry run: nothing was changed",))
+        return refused or Result("sync", seen.changes, messages=("dry run: nothing was changed",), view=sync_view)
     with env_lock(prefix):
         if recover(prefix):
             record = _record_or_fail(prefix)
@@ -144,10 +206,11 @@ def sync(
 
     report, kept = probe_and_keep(prefix, spec_for(prefix, applied.recipe))
     messages = ((kept,) if kept else ()) + (() if report.healthy else ("synced, but the probe failed: see its checks",))
-    return Result("sync", replace(result.data, probe=report), int(ExitCode.OK if report.healthy else ExitCode.FINDINGS), messages)
+    code = ExitCode.OK if report.healthy else ExitCode.FINDINGS
+    return Result("sync", replace(result.data, probe=report), int(code), messages, view=sync_view)
 
 
-def _refused(seen: Look) -> Result | None:
+def _refused(seen: Look) -> Result[SyncOutcome] | None:
     blocking = [f for f in seen.changes.findings if f.severity == "error"]
     if not blocking:
         return None
@@ -158,6 +221,7 @@ def _refused(seen: Look) -> Result | None:
         int(ExitCode.FINDINGS),
         ("the synced env would fail the audit: nothing was changed",),
         errors,
+        view=sync_view,
     )
 
 
@@ -172,7 +236,7 @@ def _sync_locked(
     moving: Moving,
     show: Callable[[SyncOutcome], None] | None,
     confirm: Callable[[SyncOutcome], bool] | None,
-) -> tuple[Result, Look | None]:
+) -> tuple[Result[SyncOutcome], Look | None]:
     """The look and, unless nothing differs, the change; with the change's look when there was one."""
     from envkit.commands.sync_change import apply, look, remember  # with the solver: see the module's docstring
 
@@ -196,4 +260,4 @@ def _sync_locked(
     _must_be_writable(prefix)
     if confirm is not None and not confirm(changes):
         return Result("sync", replace(changes, aborted=True), messages=("aborted: nothing was changed",)), None
-    return Result("sync", apply(prefix, record, seen, installer=installer)), seen
+    return Result("sync", apply(prefix, record, seen, installer=installer), view=sync_view), seen

@@ -27,7 +27,9 @@ def recorded_lock(record: dict[str, Any], lock: str | None) -> Path | None:
     return paths.lock_beside(name, str(recipe.get("source")), where)
 
 
-def quick(prefix: Path, *, locked: bool, lock: str | None, dry_run: bool = False, override_frozen: bool = False) -> Result | None:
+def quick(
+    prefix: Path, *, locked: bool, lock: str | None, dry_run: bool = False, override_frozen: bool = False
+) -> Result[SyncOutcome] | None:
     """The no-op answer without YAML or the solver, or None when a full look is needed. A frozen
     env (CEP 22) is refused first unless `override_frozen`, as conda install does whether or not
     anything would change; a dry run only looks."""

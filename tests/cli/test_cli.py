@@ -380,22 +380,6 @@ def test_a_stdout_that_cannot_encode_a_name(tmp_path: Path) -> None:
     assert to_file.returncode == 0 and "/envs/café" in out.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("columns", ["", "57", "160", "junk"])
-def test_help_is_as_wide_as_argparse_would_make_it(columns: str) -> None:
-    """envkit's help formatter finds the width without shutil; the help is the text argparse's own
-    formatter gives, with COLUMNS set, unset (no terminal: 80) or unusable."""
-    env = {**os.environ, "COLUMNS": columns}
-    ours = subprocess.run([sys.executable, "-m", "envkit", "create", "--help"], capture_output=True, text=True, env=env, check=False)
-    argparses = (
-        "import argparse, sys; from envkit.cli import main as cli; cli.HelpFormatter = argparse.HelpFormatter; "
-        "parser = cli.build_parser('create'); sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)); "
-        "sys.stdout.write(sub.choices['create'].format_help())"
-    )
-    reference = subprocess.run([sys.executable, "-c", argparses], capture_output=True, text=True, env=env, check=False)
-    assert ours.returncode == 0 and reference.returncode == 0, reference.stderr
-    assert ours.stdout.startswith("usage: envkit create") and ours.stdout == reference.stdout
-
-
 def test_bare_envkit_prints_the_usage_and_exits_2() -> None:
     proc = run_envkit()
     assert proc.returncode == 2 and proc.stdout == ""

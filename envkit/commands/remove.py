@@ -1,85 +1,23 @@
-"""`envkit list` and `envkit remove`: the envs conda knows, with what envkit knows of them."""
+"""`envkit remove`: an env and its registry line, as `conda env remove` takes them away."""
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from envkit.audit.drift import drift
 from envkit.commands import Result
-from envkit.core.errors import EnvkitError, UsageError
+from envkit.commands.arguments import given, json_flag, override_frozen_flag
+from envkit.core.errors import UsageError
 from envkit.core.fsutil import discard_lock
-from envkit.install.transaction import env_lock, recover, remove_tree
-from envkit.prefix.envs import all_envs, find_env, unregister
-from envkit.prefix.health import health_of
-from envkit.prefix.history import created_at, not_an_env
-from envkit.prefix.installed import pip_dists, read_conda_meta
+from envkit.install.transaction import env_lock, recover, remove_tree, settle_before_change
+from envkit.prefix.envs import find_env, select_env, unregister
 from envkit.prefix.leftovers import real_prefix, work_dir
-from envkit.prefix.protect import frozen_env, must_be_an_env_alone, must_not_be_frozen
-from envkit.prefix.record import read_record, recipe_name
+from envkit.prefix.protect import must_be_an_env_alone, must_not_be_frozen
+from envkit.prefix.record import read_record
 from envkit.solve.condaconfig import current
-from envkit.team.sync import lock_file, recipe_files
-
-
-@dataclass(frozen=True)
-class ListedEnv:
-    """One line of `envkit list`: an env conda knows, and what envkit recorded of it."""
-
-    prefix: str
-    name: str
-    envkit: bool
-    recipe: str | None = None
-    source: str | None = None
-    commit: str | None = None
-    created: str | None = None
-    health: str | None = None  # healthy | warn | unhealthy | not probed (envkit.prefix.health)
-    health_basis: str | None = None  # where the verdict comes from: "probe at DATE", or none yet
-    drift: tuple[str, ...] = ()
-    error: str | None = None
-    recipe_files: str | None = None  # envkit.team.sync.recipe_files: unchanged | changed | missing
-    stale_lock: str | None = None  # the lock a --frozen create or sync installed though its recipe had changed
-    lock_file: str | None = None  # envkit.team.sync.lock_file: the lock it was installed from, since: unchanged | changed | missing
-    frozen: str | None = None  # marked frozen (CEP 22): the marker's reason, "" where it gives none
-
-
-def describe(prefix: Path) -> ListedEnv:
-    marker = frozen_env(prefix)
-    frozen = marker.reason if marker is not None else None
-    try:
-        record = read_record(prefix)
-    except EnvkitError as exc:
-        return ListedEnv(str(prefix), prefix.name, True, error=exc.message, frozen=frozen)
-    if (why := not_an_env(prefix)) is not None:
-        return ListedEnv(str(prefix), prefix.name, record is not None, error=f"not a conda env: {why}", frozen=frozen)
-    if record is None:
-        return ListedEnv(str(prefix), prefix.name, False, created=created_at(prefix), frozen=frozen)
-    recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
-    assert isinstance(recipe, dict)
-    health = health_of(record)
-    packages, _ = read_conda_meta(prefix)
-    lock = record.get("lock") if isinstance(record.get("lock"), dict) else {}
-    assert isinstance(lock, dict)
-    return ListedEnv(
-        str(prefix),
-        prefix.name,
-        True,
-        recipe=recipe_name(record),
-        source=recipe.get("source"),
-        commit=recipe.get("commit"),
-        created=record.get("created"),
-        health=health.state,
-        health_basis=health.line(),
-        drift=tuple(drift(record, packages, pip_dists(prefix))),
-        recipe_files=recipe_files(recipe),
-        stale_lock=str(lock["path"]) if lock.get("stale") and lock.get("path") else None,
-        lock_file=lock_file(record),
-        frozen=frozen,
-    )
-
-
-def list_envs() -> Result:
-    return Result("list", [describe(p) for p in all_envs()])
+from envkit.ui.terminal import UI
 
 
 @dataclass(frozen=True)
@@ -89,6 +27,27 @@ class Removed:
     prefix: str
     envkit: bool
     kernels: tuple[str, ...] = ()  # Jupyter kernels that still start the env's python (their kernel.json)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("-n", "--name", type=given, help="env name")
+    group.add_argument("-p", "--prefix", type=given, help="env prefix path")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation (required off a terminal)")
+    override_frozen_flag(p, "remove")
+    json_flag(p)
+
+
+def invoke(args: argparse.Namespace, ui: UI) -> Result[Removed | None]:
+    settle_before_change(args.name, args.prefix)
+    prefix = select_env(args.name, args.prefix)
+    must_be_removable(prefix, override_frozen=args.override_frozen)
+    if not args.yes:
+        if not ui.interactive:
+            raise UsageError(f"removing {prefix} needs a confirmation", hint="pass --yes (or -y) off a terminal")
+        if not ui.ask(f"Remove {prefix} and everything in it?"):
+            return Result("remove", None, messages=("aborted: nothing was removed",))
+    return remove(prefix, override_frozen=args.override_frozen)
 
 
 def must_be_removable(prefix: Path, *, override_frozen: bool = False) -> None:
@@ -115,7 +74,7 @@ def _is_default_activation_env(prefix: Path) -> bool:
         return False
 
 
-def remove(prefix: Path, *, override_frozen: bool = False) -> Result:
+def remove(prefix: Path, *, override_frozen: bool = False) -> Result[Removed | None]:
     """Like `conda env remove`: the env and its registry line; never a conda installation (envkit.prefix.protect),
     the active env, or (unless overridden) a frozen one. The env is first renamed aside, so an
     interruption leaves no half-deleted env that still looks like one (the next envkit run finishes

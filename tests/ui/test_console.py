@@ -1,4 +1,4 @@
-"""Output for a person (envkit.cli.console): off a terminal nothing is wrapped whatever the width, so
+"""Output for a person (envkit.ui.console): off a terminal nothing is wrapped whatever the width, so
 paths and URLs stay whole in CI logs; control characters from files are shown, never sent; a
 reader that goes away ends envkit as a closed pipe does; and what counts as a terminal is what
 rich counts."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from envkit.cli.console import draws_nothing, escape, visible
+from envkit.ui.console import draws_nothing, escape, visible
 from tests.support.tiny import tiny_channel, tiny_recipe
 
 
@@ -88,9 +88,9 @@ def test_draws_nothing_exactly_where_rich_sees_no_terminal(on_pty: bool, environ
 
 
 def test_plain_output_is_what_rich_writes_off_a_terminal() -> None:
-    """envkit.cli.plainout writes what rich writes unwrapped, without importing rich."""
-    from envkit.cli.console import UNWRAPPED, TextTable, console_options
-    from envkit.cli.plainout import PlainConsole
+    """envkit.ui.plainout writes what rich writes unwrapped, without importing rich."""
+    from envkit.ui.console import UNWRAPPED, TextTable, console_options
+    from envkit.ui.plainout import PlainConsole
 
     table = TextTable("name", "version", "role")
     table.add_row("numpy", "2.1", "")

@@ -41,7 +41,7 @@ def visible(text: str) -> str:
 def escape(text: str) -> str:
     """Text from a file or a user made safe to put in markup: its control characters shown
     (visible) and every `[` that would open a tag escaped, as rich.markup.escape does."""
-    from envkit.cli.plainout import markup_escape
+    from envkit.ui.plainout import markup_escape
 
     return markup_escape(visible(text))
 
@@ -113,11 +113,11 @@ def data_stream(out: Out) -> IO[str]:
 
 def console(stderr: bool = False) -> Out:
     """The console for output to a person on stdout (or stderr): rich's, unwrapped off a terminal,
-    where text and plain tables go through envkit.cli.plainout without importing rich."""
+    where text and plain tables go through envkit.ui.plainout without importing rich."""
     stream = sys.stderr if stderr else sys.stdout
     if not draws_nothing(stream):
         return rich_console(stream, None)
-    from envkit.cli import plainout
+    from envkit.ui import plainout
 
     if not plainout.enabled():
         return rich_console(stream, UNWRAPPED)

@@ -80,7 +80,7 @@ class PlainConsole:
         self._make_rich = make_rich
 
     def print(self, *objects: Any, soft_wrap: bool | None = None) -> None:
-        from envkit.cli.console import TextTable
+        from envkit.ui.console import TextTable
 
         if all(isinstance(o, str) and "\t" not in o for o in objects):
             self.file.write(" ".join(strip_markup(o) for o in objects) + "\n")
