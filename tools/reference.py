@@ -1,5 +1,5 @@
 """Write the docs' reference pages from the code: every command and flag (the parser), the recipe's
-fields (envkit.recipe.schema.FIELDS), every audit and recipe rule (the registries), the exit codes
+fields (envkit.recipe.fields.FIELDS), every audit and recipe rule (the registries), the exit codes
 (envkit.core.errors.EXIT_CODE_MEANINGS) and the JSON envelope. tests/test_docs.py regenerates them and
 fails when a committed page differs.
 
@@ -49,7 +49,7 @@ def _cli() -> str:
 
 
 def _recipe() -> str:
-    from envkit.recipe.schema import FIELDS
+    from envkit.recipe.fields import FIELDS
 
     lines = [
         "# Recipe fields",

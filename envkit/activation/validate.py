@@ -10,6 +10,7 @@ from envkit.recipe.reserved import why_reserved
 ACTIONS = ("set", "unset", "prepend", "append")
 
 
+# radon cc 21: one refusal per way a variable operation can reach a shell unsafely; each is a line, read in order
 def op_problem(item: object) -> str | None:
     """What is wrong with one operation as JSON keeps it ({"name", "action", "value", "entries",
     "separator"}), or None."""

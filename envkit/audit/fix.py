@@ -106,6 +106,7 @@ def fix_basis(prefix: Path) -> str:
     return digest.hexdigest()
 
 
+# radon cc 27: one step per fixable finding kind, planned together so the diff shown is the one written
 def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
     basis = fix_basis(prefix)  # before reading: a change while planning shows as a mismatch
     record = read_record(prefix)

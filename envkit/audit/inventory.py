@@ -186,6 +186,7 @@ def _read_libs(prefix: Path, pip: dict[str, PipDist], packages: dict[str, CondaP
     return tuple(sorted(out, key=lambda lib: lib.path))
 
 
+# radon cc 21: conda's activation order has four sources (env_vars.d, state, activate.d, envkit's record); one branch each
 def _read_activation(
     prefix: Path, record: dict[str, Any] | None, conda: dict[str, tuple[str, str]]
 ) -> tuple[dict[str, ActivationVar], tuple[str, ...], dict[str, str | None]]:

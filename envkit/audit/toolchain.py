@@ -88,6 +88,7 @@ def _requested(prefix: Path, inv: Inventory) -> list[str]:
     return list(dict.fromkeys(n.lower() for n in names))
 
 
+# radon cc 26: walks every provider of every part once, with the edge cases of pip and vendored runtimes inline
 def build_map(inv: Inventory, requested: list[str], *, planned: bool, findings: list[Finding]) -> ToolchainMap:
     from envkit.solve.plan import TOOLCHAIN_ROLES
 

@@ -23,12 +23,16 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from envkit import __version__
 from envkit.commands.registry import BY_NAME, COMMANDS
 from envkit.core import stdio
 from envkit.core.errors import EXIT_CODE_MEANINGS, EnvkitError, ExitCode, Interrupted, OutputError, UsageError, one_line, os_refusal
+
+if TYPE_CHECKING:
+    from envkit.commands import Result
+    from envkit.ui.terminal import UI
 
 EPILOG = "exit codes (envkit run: otherwise the command's own):\n" + "\n".join(
     f"  {int(code):>3}  {meaning}" for code, meaning in EXIT_CODE_MEANINGS.items()
@@ -88,22 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit code; output is written and flushed. -N (subprocess's
     convention): the command `envkit run` ran ended by signal N, and envkit is to end by it too."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    as_json = _wants_json(argv)
     from envkit.core.interrupts import terminate_as_interrupt
 
     terminate_as_interrupt()
     if not [arg for arg in argv if arg != "--json"]:  # bare `envkit`: what it can do, and the usage error's exit code
         sys.stderr.write(build_parser().format_help())
         return int(ExitCode.USAGE)
-    named = command_in(argv)
-    try:
-        args = build_parser(named).parse_args(argv)
-    except SystemExit as exc:  # --help and --version print and exit 0
-        return int(exc.code or 0)
-    except UsageError as exc:
-        return _report_error(_with_suggestion(exc, argv, named), as_json, command=named or "")
-    except EnvkitError as exc:
-        return _report_error(exc, as_json, command=named or "")
+    args = _parse(argv)
+    if isinstance(args, int):
+        return args
     as_json = bool(getattr(args, "json", False))
     output: str | None = getattr(args, "output", None)
     stdout_taken = False
@@ -122,29 +119,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     with collecting() as notices:
         try:
             result = BY_NAME[args.command].load().invoke(args, ui)
-        except EnvkitError as exc:
-            _tell(notices)
-            return _report_error(exc, as_json, command)
-        except KeyboardInterrupt:
-            _tell(notices)
-            return _report_error(Interrupted("interrupted"), as_json, command)
-        except PermissionError as exc:  # another's env, channel or cache: not a bug, and nothing to trace
-            _tell(notices)
-            where = exc.filename or "a file envkit needed"
-            denied = UsageError(
-                f"permission denied: {where} ({exc.strerror or 'not allowed'})",
-                hint="run it as a user who may do this there (an env's owner), or ask its owner for access",
-            )
-            return _report_error(denied, as_json, command)
-        except OSError as exc:  # a full disk, a quota, a read-only filesystem, a file in the way: not a bug either
-            refused = os_refusal(exc)
+        except (EnvkitError, KeyboardInterrupt, OSError) as exc:
+            refused = _as_refusal(exc)
             if refused is None:
                 raise
             _tell(notices)
             return _report_error(refused, as_json, command)
     if notices:
         result = replace(result, messages=(*notices, *result.messages))
-    if as_json:
+    _write(result, ui)
+    return -result.end_signal if result.end_signal else result.exit_code
+
+
+def _parse(argv: list[str]) -> argparse.Namespace | int:
+    """The arguments, or the exit code of --help, --version or a usage error (said)."""
+    named = command_in(argv)
+    try:
+        return build_parser(named).parse_args(argv)
+    except SystemExit as exc:  # --help and --version print and exit 0
+        return int(exc.code or 0)
+    except UsageError as exc:
+        return _report_error(_with_suggestion(exc, argv, named), _wants_json(argv), command=named or "")
+    except EnvkitError as exc:
+        return _report_error(exc, _wants_json(argv), command=named or "")
+
+
+def _as_refusal(exc: BaseException) -> EnvkitError | None:
+    """What a command's failure tells the person: envkit's own errors, a Ctrl-C, a permission or a
+    filesystem refusal (another's env, a full disk, a read-only filesystem). None: a bug."""
+    if isinstance(exc, EnvkitError):
+        return exc
+    if isinstance(exc, KeyboardInterrupt):
+        return Interrupted("interrupted")
+    if isinstance(exc, PermissionError):
+        where = exc.filename or "a file envkit needed"
+        return UsageError(
+            f"permission denied: {where} ({exc.strerror or 'not allowed'})",
+            hint="run it as a user who may do this there (an env's owner), or ask its owner for access",
+        )
+    return os_refusal(exc) if isinstance(exc, OSError) else None
+
+
+def _write(result: Result[Any], ui: UI) -> None:
+    """The JSON document, the view and messages on a console, or messages alone as plain lines."""
+    if ui.as_json:
         from envkit.cli.envelope import envelope, print_json
 
         print_json(envelope(result, command=result.command, exit_code=result.exit_code))
@@ -153,7 +171,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             ui.say(message)
     else:
         result.show(ui.out)
-    return -result.end_signal if result.end_signal else result.exit_code
 
 
 def _with_suggestion(exc: UsageError, argv: list[str], named: str | None) -> UsageError:

@@ -147,6 +147,7 @@ def _targets(targets: list[str], name: str | None, prefix: str | None, all_envs_
     return [select_env(None, None)]
 
 
+# radon cc 23: targets, --all, --probe and --fix combine; each combination's rule is a line
 def audit(
     targets: list[str],
     *,

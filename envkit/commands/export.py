@@ -126,6 +126,7 @@ def _conda_meta(prefix: Path) -> list[dict[str, Any]]:
     return sorted(out, key=lambda d: d["name"])
 
 
+# radon cc 28: gathers an env's packages, pip wheels, variables and channels, each with the fallbacks of envs envkit did not make
 def snapshot(prefix: Path) -> export.EnvSnapshot:
     record = read_record(prefix)
     packages = []

@@ -100,6 +100,7 @@ def _recipe_cell(r: ListedEnv) -> str:
     return escape((r.recipe or "") + said)
 
 
+# radon cc 25: one note per state an env can be in (drift, frozen, stale lock, changed recipe); the view has no logic to move out
 def list_view(c: Out, rows: list[ListedEnv]) -> None:
     if not rows:
         c.print("no envs found")

@@ -4,7 +4,7 @@ first; applies it all or nothing (envkit.install.journal); probes the result.
 The order serves speed as much as safety. The installer child (envkit.install.inplace) is started first,
 by `invoke` before the sync machinery loads (a fork, once rattler is loaded: see Installer), and waits
 while this process loads the sync machinery, YAML, the recipe and the solver
-(envkit.commands.sync_change, imported only once the lock is held). Under the env's lock, once
+(envkit.commands.sync_look and sync_apply, imported only once the lock is held). Under the env's lock, once
 what a killed run left is settled, the child is asked to read the env's records; the lock is held
 from then until the change is done, so that the difference shown is the one applied.
 """
@@ -37,7 +37,7 @@ from envkit.ui.terminal import UI
 from envkit.ui.views import kernels_view, probe_view, sync_changes_view
 
 if TYPE_CHECKING:
-    from envkit.commands.sync_change import Look, Moving
+    from envkit.commands.sync_look import Look, Moving
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -174,7 +174,7 @@ def sync(
         must_not_be_frozen(prefix, "sync", override=override_frozen)
     record = _record_or_fail(prefix)
     if dry_run:
-        from envkit.commands.sync_change import Moving, look
+        from envkit.commands.sync_look import Moving, look
 
         moving = Moving(update, update_all)
         seen = look(prefix, record, locked=locked, lock=lock, frozen=frozen, dry_run=True, installer=None, moving=moving)
@@ -190,7 +190,7 @@ def sync(
         installer.read(prefix, journal_draft=draft)
         try:
             with installer:
-                from envkit.commands.sync_change import Moving  # with the solver: see the module's docstring
+                from envkit.commands.sync_look import Moving  # with the solver: see the module's docstring
 
                 moving = Moving(update, update_all)
                 result, applied = _sync_locked(
@@ -238,7 +238,8 @@ def _sync_locked(
     confirm: Callable[[SyncOutcome], bool] | None,
 ) -> tuple[Result[SyncOutcome], Look | None]:
     """The look and, unless nothing differs, the change; with the change's look when there was one."""
-    from envkit.commands.sync_change import apply, look, remember  # with the solver: see the module's docstring
+    from envkit.commands.sync_apply import apply, remember  # with the solver: see the module's docstring
+    from envkit.commands.sync_look import look
 
     seen = look(prefix, record, locked=locked, lock=lock, frozen=frozen, dry_run=False, installer=installer, moving=moving)
     changes = seen.changes

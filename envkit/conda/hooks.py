@@ -142,6 +142,7 @@ def settings_into_conda_export() -> None:
     PrefixData.get_environment_env_vars = with_envkit_settings
 
 
+# radon cc 24: conda's Environment model has optional parts (packages, prefix, variables); each absent one is a branch
 def recipe_for_environment(environment: Any) -> str:
     """`conda env export --format envkit-recipe`: conda's Environment model to recipe text."""
     from envkit.recipe.fromenv import EnvPackage, recipe_text

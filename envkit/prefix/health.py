@@ -47,6 +47,7 @@ class Health:
         return f"{self.state} ({'; '.join(details)})"
 
 
+# radon cc 22: reads a record that may be old or hand-edited: each missing or odd part is a branch, never a crash
 def health_of(record: object) -> Health:
     """The verdict an env's record keeps (envkit.install.create.keep_verdict), as a Health."""
     probe = record.get("probe") if isinstance(record, dict) else None

@@ -154,6 +154,7 @@ def _record(data: object) -> tuple[CondaPackage | None, str]:
     return CondaPackage(data["name"], data["version"], data["build"], channel, tuple(depends), libraries), ""
 
 
+# radon cc 23: conda's PrefixRecord checked field by field, one line per field it refuses
 def _conda_field_problem(data: dict[str, Any]) -> str:
     """What in a record conda's own PrefixRecord model refuses (conda list then stops with a
     ValidationError or a TypeError), checked against conda 26.7 field by field; "" if nothing."""

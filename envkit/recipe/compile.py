@@ -15,9 +15,9 @@ import rattler
 
 from envkit.core.cpus import PHYSICAL_CORES
 from envkit.core.errors import Location
+from envkit.recipe.checker import VERSIONISH_RE, python_spec, spec_name
 from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import has_mutex, torch_flavour
-from envkit.recipe.schema import VERSIONISH_RE, python_spec, spec_name
 from envkit.recipe.settings import ActivationSettings, Setting
 
 
@@ -58,6 +58,7 @@ def _version_part(version: str | None) -> str:
     return f"{version}.*" if VERSIONISH_RE.match(version) and "*" not in version and version.count(".") < 2 else version
 
 
+# radon cc 24: one spec per toolchain choice and pytorch variant, as conda-forge names the builds
 def toolchain_specs(recipe: Recipe, platform: str) -> list[CompiledSpec]:
     """The specs that select the toolchain on `platform`, as conda-forge builds it there
     (envkit.recipe.platforms)."""

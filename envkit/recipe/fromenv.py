@@ -39,6 +39,7 @@ def _cuda(digits: str) -> str:
     return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else digits
 
 
+# radon cc 21: one branch per toolchain choice (blas, mkl, openmp, pytorch) read off the installed packages
 def infer_toolchain(packages: dict[str, EnvPackage]) -> dict[str, object]:
     out: dict[str, object] = {}
     blas = packages.get("libblas")
@@ -80,6 +81,7 @@ def _recipe_name(name: str | None) -> str:
     return candidate if NAME_RE.match(candidate) else "exported"
 
 
+# radon cc 33: one branch per recipe field inferred from an env, written in the recipe's field order
 def recipe_text(
     name: str | None,
     channels: list[str],

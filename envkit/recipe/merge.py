@@ -53,6 +53,7 @@ def _deep(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# radon cc 27: one merge rule per recipe field (replace, union, per-key), stated where it applies
 def merge_layers(parent: Layer, child: Layer) -> Layer:
     """Return the layer `child` would be if it extended `parent`."""
     out: Layer = {}

@@ -69,6 +69,7 @@ def platform_problems(recipe: Recipe, used_on: str | None = None) -> list[Proble
     return out
 
 
+# radon cc 26: one check per toolchain choice that conda-forge does not build on some platform
 def unavailable(on: Recipe, platform: str) -> list[tuple[str, str, str]]:
     """(field, what does not exist, how to fix) for one platform's view of the recipe."""
     tc = on.toolchain

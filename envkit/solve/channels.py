@@ -121,6 +121,7 @@ def _is_url(channel: str) -> bool:
     return bool(re.match(r"^[a-z][a-z0-9+.-]*://", channel))
 
 
+# radon cc 21: the four sources of a channel's URL in their precedence, each a branch
 def resolve_channels(names: list[str], flag_mirrors: dict[str, str]) -> list[ResolvedChannel]:
     """Precedence: --mirror, envkit config `mirrors:`, .condarc custom_channels, channel_alias."""
     config_mirrors = envkit_config().get("mirrors") or {}

@@ -202,6 +202,7 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK)
 
 
+# radon cc 32: one branch per condarc key envkit honours, each validated as conda validates it
 def read_condarc() -> CondaConfig:
     root = root_prefix()
     files = condarc_files(root)

@@ -13,9 +13,9 @@ import rattler
 
 from envkit.core.credentials import refuse_credentials
 from envkit.core.errors import ChannelError, SolveError, UsageError
+from envkit.recipe.checker import spec_name
 from envkit.recipe.compile import CompiledRecipe, CompiledSpec
 from envkit.recipe.model import EnvOp
-from envkit.recipe.schema import spec_name
 from envkit.recipe.settings import resolve
 from envkit.solve import backend
 from envkit.solve.channels import ResolvedChannel, check_local_channel, resolve_channels

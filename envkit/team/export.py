@@ -122,6 +122,7 @@ def _unresolved_note(op: EnvOp, how: str) -> str:
     return f"# not kept: {op.name} is {op.computed} of the machine that runs the env, which the lock leaves to it: {how}"
 
 
+# radon cc 27: one branch per part of conda's environment.yml (channels, deps, pip, variables), in file order
 def environment_yml(env: EnvSnapshot) -> str:
     lines = [
         f"# Written by envkit export from {env.prefix}" + (f" (recipe '{env.recipe}')" if env.recipe else "") + ".",
@@ -254,6 +255,7 @@ def _described(op: EnvOp) -> str:
     return "unset" if op.action == "unset" else f"{op.action} {op.separator.join(op.entries)}"
 
 
+# radon cc 21: one branch per field conda-lock's v1 format asks of a package, in its order
 def conda_lock(envs: tuple[EnvSnapshot, ...]) -> str:
     """conda-lock's lock file (version 1), which `conda-lock install`, micromamba and conda (its
     conda-lockfiles plugin) install from: one env, or every platform of a lock (one snapshot

@@ -7,7 +7,7 @@
 - `diff` names every change: packages added, removed, changed; activation variables changed.
 - `drift` names what changed since envkit installed the env.
 
-Applying a difference (envkit.commands.sync_change) is all or nothing, under a journal (envkit.install.journal).
+Applying a difference (envkit.commands.sync_apply) is all or nothing, under a journal (envkit.install.journal).
 """
 
 from __future__ import annotations

@@ -111,6 +111,7 @@ def kernels_view(c: Out, out: WroteKernels) -> None:
         )
 
 
+# radon cc 30: one branch of the tree per part, provider and conflict kind; split, the tree's shape would be in no one place
 def toolchain_view(c: Out, tm: ToolchainMap) -> None:
     """The toolchain map as a tree: part -> provider -> its library files and who brought it."""
     from rich.tree import Tree

@@ -142,6 +142,7 @@ def _all_newer(arch_list: list[str], capability: list[int] | tuple[int, int]) ->
     return bool(archs) and all((a_major, a_minor) > tuple(capability) for _, a_major, a_minor in archs)
 
 
+# radon cc 34: a decision table over driver, torch build, device and capability states, each outcome a line
 def classify_gpu(data: dict[str, Any], torch_build: str | None = None) -> tuple[str, str, str]:
     """(status, evidence, remedy) from the GPU observations. torch_build is the build the env was
     made for ('cuda' or 'cpu', from the recipe or the installed pytorch record), or None."""

@@ -157,6 +157,7 @@ def collect(imported: list[str]) -> dict[str, Any]:
     return out
 
 
+# radon cc 21: one verdict per combination of OpenMP runtimes loaded, as kb.md lists them
 def check_runtimes(inv: dict[str, Any], order: list[str]) -> Check:
     r = inv
     if r["returncode"] != 0 or not r.get("data"):

@@ -19,6 +19,7 @@ def usable_cpus() -> int:
 THREADS_TITLE = "thread settings in effect"
 
 
+# radon cc 25: one comparison per threading variable and pool the probe sees; a table would hide which is judged how
 def check_threads(cfg: dict[str, Any], runtimes: dict[str, Any], gloo: dict[str, Any] | None = None) -> Check:
     """The recipe's variables in the activated env, then threads per DDP rank against the CPUs. The
     ranks' own thread counts are used when the gloo job ran (torchrun sets OMP_NUM_THREADS=1 for
