@@ -1,7 +1,8 @@
-"""The audit's rules, each declared where its check is: `@rule(...)` over a check records the
-rule's id, slug, severity, title, rationale, fix and sources beside the code that finds it (as
-ruff keeps a rule and its docs together). A check is pure: over the env's inventory, it returns
-evidence lines, one finding each. `safe_fix` names the repair `envkit audit --fix` may make
+"""envkit's one rule registry, each rule declared where its check is: `@rule(...)` over an env
+check, `@recipe_rule(...)` over a recipe check, records the rule's id, slug, severity, title,
+rationale, fix and sources beside the code that finds it (as ruff keeps a rule and its docs
+together). An env check is pure: over the env's inventory, it returns evidence lines, one finding
+each; a recipe check returns what is wrong with the recipe, or None. `safe_fix` names the repair `envkit audit --fix` may make
 (activation settings or envkit's record, never packages); `advise` tailors the fix to the env, so
 that a fix naming a package command says what else that command would take with it."""
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from envkit.audit.inventory import Inventory
+    from envkit.recipe.model import Recipe
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
@@ -39,7 +41,27 @@ class Rule:
         return self.advise(inv) if self.advise is not None else self.fix
 
 
-DECLARED: list[Rule] = []  # in the order the family modules declare them; envkit.audit.rules orders them by id
+@dataclass(frozen=True)
+class ConsistencyRule:
+    """A rule a recipe is held to before any solve: fixed in the recipe, never by envkit."""
+
+    id: str
+    slug: str
+    severity: Literal["error", "warning"]
+    title: str
+    rationale: str
+    fix: str
+    sources: tuple[str, ...]
+    check: Callable[[Recipe], str | None]
+    safe_fix: None = None
+
+    @property
+    def source(self) -> str:
+        return self.sources[0]
+
+
+# in the order the family modules declare them; envkit.audit.rules orders them by id
+DECLARED: list[Rule | ConsistencyRule] = []
 
 
 def rule(
@@ -59,6 +81,25 @@ def rule(
 
     def declare(check: Check) -> Check:
         DECLARED.append(Rule(id, slug, severity, title, rationale, fix, sources, check, safe_fix, advise, toolchain))
+        return check
+
+    return declare
+
+
+def recipe_rule(
+    id: str,
+    slug: str,
+    severity: Literal["error", "warning"],
+    title: str,
+    *,
+    rationale: str,
+    fix: str,
+    sources: tuple[str, ...],
+) -> Callable[[Callable[[Recipe], str | None]], Callable[[Recipe], str | None]]:
+    """Declare the recipe rule whose check this decorates; the check itself is returned unchanged."""
+
+    def declare(check: Callable[[Recipe], str | None]) -> Callable[[Recipe], str | None]:
+        DECLARED.append(ConsistencyRule(id, slug, severity, title, rationale, fix, sources, check))
         return check
 
     return declare

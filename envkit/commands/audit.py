@@ -9,11 +9,10 @@ import argparse
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from envkit.audit.catalog import ConsistencyRule
 from envkit.audit.engine import EnvAudit, audit_many
 from envkit.audit.fix import FixOutdated, FixPlan, apply_fix, plan_fix
 from envkit.audit.inventory import cuda_arch_version, cuda_driver_version
-from envkit.audit.recipe_rules import RULES_BY_ID as RECIPE_RULES
-from envkit.audit.recipe_rules import ConsistencyRule
 from envkit.audit.rules import RULES, SEVERITY_ORDER, Rule, lookup
 from envkit.commands import Result
 from envkit.commands.arguments import env_args, given, json_flag, override_frozen_flag
@@ -100,7 +99,7 @@ def invoke(args: argparse.Namespace, ui: UI) -> Result[AuditOutcome] | Result[Ru
 
 
 def explain(rule_id: str) -> Result[Rule | ConsistencyRule]:
-    rule: Rule | ConsistencyRule | None = lookup(rule_id) or RECIPE_RULES.get(rule_id.strip().upper())
+    rule = lookup(rule_id)
     if rule is None:
         raise UsageError(
             f"unknown rule '{rule_id}'", hint="audit rules are EK001...; recipe rules RC001...; see 'envkit audit --list-rules'"

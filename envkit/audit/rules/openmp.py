@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from envkit.audit.inventory import Inventory
-from envkit.prefix.installed import dependents
-
-if TYPE_CHECKING:
-    pass
-
 from envkit.audit.catalog import rule
+from envkit.audit.inventory import Inventory
 from envkit.audit.rules.common import at_least, set_by_activation
+from envkit.prefix.installed import dependents
 
 
 def _foreign_openmp(inv: Inventory) -> list[str]:
