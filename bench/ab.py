@@ -1,6 +1,10 @@
 """Two versions of envkit on the same command, interleaved: this checkout against a git revision.
 
     python bench/ab.py REV [--rounds 12] [--what sync|lock|create] [--package benchpkg|bigpkg] [--small]
+    python bench/ab.py --switch ENVKIT_PLAIN_OUTPUT=0 --what create --small
+
+`--switch VAR=VALUE` compares this checkout with itself under VAR=VALUE: a speed-up's off switch,
+so that what it saves is measured where it lives (envkit.ui.plainout's, for one).
 
 A change to a command's speed is a few tens of milliseconds on a machine whose noise is larger than
 that, so the two versions take turns, round after round, each timed whole as a user would run it:
@@ -33,6 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 import run as bench  # noqa: E402 - bench/run.py, the channels and the raw baseline
 
+SWITCH: dict[str, str] = {}  # --switch VAR=VALUE: the other side is this checkout under it
+
 
 def timed(cmd: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
@@ -42,16 +48,25 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("rev", help="the version to compare with (a commit, a branch, HEAD~1)")
+    parser.add_argument("rev", nargs="?", help="the version to compare with (a commit, a branch, HEAD~1)")
+    parser.add_argument("--switch", metavar="VAR=VALUE", help="compare with this checkout run under VAR=VALUE instead of a revision")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--what", choices=("sync", "lock", "create"), default="sync", help="the command to time")
     parser.add_argument("--package", choices=sorted(bench.SYNC_PACKAGES), default="benchpkg", help="the package whose version changes")
     parser.add_argument("--small", action="store_true", help="create: a lock of two packages (envkit's fixed cost) for the torch env's")
     args = parser.parse_args()
+    if (args.rev is None) == (args.switch is None) or (args.switch is not None and "=" not in args.switch):
+        parser.error("give a revision, or --switch VAR=VALUE, not both")
+    if args.switch:
+        name, value = args.switch.split("=", 1)
+        SWITCH[name] = value
     with tempfile.TemporaryDirectory(prefix="envkit-ab-") as tmp:
         work = Path(tmp)
-        other = work / "other"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(other), args.rev], check=True, capture_output=True)
+        other = ROOT if SWITCH else work / "other"
+        if SWITCH:
+            args.rev = args.switch
+        else:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(other), args.rev], check=True, capture_output=True)
         # `python -m envkit` puts the working directory first on sys.path, before PYTHONPATH: run
         # from the checkout, both sides would import this checkout's envkit
         here = os.getcwd()
@@ -66,7 +81,8 @@ def main() -> int:
             return compare_sync(work, other, args.rev, args.rounds, args.package)
         finally:
             os.chdir(here)
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=False, capture_output=True)
+            if not SWITCH:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=False, capture_output=True)
 
 
 def compare_sync(work: Path, other: Path, rev: str, rounds: int, package: str) -> int:
@@ -141,7 +157,7 @@ def compare_create(work: Path, other: Path, rev: str, rounds: int, *, small: boo
 def checked_sides(env: dict[str, str], other: Path, rev: str) -> dict[str, dict[str, str]]:
     """Each side's environment, this checkout's and REV's, once each is seen to import envkit from
     its own tree (or the comparison means nothing)."""
-    sides = {"this": dict(env, PYTHONPATH=str(ROOT)), rev: dict(env, PYTHONPATH=str(other))}
+    sides = {"this": dict(env, PYTHONPATH=str(ROOT)), rev: dict(env, PYTHONPATH=str(other), **SWITCH)}
     for name, side_env in sides.items():
         where = subprocess.run(
             [bench.PY, "-c", "import envkit; print(envkit.__file__)"], env=side_env, capture_output=True, text=True, check=True

@@ -53,9 +53,11 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message, hint=f"see '{self.prog} --help'")
 
 
-def build_parser(only: str | None = None) -> Parser:
-    """Every command, with its arguments; with `only` (a command argv names, command_in), only that
-    command's arguments: the others' modules are not imported (envkit.commands.registry)."""
+def build_parser(only: str | None = None, *, every: bool = True) -> Parser:
+    """Every command, with its arguments (the reference docs, `envkit` alone); with `only` (the
+    command argv names, command_in) only that command's, and with `every=False` and no `only` none
+    (--version, --help): a command's module is imported only when its arguments are built
+    (envkit.commands.registry)."""
     parser = Parser(
         prog="envkit",
         description="Consistent numeric toolchains for conda envs, proven by a probe.",
@@ -66,7 +68,7 @@ def build_parser(only: str | None = None) -> Parser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for command in COMMANDS:
         p = sub.add_parser(command.name, help=command.summary)
-        if only is None or only == command.name:
+        if only == command.name or (only is None and every):
             command.load().add_arguments(p)
     return parser
 
@@ -96,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     terminate_as_interrupt()
     if not [arg for arg in argv if arg != "--json"]:  # bare `envkit`: what it can do, and the usage error's exit code
-        sys.stderr.write(build_parser().format_help())
+        sys.stderr.write(build_parser(every=False).format_help())
         return int(ExitCode.USAGE)
     args = _parse(argv)
     if isinstance(args, int):
@@ -135,7 +137,7 @@ def _parse(argv: list[str]) -> argparse.Namespace | int:
     """The arguments, or the exit code of --help, --version or a usage error (said)."""
     named = command_in(argv)
     try:
-        return build_parser(named).parse_args(argv)
+        return build_parser(named, every=False).parse_args(argv)
     except SystemExit as exc:  # --help and --version print and exit 0
         return int(exc.code or 0)
     except UsageError as exc:
@@ -184,7 +186,7 @@ def _with_suggestion(exc: UsageError, argv: list[str], named: str | None) -> Usa
         typed, candidates = [choice.group(1)], [command.name for command in COMMANDS]
     elif exc.message.startswith("unrecognized arguments: "):
         typed = [a.split("=", 1)[0] for a in exc.message.removeprefix("unrecognized arguments: ").split() if a.startswith("-")]
-        parser = build_parser(named)
+        parser = build_parser(named, every=False)
         actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         sub = actions[0].choices.get(named) if actions and named else parser
         candidates = [option for action in (sub or parser)._actions for option in action.option_strings]

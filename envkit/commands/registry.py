@@ -1,9 +1,8 @@
 """The commands envkit has: a name, one line of help, and the module that holds the rest.
 
 A command's module is imported only when that command runs (or when every command's arguments are
-wanted: full help, the reference docs). Importing all of them costs about four times what
-`envkit --version` takes end to end (bench/ab.py registry), so the table names modules, not
-functions."""
+wanted: the reference docs). Importing all of them first makes `envkit --version` several times
+slower (bench/run.py version measures both), so the table names modules, not functions."""
 
 from __future__ import annotations
 

@@ -393,3 +393,17 @@ def test_a_typo_gets_a_did_you_mean() -> None:
     assert flag.returncode == 2 and "did you mean '--min-severity'?" in flag.stderr
     doc = json.loads(run_envkit("create", "x", "--dyr-run", "--json").stdout)
     assert doc["command"] == "create" and doc["exit_code"] == 2 and "did you mean '--dry-run'?" in doc["hint"]
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], [], ["nosuchcommand"], ["list", "--json"]])
+def test_only_the_command_named_is_imported(argv: list[str]) -> None:
+    """The registry (envkit.commands.registry) imports a command's module when that command is
+    named: --version, --help, a bare envkit or a typo load none, `list` loads list's alone."""
+    code = (
+        "import sys; from envkit.cli.main import main; main(sys.argv[1:]); "
+        "print('MODULES', sorted(m for m in sys.modules if m.startswith('envkit.commands.') and m != 'envkit.commands.registry'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=False)
+    loaded = done.stdout.rsplit("MODULES ", 1)[1].strip()
+    expected = "['envkit.commands.arguments', 'envkit.commands.list_envs']" if argv[:1] == ["list"] else "[]"
+    assert loaded == expected, done.stderr
