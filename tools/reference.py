@@ -10,6 +10,7 @@ fails when a committed page differs.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -49,7 +50,7 @@ def _cli() -> str:
 
 
 def _recipe() -> str:
-    from envkit.recipe.fields import FIELDS
+    from envkit.recipe.fields import FIELDS, TABLE
 
     lines = [
         "# Recipe fields",
@@ -62,6 +63,19 @@ def _recipe() -> str:
     ]
     for path, keys in FIELDS.items():
         lines.append(f"| `{path or '(top level)'}` | {', '.join(f'`{k}`' for k in keys)} |")
+    lines += [
+        "",
+        "## Every field",
+        "",
+        "How `extends` combines a parent's value with a child's, the value where no file sets it, and",
+        "whether a `per_platform` entry may set it for its platform.",
+        "",
+        "| field | extends | default | per_platform | |",
+        "|---|---|---|---|---|",
+    ]
+    for f in TABLE:
+        shown = "" if f.default is None else f"`{json.dumps(list(f.default) if isinstance(f.default, tuple) else f.default)}`"
+        lines.append(f"| `{f.path}` | {f.merge} | {shown} | {'yes' if f.per_platform else ''} | {f.doc} |")
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit.core.errors import Location, Problem, RecipeError, SourceError
+from envkit.recipe.fields import default
 from envkit.recipe.merge import merge_layers
 from envkit.recipe.model import (
     EnvOp,
@@ -177,20 +178,20 @@ def _typed(layer: Layer, origin: RecipeOrigin, chain: tuple[str, ...]) -> Recipe
     probe = ProbeSpec(
         imports=tuple(pr.get("imports", ())),
         import_orders=tuple(tuple(o) for o in pr.get("import_orders", ())),
-        ddp=pr.get("ddp", True),
-        nproc=pr.get("nproc", 2),
+        ddp=pr.get("ddp", default("probe.ddp")),
+        nproc=pr.get("nproc", default("probe.ddp.nproc")),
         expect=tuple(sorted(pr.get("expect", {}).items())),
-        timeout=pr.get("timeout", 120),
+        timeout=pr.get("timeout", default("probe.timeout")),
         torch_build=toolchain.pytorch.variant if toolchain.pytorch else None,
     )
     return Recipe(
         name=layer["name"],
-        description=layer.get("description", ""),
+        description=layer.get("description", default("description")),
         origin=origin,
         extends=tuple(layer.get("extends", ())),
         chain=chain,
         channels=tuple(layer.get("channels", ())),
-        platforms=tuple(layer.get("platforms", ())),  # none declared: the machine it runs on
+        platforms=tuple(layer.get("platforms", default("platforms"))),  # none declared: the machine it runs on
         python=layer.get("python"),
         packages=tuple(layer.get("packages", ())),
         pip=tuple(layer.get("pip", ())),

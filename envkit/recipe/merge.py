@@ -1,25 +1,17 @@
-"""`extends` composition: one explicit merge rule per field, child over parent.
-
-| field                        | rule                                              |
-|------------------------------|---------------------------------------------------|
-| name, description, python    | scalar: child wins                                |
-| extends                      | not inherited                                     |
-| channels                     | child's order first, then parents' not yet listed |
-| platforms                    | child replaces                                    |
-| packages, pip                | keyed by package name: child replaces in place, new ones appended |
-| toolchain, threading, probe  | mappings merge key by key (deep), scalars child wins |
-| threading.env                | keyed by variable name: child's operation wins    |
-| probe.imports, import_orders, force | union, first occurrence kept             |
-| origins (where each field was set)  | child's over the parent's, name never inherited |
-| per_platform                 | per platform, the child's entry merged over the parent's by these same rules |
+"""`extends` composition, child over parent: each field merged by its rule in the recipe's field
+table (envkit.recipe.fields.TABLE, whose `merge` says how; docs/reference/recipe.md lists them).
+Where each field was set (`origins`) is the child's over the parent's, the name's never inherited.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from envkit.recipe.checker import Layer
+from envkit.recipe.fields import BY_PATH, TOP_KEYS, Merge, keys_of
 from envkit.recipe.model import Spec
-from envkit.recipe.schema import Layer
+
+_ABSENT: Any = object()  # a field the layer does not set (None is a value a layer can hold)
 
 
 def _union(first: list[Any], then: list[Any]) -> list[Any]:
@@ -53,38 +45,46 @@ def _deep(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# radon cc 27: one merge rule per recipe field (replace, union, per-key), stated where it applies
+def _merged(rule: Merge, parent: Any, child: Any, path: str) -> Any:
+    """One field's value in the merged layer; _ABSENT where it has none."""
+    if rule == "not merged":
+        return _ABSENT
+    if rule == "never inherited":
+        return child
+    if rule == "child wins":
+        return parent if child is _ABSENT else child
+    if rule == "child first":
+        return _union(_or(child, []), _or(parent, []))
+    if rule == "parent first":
+        return _union(_or(parent, []), _or(child, []))
+    if rule == "by name":
+        return _by_name(_or(parent, []), _or(child, []))
+    if rule == "per platform":
+        platforms: dict[str, Layer] = dict(_or(parent, {}))
+        for platform, entry in _or(child, {}).items():
+            platforms[platform] = merge_layers(platforms[platform], entry) if platform in platforms else entry
+        return platforms
+    p, c = _or(parent, {}), _or(child, {})
+    out = _deep(p, c)  # key by key; within it, the lists merged as their own fields say
+    for key in keys_of(path):
+        rule_of = BY_PATH[f"{path}.{key}"].merge
+        if rule_of == "parent first" and (key in p or key in c):
+            out[key] = _union(p.get(key, []), c.get(key, []))
+    return out
+
+
+def _or(value: Any, empty: Any) -> Any:
+    return empty if value is _ABSENT else value
+
+
 def merge_layers(parent: Layer, child: Layer) -> Layer:
     """Return the layer `child` would be if it extended `parent`."""
     out: Layer = {}
-    for key in ("name", "description", "python", "platforms"):
-        if key in child:
-            out[key] = child[key]
-        elif key in parent and key != "name":
-            out[key] = parent[key]
-    if "channels" in child or "channels" in parent:
-        out["channels"] = _union(child.get("channels", []), parent.get("channels", []))
-    for key in ("packages", "pip"):
+    for key in TOP_KEYS:
         if key in child or key in parent:
-            out[key] = _by_name(parent.get(key, []), child.get(key, []))
-    if "toolchain" in child or "toolchain" in parent:
-        out["toolchain"] = _deep(parent.get("toolchain", {}), child.get("toolchain", {}))
-    if "threading" in child or "threading" in parent:
-        out["threading"] = _deep(parent.get("threading", {}), child.get("threading", {}))
-    if "probe" in child or "probe" in parent:
-        p, c = parent.get("probe", {}), child.get("probe", {})
-        probe = _deep(p, c)
-        for key in ("imports", "import_orders"):
-            if key in p or key in c:
-                probe[key] = _union(p.get(key, []), c.get(key, []))
-        out["probe"] = probe
-    if "force" in child or "force" in parent:
-        out["force"] = _union(parent.get("force", []), child.get("force", []))
-    if "per_platform" in child or "per_platform" in parent:
-        platforms: dict[str, Layer] = dict(parent.get("per_platform", {}))
-        for platform, entry in child.get("per_platform", {}).items():
-            platforms[platform] = merge_layers(platforms[platform], entry) if platform in platforms else entry
-        out["per_platform"] = platforms
+            value = _merged(BY_PATH[key].merge, parent.get(key, _ABSENT), child.get(key, _ABSENT), key)
+            if value is not _ABSENT:
+                out[key] = value
     origins = {k: v for k, v in parent.get("origins", {}).items() if k != "name"}
     out["origins"] = {**origins, **child.get("origins", {})}
     return out

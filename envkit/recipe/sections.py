@@ -7,7 +7,7 @@ from typing import Any
 
 from envkit.core.names import VAR_RE
 from envkit.recipe.checker import MODULE_RE, Checker, lowered
-from envkit.recipe.fields import EXPECT_KEYS, FIELDS
+from envkit.recipe.fields import EXPECT_KEYS, FIELDS, default
 from envkit.recipe.model import (
     BLAS_CHOICES,
     LAYER_CHOICES,
@@ -127,7 +127,7 @@ def _env_op(c: Checker, doc: YamlDocument, path: PathKey, name: str, spec: objec
         c.fail(path, f"expected exactly one of set|unset|prepend|append, found {len(actions)}")
         return None
     action = actions[0]
-    separator = ":"
+    separator = str(default("threading.env.*.separator"))
     if "separator" in spec:
         sep = spec["separator"]
         if not isinstance(sep, str) or len(sep) != 1 or sep.isalnum() or sep in "\n\r\0":

@@ -21,4 +21,5 @@ def lookup(rule_id: str) -> Rule | ConsistencyRule | None:
     """A rule by its id (EK001, RC003) or its slug (the audit's rule where both kinds have one)."""
     key = rule_id.strip()
     found = RULES_BY_ID.get(key.upper()) or RECIPE_RULES_BY_ID.get(key.upper())
-    return found or next((r for r in (*RULES, *RECIPE_RULES) if r.slug == key.lower()), None)
+    either: tuple[Rule | ConsistencyRule, ...] = (*RULES, *RECIPE_RULES)
+    return found or next((r for r in either if r.slug == key.lower()), None)
