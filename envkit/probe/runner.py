@@ -58,7 +58,6 @@ def default_spec(prefix: Path) -> ProbeSpec:
         imports=tuple(imports),
         import_orders=tuple(orders),
         ddp=has_torch,
-        nproc=2,
         torch_build=torch_build(packages, pip) if has_torch else None,
     )
 

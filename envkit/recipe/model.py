@@ -1,11 +1,13 @@
-"""Typed, frozen recipe data. Raw YAML never leaves recipe/ without becoming one of these."""
+"""Typed, frozen recipe data. Raw YAML never leaves recipe/ without becoming one of these; the
+defaults are the field table's (envkit.recipe.fields)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 from envkit.core.errors import Location
+from envkit.recipe.fields import default
 
 SCHEMA_VERSION = 1
 # Recipe, env and source names: safe as file names and in shell variable tags.
@@ -17,6 +19,11 @@ TorchVariant = Literal["cpu", "cuda"]
 ThreadingLayer = Literal["gnu", "intel", "sequential", "tbb", "auto"]
 EnvAction = Literal["set", "unset", "prepend", "append"]
 ThreadCount = int | Literal["physical-cores"] | None
+# the field table's defaults, typed
+_VARIANT = cast(TorchVariant, default("toolchain.pytorch.variant"))
+_TORCH_SOURCE = cast(TorchSource, default("toolchain.pytorch.source"))
+_NPROC = cast(int, default("probe.ddp.nproc"))
+_TIMEOUT = cast(int, default("probe.timeout"))
 
 BLAS_CHOICES: tuple[str, ...] = ("mkl", "openblas", "blis", "accelerate")
 OPENMP_CHOICES: tuple[str, ...] = ("gnu", "llvm", "intel")
@@ -50,12 +57,12 @@ class PytorchChoice:
     """Which torch build the recipe wants, and where it comes from: that decides which OpenMP loads."""
 
     version: str | None = None
-    variant: TorchVariant = "cpu"
+    variant: TorchVariant = _VARIANT
     cuda: str | None = None
     # The lowest compute capability of the GPUs the env is for ("9.0": H100/H200), assumed as
     # __cuda_arch where no GPU is seen (CEP 46), so builds that need newer GPUs are not picked.
     cuda_arch: str | None = None
-    source: TorchSource = "conda-forge"
+    source: TorchSource = _TORCH_SOURCE
 
     @property
     def loads_libgomp(self) -> bool:
@@ -81,7 +88,7 @@ class EnvOp:
     action: EnvAction
     value: str = ""
     entries: tuple[str, ...] = ()
-    separator: str = ":"
+    separator: str = str(default("threading.env.*.separator"))
     origin: Location | None = None
     # how `value` was worked out on the machine that wrote it (physical-cores): another machine,
     # given the same recipe or lock, works out its own
@@ -105,10 +112,10 @@ class ProbeSpec:
 
     imports: tuple[str, ...] = ()
     import_orders: tuple[tuple[str, ...], ...] = ()
-    ddp: bool = True
-    nproc: int = 2
+    ddp: bool = bool(default("probe.ddp"))
+    nproc: int = _NPROC
     expect: tuple[tuple[str, str | int], ...] = ()
-    timeout: int = 120
+    timeout: int = _TIMEOUT
     # The torch build the env was made for: a CPU torch in a CUDA env is a failure, not a skip.
     torch_build: TorchVariant | None = None
 
