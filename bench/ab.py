@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-import run as bench  # noqa: E402 - bench/run.py, the channels and the raw baseline
+import common as bench  # noqa: E402 - bench/common.py: the channels and the raw baseline
 
 SWITCH: dict[str, str] = {}  # --switch VAR=VALUE: the other side is this checkout under it
 
@@ -86,9 +86,9 @@ def main() -> int:
 
 
 def compare_sync(work: Path, other: Path, rev: str, rounds: int, package: str) -> int:
-    env = bench._isolated_env(work)
-    versions = bench._versions_channel(work)
-    recipe, channel = bench._payload_recipe(work, versions, f"{package} 1.0")
+    env = bench.isolated_env(work)
+    versions = bench.versions_channel(work)
+    recipe, channel = bench.payload_recipe(work, versions, f"{package} 1.0")
     prefix, raw_prefix = work / "env", work / "raw"
     sides = checked_sides(env, other, rev)
     bench.run([bench.PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"], env=sides["this"])
@@ -101,9 +101,9 @@ def compare_sync(work: Path, other: Path, rev: str, rounds: int, package: str) -
     bench.run(raw("1.0"), env=env)
     for n in range(rounds):
         for name, side_env in in_turn(sides, n):
-            bench._payload_recipe(work, versions, f"{package} 1.0")
+            bench.payload_recipe(work, versions, f"{package} 1.0")
             bench.run(sync, env=side_env)
-            bench._payload_recipe(work, versions, f"{package} 2.0")
+            bench.payload_recipe(work, versions, f"{package} 2.0")
             os.sync()  # as in run.py: the put-back's writeback done, untimed
             times[name].append(timed(sync, side_env))
         bench.run(raw("1.0"), env=env)
@@ -114,7 +114,7 @@ def compare_sync(work: Path, other: Path, rev: str, rounds: int, package: str) -
 
 
 def compare_lock(work: Path, other: Path, rev: str, rounds: int) -> int:
-    env = bench._isolated_env(work)
+    env = bench.isolated_env(work)
     lock, raw, _ = bench.lock_job(work)
     sides = checked_sides(env, other, rev)
     times: dict[str, list[float]] = {name: [] for name in [*sides, "raw"]}
@@ -127,10 +127,10 @@ def compare_lock(work: Path, other: Path, rev: str, rounds: int) -> int:
 
 
 def compare_create(work: Path, other: Path, rev: str, rounds: int, *, small: bool = False) -> int:
-    env = bench._isolated_env(work)
-    recipe, channel = bench._payload_recipe(work)
+    env = bench.isolated_env(work)
+    recipe, channel = bench.payload_recipe(work)
     if small:
-        recipe = bench._small_recipe(work, channel)
+        recipe = bench.small_recipe(work, channel)
     bench.run([bench.PY, "-m", "envkit", "lock", str(recipe)], env=env)
     sides = checked_sides(env, other, rev)
     lock = str(recipe.with_suffix(".lock"))

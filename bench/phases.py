@@ -131,7 +131,7 @@ def timeline(args: list[str], marks: dict[str, list[str]], env: dict[str, str]) 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mark", action="append", default=[], metavar="MODULE:FUNCTION", help="another function (or CLASS.METHOD) to mark")
-    parser.add_argument("--env-from-bench", metavar="WORK", help="run in bench/run.py's isolated environment for this work dir")
+    parser.add_argument("--env-from-bench", metavar="WORK", help="run in bench/common.py's isolated environment for this work dir")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="envkit's arguments, after --")
     options = parser.parse_args()
     args = options.args[1:] if options.args[:1] == ["--"] else options.args
@@ -146,9 +146,9 @@ def main() -> int:
     env = dict(os.environ)
     if options.env_from_bench:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import run as bench  # bench/run.py: HOME, caches and channels of its own
+        import common as bench  # bench/common.py: HOME, caches and channels of its own
 
-        env = bench._isolated_env(Path(options.env_from_bench))
+        env = bench.isolated_env(Path(options.env_from_bench))
     code, rows = timeline(args, marks, env)
     first = rows[0][0] if rows else 0
     for pid, ms, what in rows:

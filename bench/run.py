@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import contextlib
 import functools
-import itertools
 import json
 import os
 import shutil
@@ -19,79 +17,32 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-PY = sys.executable
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (
+    HISTORY,
+    PY,
+    RAW_INSTALL,
+    RAW_LOCKED_INSTALL,
+    ROOT,
+    SYNC_PACKAGES,
+    Measurement,
+    alternate,
+    alternate_runs,
+    fresh_prefixes,
+    isolated_env,
+    lock_job,
+    locked_files,
+    paired,
+    payload_recipe,
+    raw_reinstall,
+    run,
+    small_recipe,
+    timed,
+    versions_channel,
+)
 
-
-@dataclass(frozen=True)
-class Measurement:
-    name: str
-    ours: float
-    baseline: float
-    target: float | None
-    note: str = ""
-
-    @property
-    def ratio(self) -> float:
-        return self.ours / self.baseline
-
-
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def alternate(
-    ours: Callable[[], object], base: Callable[[], object], rounds: int, setup: Callable[[], object] | None = None
-) -> tuple[float, float]:
-    """Medians of each, taking turns; which one goes first alternates too, so that whatever going
-    first costs (a colder cache, a busier machine) never counts against one side only."""
-    times = alternate_runs(ours, base, rounds, setup)
-    return statistics.median(times["ours"]), statistics.median(times["base"])
-
-
-def alternate_runs(
-    ours: Callable[[], object], base: Callable[[], object], rounds: int, setup: Callable[[], object] | None = None
-) -> dict[str, list[float]]:
-    """Each side's times, round by round (see alternate)."""
-    times: dict[str, list[float]] = {"ours": [], "base": []}
-    sides = [("ours", ours), ("base", base)]
-    for n in range(rounds):
-        for name, fn in sides if n % 2 == 0 else sides[::-1]:
-            if setup:
-                setup()
-            times[name].append(timed(fn))
-    return times
-
-
-def paired(name: str, times: dict[str, list[float]], target: float | None) -> Measurement:
-    """A row from alternate_runs' times: the medians' ratio, and envkit's own time (overhead_note)."""
-    return Measurement(name, statistics.median(times["ours"]), statistics.median(times["base"]), target, overhead_note(times))
-
-
-def overhead_note(times: dict[str, list[float]]) -> str:
-    """envkit's own time over the baseline's, the median of the rounds' differences, and the range
-    of the baseline's times: a ratio is that difference over a baseline whose length moves with the
-    machine (a disk that slows under sustained writes: 1.2 to 2.2 s in one run), so both are shown."""
-    extra = [1000 * (a - b) for a, b in zip(times["ours"], times["base"], strict=True)]
-    spans = f"{min(times['base']):.2f}-{max(times['base']):.2f}s"
-    return f"envkit's own: {statistics.median(extra):+.0f} ms (median of the rounds; baseline {spans})"
-
-
-def run(cmd: list[str], **kw: object) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload]
-    if proc.returncode != 0:
-        raise SystemExit(f"benchmark command failed: {' '.join(cmd[:4])}...\n{proc.stderr[-2000:]}")
-
-
-# `envkit --version` with every command's module imported first, as a registry of functions would
 EAGER_VERSION = (
     "import runpy, sys; from envkit.commands.registry import COMMANDS; [c.load() for c in COMMANDS]; "
     "sys.argv = ['envkit', '--version']; runpy.run_module('envkit', run_name='__main__')"
@@ -110,32 +61,6 @@ def bench_version() -> list[Measurement]:
     ]
 
 
-def _isolated_env(work: Path) -> dict[str, str]:
-    """envkit as it runs on a user's machine: no conda or envkit settings of this one, and Python
-    writing bytecode, as an installed envkit does."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "ENVKIT_")) and k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(
-        HOME=str(work / "home"),
-        XDG_CONFIG_HOME=str(work / "cfg"),
-        XDG_CACHE_HOME=str(work / "cache"),
-        ENVKIT_ENVS_DIR=str(work / "envs"),
-        ENVKIT_PKGS_DIR=str(work / "pkgs"),
-    )
-    return env
-
-
-RAW_INSTALL = """
-import asyncio, sys, rattler
-channel, prefix, cache = sys.argv[1:4]
-specs = sys.argv[4:]
-vp = rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env())
-records = asyncio.run(rattler.solve([channel], specs, platforms=["linux-64", "noarch"], virtual_packages=vp))
-asyncio.run(rattler.install(records, prefix, cache_dir=cache, show_progress=False))
-import os
-os._exit(0)  # past rattler's runtime teardown, as envkit does (bench/stress_exit.py)
-"""
-
-
 def bench_create(work: Path) -> list[Measurement]:
     from tests.support.wheelchannel import build_wheel_channel, cache_root
 
@@ -145,7 +70,7 @@ def bench_create(work: Path) -> list[Measurement]:
     recipe.write_text(
         f"envkit: 1\nname: bench-create\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [pytorch ==2.13.0, numpy, mkl-service, threadpoolctl]\n"
     )
-    env = _isolated_env(work)
+    env = isolated_env(work)
 
     def ours_cmd(prefix: Path) -> list[str]:
         return [PY, "-m", "envkit", "create", str(recipe), "-p", str(prefix), "--yes", "--no-probe"]
@@ -215,7 +140,7 @@ def bench_probe(work: Path, prefix: Path | None = None, rounds: int = 5) -> Meas
     suite's real-payload channel; with it, it measures an existing env (e.g. on a GPU machine)."""
     from envkit.activation.runenv import activated_environment
 
-    env = _isolated_env(work)
+    env = isolated_env(work)
     if prefix is None:
         from tests.support.wheelchannel import build_wheel_channel
 
@@ -309,7 +234,7 @@ def bench_audit(work: Path) -> Measurement:
     root = work / "audit-envs"
     shutil.rmtree(root, ignore_errors=True)
     envs = _fake_envs(root, 50, 300)
-    env = _isolated_env(work)
+    env = isolated_env(work)
     env["ENVKIT_ENVS_DIR"] = str(root)
     ours, base = alternate(lambda: _audit_all(env), lambda: run([PY, "-c", JSON_LOAD_ONLY, *map(str, envs)]), 5)
     return Measurement("audit --all (50 envs x 300 pkgs) vs json-loading their conda-meta", ours, base, 1.5)
@@ -321,92 +246,13 @@ def _audit_all(env: dict[str, str]) -> None:
         raise SystemExit(proc.stderr)
 
 
-RAW_LOCKED_INSTALL = """
-import asyncio, sys, rattler
-lock, prefix, cache = sys.argv[1:4]
-env = rattler.LockFile.from_path(lock).default_environment()
-records = next(r for p, r in env.conda_repodata_records().items() if str(p) == str(rattler.Subdir.current()))
-asyncio.run(rattler.install(records, prefix, cache_dir=cache, show_progress=False))
-import os
-os._exit(0)  # past rattler's runtime teardown, as envkit does (bench/stress_exit.py)
-"""
-
-RAW_REINSTALL = """
-import asyncio, sys, pathlib, rattler
-channel, extra, prefix, cache = sys.argv[1:5]
-specs = sys.argv[5:]
-vp = rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env())
-records = asyncio.run(rattler.solve([channel, extra], specs, platforms=["linux-64", "noarch"], virtual_packages=vp))
-installed = [rattler.PrefixRecord.from_path(p) for p in pathlib.Path(prefix, "conda-meta").glob("*.json")]
-asyncio.run(rattler.install(records, prefix, cache_dir=cache, installed_packages=installed, show_progress=False))
-import os
-os._exit(0)  # past rattler's runtime teardown, as envkit does (bench/stress_exit.py)
-"""
-
-RAW_SOLVES = """
-import asyncio, json, sys, rattler
-channels, jobs = sys.argv[1].split(","), json.loads(sys.argv[2])
-floors = {"linux-64": ["__unix=0", "__linux=5.0", "__glibc=2.28"], "osx-arm64": ["__unix=0", "__osx=11.0"], "win-64": ["__win=0"]}
-for platform, specs in jobs.items():
-    vp = [rattler.GenericVirtualPackage(rattler.PackageName(n), rattler.Version(v), rattler.BuildString("0"))
-          for n, v in (e.split("=") for e in floors[platform])]
-    asyncio.run(rattler.solve(channels, specs, platforms=[platform, "noarch"], virtual_packages=vp))
-import os
-os._exit(0)  # past rattler's runtime teardown, as envkit does (bench/stress_exit.py)
-"""
-
-
-def _payload_recipe(work: Path, extra: Path | None = None, pin: str = "") -> tuple[Path, Path]:
-    from tests.support.wheelchannel import build_wheel_channel
-
-    channel = build_wheel_channel()
-    recipe = work / "recipes" / "teams.yaml"
-    recipe.parent.mkdir(parents=True, exist_ok=True)
-    channels = f"[{channel.as_uri()}" + (f", {extra.as_uri()}]" if extra else "]")
-    packages = "[pytorch ==2.13.0, numpy, mkl-service, threadpoolctl" + (f", {pin}]" if pin else "]")
-    recipe.write_text(f"envkit: 1\nname: teams\nchannels: {channels}\npython: '3.11'\npackages: {packages}\n")
-    return recipe, channel
-
-
-def _small_recipe(work: Path, channel: Path) -> Path:
-    """Python and threadpoolctl from the payload channel: a lock that links in 15-25 ms, so that a
-    locked create of it is mostly envkit's fixed cost."""
-    small = work / "recipes" / "small.yaml"
-    small.write_text(f"envkit: 1\nname: small\nchannels: [{channel.as_uri()}]\npython: '3.11'\npackages: [threadpoolctl]\n")
-    return small
-
-
-SYNC_PACKAGES = {"benchpkg": 50, "bigpkg": 5000}  # name -> files: the package a sync bench changes
-
-
-def _versions_channel(work: Path) -> Path:
-    """Two packages in two versions each, for the sync that changes one version in a torch env: a
-    small one (50 files) and a big one (5,000 files), to see how envkit's fixed cost amortizes."""
-    from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
-
-    channel = work / "versions"
-    for name, files in SYNC_PACKAGES.items():
-        for version in ("1.0", "2.0"):
-            payload = [PkgFile(f"share/{name}/{n // 100}/{n}.txt", version.encode() * 100) for n in range(files)]
-            write_tar_bz2(channel, PkgMeta(name, version, "0"), payload)
-    index_channel(channel)
-    return channel
-
-
-def raw_reinstall(channel: Path, versions: Path, prefix: Path, cache: Path, pin: str) -> list[str]:
-    """The baseline of a sync: a raw rattler solve of the torch env's specs plus `pin`, installed
-    over `prefix` (bench/ab.py uses it too)."""
-    specs = ["python 3.11.*", "pytorch ==2.13.0", "numpy", "mkl-service", "threadpoolctl", pin]
-    return [PY, "-c", RAW_REINSTALL, channel.as_uri(), versions.as_uri(), str(prefix), str(cache), *specs]
-
-
 def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path, package: str, rounds: int) -> Measurement:
     """`package` 1.0 -> 2.0 in a torch env: envkit sync vs a raw rattler solve + install of the
     new set over the old prefix, each side put back to 1.0 before its turn."""
     a, b = work / "sync-a", work / "sync-b"
     for p in (a, b):
         shutil.rmtree(p, ignore_errors=True)
-    recipe, _ = _payload_recipe(work, versions, f"{package} 1.0")
+    recipe, _ = payload_recipe(work, versions, f"{package} 1.0")
     run([PY, "-m", "envkit", "create", str(recipe), "-p", str(a), "--yes", "--no-probe"], env=env)
 
     def raw(version: str) -> list[str]:
@@ -417,10 +263,10 @@ def _sync_change(work: Path, env: dict[str, str], channel: Path, versions: Path,
     ours_times: list[float] = []
     base_times: list[float] = []
     for n in range(rounds):
-        _payload_recipe(work, versions, f"{package} 1.0")
+        payload_recipe(work, versions, f"{package} 1.0")
         run(sync_cmd, env=env)
         run(raw("1.0"), env=env)
-        _payload_recipe(work, versions, f"{package} 2.0")
+        payload_recipe(work, versions, f"{package} 2.0")
         pair = [(ours_times, sync_cmd), (base_times, raw("2.0"))]
         for into, cmd in pair if n % 2 == 0 else pair[::-1]:  # which goes first alternates (see alternate)
             os.sync()  # the writeback of the put-backs done, untimed (fresh_prefixes)
@@ -438,17 +284,17 @@ TEAM_ROUNDS = 11  # each side's rounds in the team rows: a median of 5 moved by 
 
 
 def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
-    env = _isolated_env(work)
+    env = isolated_env(work)
     out: list[Measurement] = []
     # locked create vs raw rattler install of the lock's records (neither solves)
-    recipe, channel = _payload_recipe(work)
+    recipe, channel = payload_recipe(work)
     # twice the rounds: the torch env's installs spread over 0.4-0.7 s within one run, so the
     # medians of 11 rounds a side moved the ratio by 0.05 between runs of the same code
     times, ours_cmd, a = _locked_create(work, env, recipe, 2 * rounds)
     out.append(paired("create --locked --no-probe vs raw rattler install of the lock (warm cache)", times, 1.05))
     # the same for a lock of two packages (python and threadpoolctl, 0.1 s to link): what envkit adds
     # to any locked create, where linking is a small part of the time; for reference, no target
-    times, _, _ = _locked_create(work, env, _small_recipe(work, channel), 2 * rounds)
+    times, _, _ = _locked_create(work, env, small_recipe(work, channel), 2 * rounds)
     out.append(paired("create --locked --no-probe of a two-package lock vs raw install (envkit's fixed cost)", times, None))
 
     # sync when nothing changed: absolute, and against envkit --version
@@ -459,7 +305,7 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
 
     # sync after one version changed vs raw rattler solve+install of the new set over the old prefix
     shutil.rmtree(a, ignore_errors=True)
-    versions = _versions_channel(work)
+    versions = versions_channel(work)
     out += [_sync_change(work, env, channel, versions, package, rounds) for package in SYNC_PACKAGES]
 
     # lock for three platforms vs three raw solves, on the replica and on its copy with a history
@@ -468,7 +314,7 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
     out.append(paired(f"lock for {len(platforms)} platform(s) ({', '.join(platforms)}) vs raw solves", times, 1.2))
     history_lock, history_raw, _ = lock_job(work, HISTORY)
     times = alternate_runs(lambda: run(history_lock, env=env), lambda: run(history_raw, env=env), rounds)
-    if _locked_files(Path(history_lock[-1]).with_suffix(".lock")) != _locked_files(Path(ours_lock[-1]).with_suffix(".lock")):
+    if locked_files(Path(history_lock[-1]).with_suffix(".lock")) != locked_files(Path(ours_lock[-1]).with_suffix(".lock")):
         raise SystemExit(
             "bench teams: the lock on the replica with a history picked other packages; the two rows would time different solves"
         )
@@ -494,78 +340,6 @@ def _locked_create(work: Path, env: dict[str, str], recipe: Path, rounds: int) -
         # each install starts with the disk's writeback of the one before done (fresh_prefixes)
         times = alternate_runs(lambda: run(ours(next(fresh)), env=env), lambda: run(raw(next(fresh)), env=env), rounds, os.sync)
     return times, ours(a), a
-
-
-@contextlib.contextmanager
-def fresh_prefixes(root: Path) -> Iterator[Iterator[Path]]:
-    """New prefixes under `root`, one for each install a row times, all removed after the row. An
-    env removed between rounds (the torch env is 22,000 files) is still being worked off by the
-    filesystem while the next install runs: measured, that made both sides' installs two to three
-    times slower and their times swing by a second, so the ratio said more about the disk's backlog
-    than about envkit. For the same reason the disk is flushed before the first round and after the
-    removal (os.sync), so that neither this row nor the next starts with another's backlog, and the
-    rows that time installs flush it before each round as well (alternate_runs' setup, untimed):
-    without that, each install also paid for the writeback of the 22,000 links the one before made,
-    and the torch env's installs in one run spread over 0.40-0.89 s (2026-12-04), enough to move the
-    medians' ratio by 0.07 in a run whose paired differences said +2 ms. Each prefix costs inodes and
-    a few MB (its files are hard links)."""
-    os.sync()
-    try:
-        yield (root / str(n) for n in itertools.count())
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        os.sync()
-
-
-def lock_job(work: Path, history: int = 0) -> tuple[list[str], list[str], list[str]]:
-    """`envkit lock` of a recipe for the replica's platforms (its channel given `history` older
-    versions of every package), the raw solves of the same specs, and the platforms (bench/ab.py
-    uses it too)."""
-    from envkit.recipe.compile import compile_recipe
-    from envkit.recipe.loader import load_recipe
-    from tests.support.replica import build_replica
-
-    replica = work / "replica"
-    channel = build_replica(replica)["conda-forge"] if not replica.exists() else replica / "conda-forge"
-    platforms = sorted(p.name for p in channel.iterdir() if p.name in ("linux-64", "osx-arm64", "win-64") and any(p.glob("*.tar.bz2")))
-    if history:
-        channel = _with_history(channel, work / f"history-{history}" / "conda-forge", history)
-    recipe = work / f"history-{history}" / "recipes" / "multi.yaml"
-    recipe.parent.mkdir(parents=True, exist_ok=True)
-    recipe.write_text(
-        f"envkit: 1\nname: multi\nchannels: [{channel.as_uri()}]\nplatforms: [{', '.join(platforms)}]\n"
-        "python: '3.12'\npackages: [pytorch, numpy]\n"
-    )
-    loaded = load_recipe(str(recipe))
-    jobs = {p: [s.spec for s in compile_recipe(loaded, p).conda_specs] for p in platforms}  # what envkit solves, per platform
-    return [PY, "-m", "envkit", "lock", str(recipe)], [PY, "-c", RAW_SOLVES, channel.as_uri(), json.dumps(jobs)], platforms
-
-
-def _locked_files(lock: Path) -> list[str]:
-    return sorted(line.rsplit("/", 1)[-1] for line in lock.read_text().splitlines() if line.lstrip().startswith("- conda: "))
-
-
-HISTORY = 300  # older versions per package: conda-forge carries hundreds of builds of pytorch, numpy and python
-
-
-def _with_history(channel: Path, out: Path, versions: int) -> Path:
-    """A copy of `channel`'s repodata where every record also comes in `versions` older versions
-    (0.0.N, same depends): the solver must read and weigh them and still pick what it picked before.
-    Metadata only: a lock downloads nothing."""
-    for repodata in channel.glob("*/repodata.json"):
-        data = json.loads(repodata.read_text())
-        for key in ("packages", "packages.conda"):
-            records = data.get(key) or {}
-            older = {}
-            for filename, record in records.items():
-                build_ext = filename.removeprefix(f"{record['name']}-{record['version']}-")
-                for n in range(versions):
-                    older[f"{record['name']}-0.0.{n}-{build_ext}"] = {**record, "version": f"0.0.{n}"}
-            records.update(older)
-        target = out / repodata.parent.name / "repodata.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(data))
-    return out
 
 
 def _conda() -> Path:
@@ -612,7 +386,7 @@ def bench_conda(work: Path) -> list[Measurement]:
     from tests.support.wheelchannel import build_wheel_channel
 
     conda = _conda()
-    env = {k: v for k, v in _isolated_env(work).items() if not k.startswith("ENVKIT_")}
+    env = {k: v for k, v in isolated_env(work).items() if not k.startswith("ENVKIT_")}
     env.update(CONDA_PKGS_DIRS=str(work / "conda-pkgs"), CONDA_ADD_PIP_AS_PYTHON_DEPENDENCY="false")
     env.pop("REQUESTS_CA_BUNDLE", None)
     out = []
