@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlparse
 
 from envkit.audit.recipe_rules import ConsistencyFinding, check_recipe, require_consistent
 from envkit.commands import Result
 from envkit.commands.arguments import given, json_flag
-from envkit.commands.recipes_check import check, recipe_files_in
+from envkit.commands.recipes_check import CheckedRecipe, check, recipe_files_in
 from envkit.core.errors import EnvkitError, ExitCode, SourceError
 from envkit.prefix.envs import all_envs
 from envkit.prefix.record import read_record
@@ -61,7 +60,7 @@ def add_arguments(recipes: argparse.ArgumentParser) -> None:
     json_flag(p)
 
 
-def invoke(args: argparse.Namespace, ui: UI) -> Result[Any]:
+def invoke(args: argparse.Namespace, ui: UI) -> RecipesResult:
     """One of seven actions, each with a result of its own type."""
     if args.action == "list":
         return list_recipes()
@@ -281,3 +280,14 @@ def updates_view(c: Out, updates: list[SourceUpdate]) -> None:
             c.print(
                 f"  {escape(prefix)} was made from a recipe this removes: sync has no recipe for it then; remake it with envkit create --force"
             )
+
+
+RecipesResult = (
+    Result[list[ListedRecipe]]
+    | Result[ShownRecipe]
+    | Result[list[Validation]]
+    | Result[list[CheckedRecipe]]
+    | Result[AddedSource]
+    | Result[RemovedSource]
+    | Result[list[SourceUpdate]]
+)
