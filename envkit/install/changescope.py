@@ -50,10 +50,16 @@ class ChangeScope:
         return cls(dists, str(site) if isinstance(site, str) else None, wheels)
 
 
+# rattler's check that the prefix takes symlinks (can_create_symlinks): a link to "./" named
+# symtest_<uuid4> at the prefix's top, removed at once unless the installer is killed in between
+_SYMLINK_PROBE = re.compile(r"symtest_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
 class Accounted:
     """Answers whether a path (relative to the prefix) is one the change may have written."""
 
     def __init__(self, prefix: Path, cache: Path, scope: ChangeScope | None) -> None:
+        self._prefix = prefix
         self._paths: set[str] = set()
         self._records: set[str] = set()
         self._wheels: set[str] = set()
@@ -71,6 +77,8 @@ class Accounted:
 
     def __contains__(self, rel: str) -> bool:
         if rel in self._paths or rel in self._records or CLOBBER_MARK in rel.rsplit("/", 1)[-1]:
+            return True
+        if _SYMLINK_PROBE.fullmatch(rel) and _links_to_itself(self._prefix / rel):
             return True
         if rel.startswith("conda-meta/") and "/" not in rel[len("conda-meta/") :]:
             return True  # the package manager's own folder: records and the installer's drafts of them, never a user's file
@@ -128,3 +136,10 @@ def _wheel_files(prefix: Path, site: str, wheels: set[str]) -> set[str]:
             if inside and not inside.startswith(("..", "/")):
                 out.add(inside)
     return out
+
+
+def _links_to_itself(path: Path) -> bool:
+    try:
+        return os.readlink(path) == "./"
+    except OSError:
+        return False
