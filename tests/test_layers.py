@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
@@ -32,21 +34,27 @@ def test_the_package_keeps_its_layers(tmp_path: Path) -> None:
     assert "1 kept, 0 broken" in done.stdout
 
 
-def test_a_back_arrow_inside_a_function_breaks_the_contract(tmp_path: Path) -> None:
-    project = _copy(tmp_path)
-    errors = project / "envkit" / "core" / "errors.py"
-    errors.write_text(errors.read_text() + "\n\ndef _render() -> None:\n    from envkit.cli import envelope  # noqa: F401\n")
-    done = _lint(project)
-    assert done.returncode == 1, done.stdout
-    assert "envkit.core is not allowed to import envkit.cli" in done.stdout
-    assert "envkit.core.errors -> envkit.cli.envelope" in done.stdout
+BACK_ARROWS = [
+    # a look-up deep in the pipeline reaching for the CLI from inside a function
+    (
+        "core/errors.py",
+        "\n\ndef _render() -> None:\n    from envkit.cli import envelope  # noqa: F401\n",
+        ("envkit.core is not allowed to import envkit.cli", "envkit.core.errors -> envkit.cli.envelope"),
+    ),
+    # a command's view or run reaching up for the parser
+    (
+        "commands/toolchain.py",
+        "\n\nfrom envkit.cli.main import build_parser  # noqa: E402,F401\n",
+        ("envkit.commands is not allowed to import envkit.cli",),
+    ),
+]
 
 
-def test_a_command_importing_the_cli_breaks_the_contract(tmp_path: Path) -> None:
-    """Commands sit below the CLI: a view or a run that reached up for the parser would be refused."""
+@pytest.mark.parametrize(("module", "appended", "said"), BACK_ARROWS)
+def test_a_back_arrow_breaks_the_contract(tmp_path: Path, module: str, appended: str, said: tuple[str, ...]) -> None:
     project = _copy(tmp_path)
-    toolchain = project / "envkit" / "commands" / "toolchain.py"
-    toolchain.write_text(toolchain.read_text() + "\n\nfrom envkit.cli.main import build_parser  # noqa: E402,F401\n")
+    source = project / "envkit" / module
+    source.write_text(source.read_text() + appended)
     done = _lint(project)
     assert done.returncode == 1, done.stdout
-    assert "envkit.commands is not allowed to import envkit.cli" in done.stdout
+    assert all(line in done.stdout for line in said), done.stdout
