@@ -1,9 +1,9 @@
 """Text and plain tables off a terminal written without importing rich.
 
 Why this exists: off a terminal rich writes the markup's text and lays a borderless table out as
-padded columns; importing it to do that costs about 50 ms: without this module `envkit create
---locked` of a two-package lock, as CI runs it, took 1.19x as long (bench/ab.py --what create
---small, 10 rounds, faster in 9 of them). PlainConsole writes exactly
+padded columns; importing it to do that costs about 20 ms: with ENVKIT_PLAIN_OUTPUT=0 `envkit
+create --locked` of a two-package lock, as CI runs it, takes 1.12x as long (bench/ab.py --switch
+ENVKIT_PLAIN_OUTPUT=0 --what create --small, 12 rounds, faster in 10 of them). PlainConsole writes exactly
 what rich writes there (tests/ui/test_console.py compares the two byte for byte) and hands anything
 else (a tree, text with tabs, a table with wide characters) to rich. Nothing is wrapped, as rich
 unwrapped writes it. ENVKIT_PLAIN_OUTPUT=0 turns it off: every console is rich's.
