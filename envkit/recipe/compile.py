@@ -164,7 +164,7 @@ def effective_threading_layer(recipe: Recipe, platform: str = "linux-64") -> str
     torch = tc.pytorch
     if torch is not None and torch.source == "pytorch-channel" and tc.blas in (None, "mkl"):
         uses_mkl = True
-    if not uses_mkl and chosen is None:
+    if not uses_mkl:  # auto where no MKL is in play: nothing to set (no MKL_THREADING_LAYER without MKL)
         return None
     if tc.openmp == "intel" and not (torch is not None and torch.loads_libgomp):
         return "INTEL"

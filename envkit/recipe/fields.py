@@ -60,7 +60,7 @@ TABLE: tuple[Field, ...] = (
     Field("threading.env.*.prepend"),
     Field("threading.env.*.append"),
     Field("threading.env.*.separator", default=":"),
-    Field("probe", "key by key"),
+    Field("probe", "key by key", per_platform=True, doc="what the probe expects may differ by platform (its BLAS)"),
     Field("probe.imports", "parent first", ()),
     Field("probe.import_orders", "parent first", ()),
     Field("probe.ddp", default=True, doc="true, false, or a mapping"),

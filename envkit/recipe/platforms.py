@@ -4,7 +4,9 @@ feedstocks, 2026-11):
 - MKL is built for x86_64 only: pytorch-cpu-feedstock's `blas_impl: mkl  # [x86_64]`; the mkl
   package itself (intel_repack-feedstock) is repacked for linux-64 and win-64.
 - pytorch: `blas_impl` is `mkl` on x86_64 and `generic` on unix, so win-64 has MKL builds only and
-  osx-arm64 / linux-aarch64 generic ones only; CUDA builds exist for linux-64, linux-aarch64, win-64.
+  osx-arm64 / linux-aarch64 generic ones only; CUDA builds exist for linux-64, linux-aarch64 (SBSA,
+  and Tegra for Jetson) and win-64, for CUDA 12.9 and 13.0 on Linux and 12.8 and 13.0 on Windows
+  (.ci_support of pytorch-cpu-feedstock 74dd3d4, pytorch 2.13.0).
   Every build depends on llvm-openmp; the generic ones constrain `libopenblas * openmp_*` on unix.
 - `_openmp_mutex`, the switch between libgomp and llvm-openmp, is Linux-only (openmp-feedstock's
   run_exports add it on linux only); libgomp (GNU OpenMP) exists on Linux only.

@@ -91,8 +91,6 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
             _each_platform_once(c, root["platforms"])
             layer["platforms"] = platforms
     _platform_fields(c, root, layer)
-    if "probe" in root:
-        layer["probe"] = probe_section(c, root["probe"])
     if "per_platform" in root:
         layer["per_platform"] = _per_platform(c, root["per_platform"])
     if "force" in root:
@@ -111,7 +109,7 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
 
 
 def _platform_fields(c: Checker, root: dict[str, Any], layer: Layer) -> None:
-    """The fields a per_platform entry may also set: python, packages, pip, toolchain, threading."""
+    """The fields a per_platform entry may also set: python, packages, pip, toolchain, threading, probe."""
     doc = c.doc
     if "python" in root:
         py = c.string(("python",), root["python"])
@@ -159,6 +157,8 @@ def _platform_fields(c: Checker, root: dict[str, Any], layer: Layer) -> None:
         layer["toolchain"] = toolchain_section(c, root["toolchain"])
     if "threading" in root:
         layer["threading"] = threading_section(c, doc, root["threading"])
+    if "probe" in root:
+        layer["probe"] = probe_section(c, root["probe"])
 
 
 def _per_platform(c: Checker, value: object) -> dict[str, Layer]:

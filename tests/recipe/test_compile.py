@@ -98,3 +98,12 @@ def test_shipped_recipes_compile_to_specs_conda_forge_users_recognise() -> None:
     assert "mkl <2024.1" in legacy and "pytorch-mutex ==1.0 cpu" in legacy
     openblas = [s.spec for s in compile_recipe(load_recipe("pytorch-cpu-openblas")).conda_specs]
     assert "nomkl" in openblas and not any(s.startswith("mkl") for s in openblas)
+
+
+def test_auto_sets_no_layer_where_no_mkl_is(tmp_path: Path) -> None:
+    """`mkl_threading_layer: auto` on an OpenBLAS toolchain (the shipped recipes on ARM) sets no
+    MKL_THREADING_LAYER: there is no MKL for it to steer."""
+    body = "envkit: 1\nname: t\nchannels: [x]\ntoolchain: {blas: openblas}\nthreading: {mkl_threading_layer: auto}\n"
+    recipe = load_recipe(str(write_recipe(tmp_path, "t", body)))
+    assert effective_threading_layer(recipe, "linux-aarch64") is None
+    assert "MKL_THREADING_LAYER" not in {s.op.name for s in compile_recipe(recipe, "linux-aarch64").activation.settings}

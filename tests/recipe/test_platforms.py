@@ -108,11 +108,11 @@ def test_per_platform_entries_merge_through_extends(tmp_path: Path) -> None:
     bad = write_recipe(
         tmp_path / "b",
         "bad",
-        "envkit: 1\nname: bad\nchannels: [c]\nper_platform:\n  amiga:\n    python: '3.12'\n  win-64:\n    probe: {}\n",
+        "envkit: 1\nname: bad\nchannels: [c]\nper_platform:\n  amiga:\n    python: '3.12'\n  win-64:\n    name: other\n",
     )
     proc = run_envkit("recipes", "validate", str(bad))
     assert proc.returncode == 2
-    assert "per_platform.amiga: unknown key 'amiga'" in proc.stdout and "per_platform.win-64.probe: unknown key 'probe'" in proc.stdout
+    assert "per_platform.amiga: unknown key 'amiga'" in proc.stdout and "per_platform.win-64.name: unknown key 'name'" in proc.stdout
 
 
 def test_lock_three_platforms_as_conda_forge_builds_them(replica: dict[str, Path], tmp_path: Path) -> None:

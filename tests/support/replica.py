@@ -2,10 +2,11 @@
 BLAS, OpenMP and pytorch flavours. Names, builds, depends, constrains and track_features follow the
 feedstocks (see shared research conda-forge-facts.md); the archives carry no payload.
 
-linux-64 is the fullest; osx-arm64 and win-64 follow the same feedstocks as they build there
-(envkit.recipe.platforms): no _openmp_mutex, libgomp or MKL on osx-arm64, where pytorch is the
-generic build and libblas also comes as accelerate; MKL-only pytorch on win-64, with llvm-openmp
-as the runtime and conda-forge's intel-openmp excluding it."""
+linux-64 is the fullest; linux-aarch64, osx-arm64 and win-64 follow the same feedstocks as they
+build there (envkit.recipe.platforms): on linux-aarch64 no MKL, pytorch the generic (OpenBLAS)
+build, CPU or CUDA for SBSA servers (Grace Hopper); no _openmp_mutex, libgomp or MKL on
+osx-arm64, where pytorch is the generic CPU build and libblas also comes as accelerate; MKL-only
+pytorch on win-64, with llvm-openmp as the runtime and conda-forge's intel-openmp excluding it."""
 
 from __future__ import annotations
 
@@ -53,6 +54,15 @@ def conda_forge_records() -> list[PkgMeta]:
             "h4f385c5_3",
             3,
             constrains=["__cuda >=12", "cudatoolkit 12.9|12.9.*"],
+            subdir="noarch",
+            noarch="generic",
+        ),
+        PkgMeta(
+            "cuda-version",
+            "12.8",
+            "h5d125a7_3",
+            3,
+            constrains=["__cuda >=12", "cudatoolkit 12.8|12.8.*"],
             subdir="noarch",
             noarch="generic",
         ),
@@ -172,6 +182,99 @@ def _blas_family(subdir: str, flavours: dict[str, list[str]], mkl_cap: str | Non
                 )
             )
     return out
+
+
+def linux_aarch64_records() -> list[PkgMeta]:
+    """conda-forge on ARM Linux servers: _openmp_mutex and libgomp as on linux-64, no MKL
+    (pytorch-cpu-feedstock's linux_aarch64 variants have no blas_impl mkl), pytorch
+    `cpu_generic_*` and `cuda129_generic_*`, the CUDA build for SBSA (`arm-variant * sbsa`)."""
+    sub, glibc = "linux-aarch64", "__glibc >=2.17"
+    r = [
+        PkgMeta(
+            "python", "3.12.11", "h1683364_0_cpython", depends=[glibc, "libgcc >=14"], constrains=["python_abi 3.12.* *_cp312"], subdir=sub
+        ),
+        PkgMeta("libgomp", "15.2.0", "he277a41_18", 18, depends=[glibc], subdir=sub),
+        PkgMeta(
+            "libgcc", "15.2.0", "he277a41_18", 18, depends=["_openmp_mutex >=4.5"], constrains=["libgomp 15.2.0 he277a41_18"], subdir=sub
+        ),
+        PkgMeta("_openmp_mutex", "4.5", "20_gnu", 20, depends=["libgomp >=7.5.0"], constrains=["openmp_impl <0.0a0"], subdir=sub),
+        PkgMeta("_openmp_mutex", "4.5", "7_kmp_llvm", 7, depends=["llvm-openmp >=9.0.1"], subdir=sub),
+        PkgMeta(
+            "llvm-openmp", "22.1.1", "h013ceaa_0", depends=[glibc], constrains=["openmp 22.1.1|22.1.1.*", "intel-openmp <0.0a0"], subdir=sub
+        ),
+        PkgMeta("libopenblas", "0.3.30", "pthreads_h9d3fd7e_4", 4, depends=["libgcc >=14"], subdir=sub),
+        PkgMeta(
+            "libopenblas",
+            "0.3.30",
+            "openmp_h5c1e0a8_4",
+            4,
+            depends=[*OMP_LLVM, "libgcc >=14"],
+            track_features="openblas_threading_openmp",
+            subdir=sub,
+        ),
+        PkgMeta(
+            "numpy",
+            "2.2.6",
+            "py312h0_0",
+            depends=["libblas >=3.9.0,<4.0a0", "libcblas >=3.9.0,<4.0a0", "liblapack >=3.9.0,<4.0a0", "libgcc >=14", *PY],
+            subdir=sub,
+        ),
+        PkgMeta("arm-variant", "1.0.0", "sbsa", subdir=sub),
+    ]
+    for kind, number, extra, sel in (
+        ("cpu_generic", 3, [], ("pytorch-cpu 2.10.0", "pytorch-gpu <0.0a0")),
+        ("cuda129_generic", 203, ["cuda-version >=12.9,<13", "arm-variant * sbsa", "__cuda"], ("pytorch-gpu 2.10.0", "pytorch-cpu <0.0a0")),
+    ):
+        lt_build = f"{kind}_h0a1b2c3_{number}"
+        blas = ["libblas >=3.9.0,<4.0a0", "libcblas >=3.9.0,<4.0a0", "liblapack >=3.9.0,<4.0a0", "nomkl"]
+        r.append(
+            PkgMeta(
+                "libtorch",
+                "2.10.0",
+                lt_build,
+                number,
+                depends=[*OMP_LLVM, *blas, *extra],
+                constrains=[*sel, f"pytorch 2.10.0 {kind}_*_{number}", "libopenblas * openmp_*", "openblas * openmp_*"],
+                subdir=sub,
+            )
+        )
+        r.append(
+            PkgMeta(
+                "pytorch",
+                "2.10.0",
+                f"{kind}_py312_h0a1b2c3_{number}",
+                number,
+                depends=[
+                    f"libtorch 2.10.0 {lt_build}",
+                    "llvm-openmp >=21",
+                    "_openmp_mutex * *_llvm",
+                    "numpy >=1.23,<3",
+                    "nomkl",
+                    *PY,
+                    *extra[-1:],
+                ],
+                constrains=list(sel),
+                subdir=sub,
+            )
+        )
+    r.append(PkgMeta("pytorch-cpu", "2.10.0", "cpu_generic_h0a1b2c3_3", 3, depends=["pytorch 2.10.0 cpu_generic*3"], subdir=sub))
+    r.append(
+        PkgMeta("pytorch-gpu", "2.10.0", "cuda129_generic_h0a1b2c3_203", 203, depends=["pytorch 2.10.0 cuda*_generic*203"], subdir=sub)
+    )
+    r.append(
+        PkgMeta("torchvision", "0.25.0", "cpu_py312_h0a1b2c3_0", depends=["pytorch * cpu*", "pytorch >=2.10.0,<2.11.0a0", *PY], subdir=sub)
+    )
+    r.append(
+        PkgMeta(
+            "torchvision",
+            "0.25.0",
+            "cuda129_py312_h0a1b2c3_0",
+            depends=["pytorch * cuda*", "pytorch >=2.10.0,<2.11.0a0", "cuda-version >=12.9,<13", *PY],
+            subdir=sub,
+        )
+    )
+    r += _blas_family(sub, {"openblas": ["libopenblas >=0.3.30,<0.3.31.0a0"]}, mkl_cap=None)
+    return r
 
 
 def osx_arm64_records() -> list[PkgMeta]:
@@ -295,6 +398,15 @@ def win_64_records() -> list[PkgMeta]:
             "torchvision", "0.25.0", "cpu_py312_h0a1b2c3_0", depends=["pytorch * cpu*", "pytorch >=2.10.0,<2.11.0a0", *PY, *rt], subdir=sub
         )
     )
+    r.append(
+        PkgMeta(
+            "torchvision",
+            "0.25.0",
+            "cuda128_py312_h0a1b2c3_0",
+            depends=["pytorch * cuda*", "pytorch >=2.10.0,<2.11.0a0", "cuda-version >=12.8,<13", *PY, *rt],
+            subdir=sub,
+        )
+    )
     r += _blas_family(sub, {"mkl": ["mkl >=2026.0,<2027.0a0"], "openblas": ["libopenblas >=0.3.30,<0.3.31.0a0"]}, mkl_cap="mkl <2027")
     return r
 
@@ -345,7 +457,7 @@ def defaults_records() -> list[PkgMeta]:
 def build_replica(root: Path) -> dict[str, Path]:
     """Write and index the channels under root; returns {channel name: path}."""
     out = {}
-    cf = [*conda_forge_records(), *osx_arm64_records(), *win_64_records()]
+    cf = [*conda_forge_records(), *linux_aarch64_records(), *osx_arm64_records(), *win_64_records()]
     for name, records in (("conda-forge", cf), ("pytorch", pytorch_channel_records()), ("defaults", defaults_records())):
         channel = root / name
         for meta in records:
