@@ -79,7 +79,7 @@ fi
 .venv/bin/mypy
 # The in-env probe at the oldest Python mypy can target (its floor, 3.9, is run for real on PyPy by the tests).
 .venv/bin/mypy --python-version 3.10 -p envkit.probe.inenv
-.venv/bin/mypy bench/run.py bench/common.py bench/ab.py bench/phases.py bench/stress_exit.py bench/threads.py
+.venv/bin/mypy bench/run.py bench/common.py bench/scale.py bench/ab.py bench/phases.py bench/stress_exit.py bench/threads.py
 # the docs site, its generated reference pages current (tests/test_docs.py says which is stale)
 .venv/bin/python tools/reference.py --check
 site=$(mktemp -d)

@@ -161,37 +161,39 @@ Preferred = tuple[str, str, str, str]
 def solve_many(
     channel_urls: list[str], jobs: list[tuple[str, list[Any], list[str]]], preferred: list[list[Preferred]] | None = None
 ) -> list[list[Any]]:
-    """Solve for several platforms at once (platform, virtual packages, that platform's specs),
-    one gateway sharing the repodata. `preferred` (per job: what an earlier solve chose, such as
-    a lock or an env) is kept where the specs allow, as far as the channels still offer it."""
+    """Solve for several platforms (platform, virtual packages, that platform's specs), one after
+    another through one gateway: noarch is read once, and each platform's repodata is dropped once
+    its solve is done, so that a channel the size of conda-forge is in memory one platform at a
+    time (bench/scale.py measures the peak against raw solves). `preferred` (per job: what an earlier solve chose, such as a lock or an env) is
+    kept where the specs allow, as far as the channels still offer it."""
 
     async def everything() -> list[list[Any]]:
         shared = gateway(channel_urls)
         wanted = preferred or [[] for _ in jobs]
-        offered = await asyncio.gather(
-            *(_still_offered(shared, channel_urls, job[0], keep) for job, keep in zip(jobs, wanted, strict=True))
-        )
-        solves = [
-            rattler.solve(
-                channel_urls,
-                specs,
-                gateway=shared,
-                platforms=cast(Any, [platform, "noarch"]),
-                virtual_packages=virtual,
-                locked_packages=prefer or None,
-                channel_priority=rattler.ChannelPriority.Strict,
-            )
-            for (platform, virtual, specs), prefer in zip(jobs, offered, strict=True)
-        ]
-        results = await asyncio.gather(*solves, return_exceptions=True)
-        for (platform, _, _), result in zip(jobs, results, strict=True):
-            if isinstance(result, (KeyboardInterrupt, SystemExit)):
-                raise result
-            if isinstance(result, BaseException):
-                error = _solve_error(result)
+        results: list[list[Any]] = []
+        for (platform, virtual, specs), keep in zip(jobs, wanted, strict=True):
+            prefer = await _still_offered(shared, channel_urls, platform, keep)
+            try:
+                solved = await rattler.solve(
+                    channel_urls,
+                    specs,
+                    gateway=shared,
+                    platforms=cast(Any, [platform, "noarch"]),
+                    virtual_packages=virtual,
+                    locked_packages=prefer or None,
+                    channel_priority=rattler.ChannelPriority.Strict,
+                )
+            except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
+                raise
+            except BaseException as exc:  # rattler's errors (pyo3's PanicException too), said for their platform
+                error = _solve_error(exc)
                 error.platform = platform
-                raise error
-        return cast("list[list[Any]]", results)
+                raise error from None
+            results.append(solved)
+            if len(jobs) > 1 and platform != "noarch":
+                for url in channel_urls:
+                    shared.clear_repodata_cache(url, [platform])
+        return results
 
     return _run(everything(), _solve_error)
 
