@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from envkit.solve.backend import native_platform
 from envkit.team.lock import read_lock
 from tests.conftest import ROOT, run_envkit
 
@@ -67,6 +68,12 @@ def test_one_lock_for_every_platform_and_an_export_of_each(mirrored: None, tmp_p
     for platform in ("linux-64", "linux-aarch64", "osx-arm64", "win-64"):
         exported = run_envkit("export", "--lock", "yolov8-cpu.lock", "--platform", platform, "--format", "explicit", cwd=tmp_path)
         assert exported.returncode == 0 and f"# platform: {platform}" in exported.stdout, exported.stderr
+    # a locked create here installs this machine's part of it (the replica's packages carry no payload)
+    made = run_envkit("create", "yolov8-cpu", "--lock", "yolov8-cpu.lock", "-p", str(tmp_path / "env"), "--yes", "--no-probe", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    installed = {p.name.rsplit("-", 2)[0]: p.name for p in (tmp_path / "env" / "conda-meta").glob("*.json")}
+    here = lock.for_platform(native_platform())
+    assert here is not None and set(installed) == {r.name.normalized for r in here.records}
 
 
 def test_recipes_check_passes_on_the_shipped_recipes_locked_for_every_platform(mirrored: None, tmp_path: Path) -> None:
