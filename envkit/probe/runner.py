@@ -62,11 +62,17 @@ def default_spec(prefix: Path) -> ProbeSpec:
     )
 
 
-def spec_for(prefix: Path, recipe: Recipe | None) -> ProbeSpec:
-    """The recipe's probe section when it names what to import, else the defaults for what is
-    installed; the recipe's torch build wins over what the packages claim."""
+def spec_for(prefix: Path, recipe: Recipe | None, platform: str | None = None) -> ProbeSpec:
+    """The recipe's probe section, as the env's platform (default: this machine's) sees it, when it
+    names what to import, else the defaults for what is installed; the recipe's torch build wins
+    over what the packages claim."""
     if recipe is None:
         return default_spec(prefix)
+    if platform is None:
+        from envkit.solve.backend import native_platform  # rattler's: loaded only where a recipe is probed
+
+        platform = native_platform()
+    recipe = recipe.for_platform(platform)  # OpenBLAS expected on ARM, MKL on x86-64
     if recipe.probe.imports or recipe.probe.import_orders:
         return recipe.probe
     spec = default_spec(prefix)
@@ -84,7 +90,8 @@ def spec_for_env(prefix: Path) -> ProbeSpec:
             recipe = load_recipe(path)
         except EnvkitError:  # a moved or edited recipe must not stop the probe: fall back to defaults
             recipe = None
-    return spec_for(prefix, recipe)
+    platform = record.get("platform") if record else None
+    return spec_for(prefix, recipe, platform if isinstance(platform, str) else None)
 
 
 def probe_config(spec: ProbeSpec, threading: dict[str, str], workdir: str | None = None) -> dict[str, object]:

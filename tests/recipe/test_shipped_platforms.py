@@ -92,3 +92,13 @@ def test_recipes_check_passes_on_the_shipped_recipes_locked_for_every_platform(m
     assert all(not row["problems"] for row in checked.values()), checked
     assert checked["yolov8-cpu"]["platforms"] == ["linux-64", "linux-aarch64", "osx-arm64", "win-64"]
     assert checked["yolov8"]["platforms"] == ["linux-64", "linux-aarch64", "win-64"]
+
+
+def test_the_probe_expects_each_platforms_blas(tmp_path: Path) -> None:
+    """What the probe checks is the recipe as the env's platform sees it: MKL on x86-64, OpenBLAS on ARM."""
+    from envkit.probe.runner import spec_for
+    from envkit.recipe.loader import load_recipe
+
+    recipe = load_recipe("yolov8-cpu")
+    expected = {p: dict(spec_for(tmp_path, recipe, p).expect)["blas"] for p in ("linux-64", "linux-aarch64", "osx-arm64", "win-64")}
+    assert expected == {"linux-64": "mkl", "linux-aarch64": "openblas", "osx-arm64": "openblas", "win-64": "mkl"}
