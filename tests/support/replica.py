@@ -106,35 +106,7 @@ def conda_forge_records() -> list[PkgMeta]:
             ("pytorch-gpu 2.10.0", "pytorch-cpu <0.0a0"),
         ),
     ):
-        generic_constraints = ["libopenblas * openmp_*", "openblas * openmp_*"] if "generic" in kind else []
-        lt_build = f"{kind}_h0a1b2c3_{number}"
-        r.append(
-            PkgMeta(
-                "libtorch",
-                "2.10.0",
-                lt_build,
-                number,
-                depends=[*OMP_LLVM, *extra],
-                constrains=[*sel, f"pytorch 2.10.0 {kind}_*_{number}", *generic_constraints],
-            )
-        )
-        r.append(
-            PkgMeta(
-                "pytorch",
-                "2.10.0",
-                f"{kind}_py312_h0a1b2c3_{number}",
-                number,
-                depends=[
-                    f"libtorch 2.10.0 {lt_build}",
-                    "llvm-openmp >=21",
-                    "_openmp_mutex * *_llvm",
-                    "numpy >=1.23,<3",
-                    *PY,
-                    *[e for e in extra if e.startswith(("libblas *", "nomkl", "__cuda"))],
-                ],
-                constrains=list(sel),
-            )
-        )
+        r += _linux_torch("linux-64", kind, number, extra, sel)
     r.append(PkgMeta("pytorch-gpu", "2.10.0", "cuda129_mkl_h0a1b2c3_303", 303, depends=["pytorch 2.10.0 cuda*_mkl*303"]))
     r.append(PkgMeta("pytorch-cpu", "2.10.0", "cpu_mkl_h0a1b2c3_103", 103, depends=["pytorch 2.10.0 cpu_mkl*103"]))
     r.append(
@@ -184,6 +156,39 @@ def _blas_family(subdir: str, flavours: dict[str, list[str]], mkl_cap: str | Non
     return out
 
 
+def _linux_torch(subdir: str, kind: str, number: int, extra: list[str], sel: tuple[str, ...]) -> list[PkgMeta]:
+    """libtorch and pytorch of one conda-forge Linux build (`kind`: cpu_mkl, cuda129_generic, ...):
+    llvm-openmp through _openmp_mutex; a generic build constrains OpenBLAS to its OpenMP flavour."""
+    generic_constraints = ["libopenblas * openmp_*", "openblas * openmp_*"] if "generic" in kind else []
+    lt_build = f"{kind}_h0a1b2c3_{number}"
+    libtorch = PkgMeta(
+        "libtorch",
+        "2.10.0",
+        lt_build,
+        number,
+        depends=[*OMP_LLVM, *extra],
+        constrains=[*sel, f"pytorch 2.10.0 {kind}_*_{number}", *generic_constraints],
+        subdir=subdir,
+    )
+    pytorch = PkgMeta(
+        "pytorch",
+        "2.10.0",
+        f"{kind}_py312_h0a1b2c3_{number}",
+        number,
+        depends=[
+            f"libtorch 2.10.0 {lt_build}",
+            "llvm-openmp >=21",
+            "_openmp_mutex * *_llvm",
+            "numpy >=1.23,<3",
+            *PY,
+            *[e for e in extra if e.startswith(("libblas *", "nomkl", "__cuda"))],
+        ],
+        constrains=list(sel),
+        subdir=subdir,
+    )
+    return [libtorch, pytorch]
+
+
 def linux_aarch64_records() -> list[PkgMeta]:
     """conda-forge on ARM Linux servers: _openmp_mutex and libgomp as on linux-64, no MKL
     (pytorch-cpu-feedstock's linux_aarch64 variants have no blas_impl mkl), pytorch
@@ -225,38 +230,8 @@ def linux_aarch64_records() -> list[PkgMeta]:
         ("cpu_generic", 3, [], ("pytorch-cpu 2.10.0", "pytorch-gpu <0.0a0")),
         ("cuda129_generic", 203, ["cuda-version >=12.9,<13", "arm-variant * sbsa", "__cuda"], ("pytorch-gpu 2.10.0", "pytorch-cpu <0.0a0")),
     ):
-        lt_build = f"{kind}_h0a1b2c3_{number}"
         blas = ["libblas >=3.9.0,<4.0a0", "libcblas >=3.9.0,<4.0a0", "liblapack >=3.9.0,<4.0a0", "nomkl"]
-        r.append(
-            PkgMeta(
-                "libtorch",
-                "2.10.0",
-                lt_build,
-                number,
-                depends=[*OMP_LLVM, *blas, *extra],
-                constrains=[*sel, f"pytorch 2.10.0 {kind}_*_{number}", "libopenblas * openmp_*", "openblas * openmp_*"],
-                subdir=sub,
-            )
-        )
-        r.append(
-            PkgMeta(
-                "pytorch",
-                "2.10.0",
-                f"{kind}_py312_h0a1b2c3_{number}",
-                number,
-                depends=[
-                    f"libtorch 2.10.0 {lt_build}",
-                    "llvm-openmp >=21",
-                    "_openmp_mutex * *_llvm",
-                    "numpy >=1.23,<3",
-                    "nomkl",
-                    *PY,
-                    *extra[-1:],
-                ],
-                constrains=list(sel),
-                subdir=sub,
-            )
-        )
+        r += _linux_torch(sub, kind, number, [*blas, *extra], sel)
     r.append(PkgMeta("pytorch-cpu", "2.10.0", "cpu_generic_h0a1b2c3_3", 3, depends=["pytorch 2.10.0 cpu_generic*3"], subdir=sub))
     r.append(
         PkgMeta("pytorch-gpu", "2.10.0", "cuda129_generic_h0a1b2c3_203", 203, depends=["pytorch 2.10.0 cuda*_generic*203"], subdir=sub)
