@@ -51,7 +51,10 @@ def test_human_plan_highlights_toolchain(replica: dict[str, Path]) -> None:
 
 
 def test_unsatisfiable_exit_3_nothing_on_disk(replica: dict[str, Path], tmp_path: Path) -> None:
-    recipe = write_recipe(tmp_path / "r", "bad", "envkit: 1\nname: bad\nextends: [pytorch-base]\npackages: [mkl >=2026]\n")
+    # linux-64 alone: on the ARM platforms pytorch-base declares, an MKL spec beside OpenBLAS is refused before any solve (RC006)
+    recipe = write_recipe(
+        tmp_path / "r", "bad", "envkit: 1\nname: bad\nextends: [pytorch-base]\nplatforms: [linux-64]\npackages: [mkl >=2026]\n"
+    )
     proc = run_envkit("create", str(recipe), "--yes", *mirrors(replica))
     assert proc.returncode == 3 and "cannot be solved" in proc.stderr and "Traceback" not in proc.stderr
     assert "'mkl >=2026' from" in proc.stderr
