@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -243,20 +244,25 @@ def locked_files(lock: Path) -> list[str]:
 HISTORY = 300  # older versions per package: conda-forge carries hundreds of builds of pytorch, numpy and python
 
 
+def add_older_versions(data: dict[str, Any], versions: int) -> None:
+    """Every record of a repodata document also in `versions` older versions (0.0.N, same depends)."""
+    for key in ("packages", "packages.conda"):
+        records = data.setdefault(key, {})
+        older = {}
+        for filename, record in records.items():
+            build_ext = filename.removeprefix(f"{record['name']}-{record['version']}-")
+            for n in range(versions):
+                older[f"{record['name']}-0.0.{n}-{build_ext}"] = {**record, "version": f"0.0.{n}"}
+        records.update(older)
+
+
 def with_history(channel: Path, out: Path, versions: int) -> Path:
     """A copy of `channel`'s repodata where every record also comes in `versions` older versions
-    (0.0.N, same depends): the solver must read and weigh them and still pick what it picked before.
+    (add_older_versions): the solver must read and weigh them and still pick what it picked before.
     Metadata only: a lock downloads nothing."""
     for repodata in channel.glob("*/repodata.json"):
         data = json.loads(repodata.read_text())
-        for key in ("packages", "packages.conda"):
-            records = data.get(key) or {}
-            older = {}
-            for filename, record in records.items():
-                build_ext = filename.removeprefix(f"{record['name']}-{record['version']}-")
-                for n in range(versions):
-                    older[f"{record['name']}-0.0.{n}-{build_ext}"] = {**record, "version": f"0.0.{n}"}
-            records.update(older)
+        add_older_versions(data, versions)
         target = out / repodata.parent.name / "repodata.json"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(data))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import PY, ROOT, isolated_env
+from common import PY, ROOT, add_older_versions, isolated_env
 
 PLATFORMS = ("linux-64", "linux-aarch64", "osx-arm64", "win-64")
 OLDER = 40  # older versions of each real record: conda-forge keeps hundreds of builds of numpy, python, pytorch
@@ -106,14 +106,7 @@ def big_channel(work: Path, linux_records: int) -> Path:
         source = replica / subdir / "repodata.json"
         empty: dict[str, Any] = {"info": {"subdir": subdir}, "packages": {}, "packages.conda": {}}
         data: dict[str, Any] = json.loads(source.read_text()) if source.is_file() else empty
-        for key in ("packages", "packages.conda"):
-            records = data.setdefault(key, {})
-            older = {}
-            for filename, record in records.items():
-                ext = filename.removeprefix(f"{record['name']}-{record['version']}-")
-                for n in range(OLDER):
-                    older[f"{record['name']}-0.{n}.0-{ext}"] = {**record, "version": f"0.{n}.0"}
-            records.update(older)
+        add_older_versions(data, OLDER)
         data["packages.conda"].update(filler(subdir, linux_records if subdir == "linux-64" else linux_records * 2 // 5, rng))
         target = out / subdir / "repodata.json"
         target.parent.mkdir(parents=True, exist_ok=True)
