@@ -158,16 +158,33 @@ LOCK_SECTION = {
     "recipe_digest": "sha256 of the resolved recipe: a lock whose recipe changed since is stale",
     "activation": "per platform, the activation operations the env gets (name, action, value, entries, separator)",
     "pip": "per platform, each pip wheel's name, version and URL (`#sha256=` or a git URL at its commit)",
+    "proofs": "where the lock's envs were probed (`envkit probe --attest`): one entry per proof, below; absent until one is taken",
+}
+
+PROOF_FIELDS = {
+    "platform": "the slice proved",
+    "slice": "sha256 of that slice as it was probed (its records, wheels, activation, virtual packages, the lock's channels)",
+    "outcome": "the probe's verdict: pass, warn or fail",
+    "at": "when (UTC, ISO 8601)",
+    "envkit": "the envkit version that probed it",
+    "machine": "the machine kind: platform, glibc, cuda (`__cuda`), cuda_arch (`__cuda_arch`), gpu (the model the probe ran on)",
+    "node": "the host the probe ran on (a Slurm job's node, for `--slurm`)",
+    "slurm_job": "the Slurm job, where one ran it",
+    "checks": "each probe check's status (ddp-seed, ddp-gloo, runtimes, threads, gpu, ...)",
+    "threading_layer": "MKL's threading layer in effect in the probe's process",
+    "runtimes": "each BLAS and OpenMP library the probe's process had mapped: kind, api (by its name), identity (what it is), path",
 }
 
 
 def _lock_format() -> str:
     import inspect
 
-    from envkit.team import lock
+    from envkit.team import lock, proofs
 
-    written = inspect.getsource(lock.write_lock)
+    written = inspect.getsource(lock.write_lock) + inspect.getsource(proofs.with_section_proofs)
     missing = [key for key in LOCK_SECTION if f'"{key}"' not in written]
+    proof_keys = inspect.getsource(proofs.Proof.to_json)
+    missing += [f"proof {key}" for key in PROOF_FIELDS if f'"{key}"' not in proof_keys]
     if missing:
         raise SystemExit(f"envkit.team.lock.write_lock no longer writes {', '.join(missing)}: update LOCK_SECTION")
     lines = [
@@ -184,6 +201,18 @@ def _lock_format() -> str:
         "Every value in it is checked when a lock is read: a pip name that is no distribution name, a URL that",
         "begins with `-`, a git URL at anything but a full commit, or an activation operation a recipe could",
         "not have (a reserved variable, a name that is no variable name) makes the lock unreadable, in one line.",
+        "",
+        "## Proofs",
+        "",
+        "Each entry of `proofs` is one probe of an env made from the lock, on one machine:",
+        "",
+        *_key_table(PROOF_FIELDS),
+        "",
+        "A proof counts only while its `slice` is the digest of its platform's slice as the lock holds it now: a",
+        "re-lock that moves the slice, or an edit of it, leaves the proof standing in the file but counting for",
+        "nothing (`envkit lock --show` marks it). The lock's digest that env records keep leaves `proofs` out, so",
+        "attesting a lock does not make its envs look out of date. Nothing signs a proof: it is as trustworthy as",
+        "the repository that holds the lock. An entry that is not one envkit writes is ignored.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -6,7 +6,6 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from envkit.activation import FILE_PREFIX, SCRIPTS_FORMAT
 from envkit.activation.shells import GENERATORS, ScriptContext
@@ -16,6 +15,7 @@ from envkit.core.digests import sha256
 from envkit.core.errors import UsageError
 from envkit.core.fsutil import atomic_write_text, read_exact, write_staged
 from envkit.core.names import NAME_RE, VAR_RE
+from envkit.prefix.envrecord import JSON, ActivationSection, EnvRecord
 from envkit.recipe.model import EnvOp
 
 MARK = "envkit-settings-sha256:"
@@ -29,7 +29,7 @@ def prefix_tag(prefix: Path) -> str:
     return sha256(str(prefix.resolve()).encode()).hexdigest()[:8]
 
 
-def _script_json(op: EnvOp) -> dict[str, object]:
+def _script_json(op: EnvOp) -> dict[str, JSON]:
     """What of an operation the scripts hold."""
     return {"name": op.name, "action": op.action, "value": op.value, "entries": list(op.entries), "separator": op.separator}
 
@@ -38,7 +38,7 @@ def ops_digest(ops: tuple[EnvOp, ...]) -> str:
     return sha256(json.dumps([_script_json(op) for op in ops], sort_keys=True).encode()).hexdigest()
 
 
-def ops_to_json(ops: tuple[EnvOp, ...]) -> list[dict[str, object]]:
+def ops_to_json(ops: tuple[EnvOp, ...]) -> list[JSON]:
     """As the record keeps them; `computed` only where a value was worked out (exports say so)."""
     return [{**_script_json(op), **({"computed": op.computed} if op.computed else {})} for op in ops]
 
@@ -196,23 +196,22 @@ class RecordedActivation:
         return render_files(prefix, self.recipe_name, self.ops, suffixes, tag=self.tag, startup=startup, carried=self.carried)
 
 
-def recorded_activation(prefix: Path, record: dict[str, Any]) -> RecordedActivation:
+def recorded_activation(prefix: Path, record: EnvRecord) -> RecordedActivation:
     """The tag is the record's (version 2); a version-1 record has none, so it is read back from the
     env's own sh script, and only an env without one gets a tag from its current path."""
-    activation = record.get("activation")
-    recipe = record.get("recipe")
-    if not isinstance(activation, dict) or not isinstance(recipe, dict):
+    activation, recipe = record.activation, record.recipe
+    if activation is None or recipe is None:
         raise UsageError("the activation or recipe section of etc/envkit/record.json is not one envkit writes", hint="recreate the env")
-    name = str(recipe.get("name") or FIX_NAME)
+    name = recipe.name or FIX_NAME
     if not NAME_RE.match(name):  # it names the scripts: `../x` would write them outside the env
         raise UsageError(f"the recipe name {name!r} in etc/envkit/record.json is not one envkit writes", hint="recreate the env")
-    ops = ops_from_json(activation.get("ops") or [])
-    tag = activation.get("tag")
-    if not (isinstance(tag, str) and re.fullmatch(r"[0-9a-f]{8}", tag)):
+    ops = ops_from_json(activation.ops or [])
+    tag = activation.tag
+    if not (tag is not None and re.fullmatch(r"[0-9a-f]{8}", tag)):
         script = read_exact(prefix / "etc" / "conda" / "activate.d" / f"{FILE_PREFIX}{name}.sh") or ""
         found = TAG_RE.search(script)
         tag = found.group(1) if found else prefix_tag(prefix)
-    return RecordedActivation(name, ops, tag, carried_from_json(activation.get("carried")))
+    return RecordedActivation(name, ops, tag, carried_from_json(activation.carried))
 
 
 def tag_sharers(prefix: Path, tag: str) -> tuple[Path, ...]:
@@ -261,14 +260,14 @@ def text_sha256(text: str) -> str:
     return sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def activation_json(activation: RecordedActivation, prefix: Path, files: list[ActivationFile]) -> dict[str, object]:
+def activation_section(activation: RecordedActivation, prefix: Path, files: list[ActivationFile]) -> ActivationSection:
     """The record's `activation` section."""
-    return {
-        "ops": ops_to_json(activation.ops),
-        **({"carried": dict(activation.carried)} if activation.carried else {}),
-        "tag": activation.tag,
-        "format": SCRIPTS_FORMAT,
-        "files": [str(f.path.relative_to(prefix)) for f in files],
+    return ActivationSection(
+        ops=ops_to_json(activation.ops),
+        carried=dict(activation.carried) if activation.carried else None,
+        tag=activation.tag,
+        format=SCRIPTS_FORMAT,
+        files=tuple(str(f.path.relative_to(prefix)) for f in files),
         # what the files held when written: a no-op sync compares these without rendering anything
-        "sha256": {str(f.path.relative_to(prefix)): text_sha256(f.text) for f in files},
-    }
+        sha256={str(f.path.relative_to(prefix)): text_sha256(f.text) for f in files},
+    )

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envkit.core.changes import diff_packages
 from envkit.pip.repair import moved_commits, pip_wheels, recorded_pip
 from envkit.prefix.pipurls import commit_shown, url_commit
 
 if TYPE_CHECKING:
+    from envkit.prefix.envrecord import EnvRecord
     from envkit.prefix.installed import CondaPackage, PipDist
 
 
-def drift(record: dict[str, Any], packages: dict[str, CondaPackage], pip: dict[str, PipDist]) -> list[str]:
+def drift(record: EnvRecord, packages: dict[str, CondaPackage], pip: dict[str, PipDist]) -> list[str]:
     """What changed since envkit installed the env (conda install, pip install, a removal), one line
     each, from conda-meta's packages and the env's pip dists. An env envkit only fixed (audit --fix)
     has no package list to drift from."""
-    if not isinstance(record.get("packages"), list):
+    if record.packages is None:
         return []
-    recorded = {str(p["name"]): f"{p['version']} {p['build']}" for p in record.get("packages", []) if isinstance(p, dict)}
+    recorded = {p.name: f"{p.version} {p.build}" for p in record.packages}
     installed = {name: f"{p.version} {p.build}" for name, p in packages.items()}
     pip_installed = pip_wheels(pip)
     lines = []

@@ -8,10 +8,10 @@ from __future__ import annotations
 import difflib
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from envkit import __version__
 from envkit.activation import FILE_PREFIX
@@ -19,7 +19,7 @@ from envkit.activation.writer import (
     FIX_NAME,
     ActivationFile,
     RecordedActivation,
-    activation_json,
+    activation_section,
     carried_beside,
     prefix_tag,
     recorded_activation,
@@ -33,15 +33,14 @@ from envkit.core.digests import sha256
 from envkit.core.errors import UsageError
 from envkit.core.fsutil import atomic_write_text, read_exact
 from envkit.install.transaction import env_lock
+from envkit.prefix.envrecord import FIX_SOURCE, EnvRecord, RecipeRef
 from envkit.prefix.kernels import KernelSpec, env_kernels, settings_of, settings_writes
 from envkit.prefix.record import (
-    FIX_SOURCE,
     LEGACY_RECORD_REL,
     RECORD_REL,
     drop_record,
     legacy_record_path,
     move_legacy_record,
-    only_fixed,
     read_record,
     record_path,
     write_record,
@@ -106,7 +105,7 @@ def fix_basis(prefix: Path) -> str:
     return digest.hexdigest()
 
 
-# radon cc 27: one step per fixable finding kind, planned together so the diff shown is the one written
+# radon cc 26: one step per fixable finding kind, planned together so the diff shown is the one written
 def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
     basis = fix_basis(prefix)  # before reading: a change while planning shows as a mismatch
     record = read_record(prefix)
@@ -139,12 +138,8 @@ def plan_fix(prefix: Path, findings: list[Finding]) -> FixPlan:
     diff_parts += [f"chmod {_who(bits)}+r {rel}\n" for rel, bits in opening]
     # files the record lists that these settings no longer need (carried values activation dropped)
     keep = {str(f.path.relative_to(prefix)) for f in files}
-    listed = ((record or {}).get("activation") or {}).get("files")
-    diff_parts += (
-        [f"delete {rel}\n" for rel in listed if isinstance(rel, str) and rel not in keep and (prefix / rel).is_file()]
-        if isinstance(listed, list)
-        else []
-    )
+    listed = (record.activation.files if record and record.activation else None) or ()
+    diff_parts += [f"delete {rel}\n" for rel in listed if rel not in keep and (prefix / rel).is_file()]
     for f in files:
         old = read_exact(f.path) or ""
         if old != f.text:
@@ -210,20 +205,13 @@ def _write_fix(plan: FixPlan) -> list[Path]:
     existing = read_record(plan.prefix)
     if not scripts or not (plan.files or existing):  # settings as recorded (a fix of kernels or modes alone)
         return changed
-    if existing is not None and only_fixed(existing) and not plan.activation.ops and not plan.activation.carried:
+    if existing is not None and existing.only_fixed and not plan.activation.ops and not plan.activation.carried:
         drop_record(plan.prefix)  # an env envkit did not make, where envkit now writes nothing
         return [*changed, plan.prefix / RECORD_REL]
-    record: dict[str, Any] = existing or {
-        "envkit_version": None,
-        "created": None,
-        "recipe": {"name": plan.activation.recipe_name, "source": FIX_SOURCE, "path": None, "commit": None},
-        "probe": None,
-        "healthy": None,
-    }
-    if record.get("activation") != (section := activation_json(plan.activation, plan.prefix, list(plan.files))):
-        record["probe"], record["healthy"] = None, None  # the verdict was about the settings this fix replaced
-    record["activation"] = section
-    record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
-    record["envkit_version"] = __version__
-    write_record(plan.prefix, record)
+    record = existing or EnvRecord(recipe=RecipeRef(plan.activation.recipe_name, FIX_SOURCE))
+    section = activation_section(plan.activation, plan.prefix, list(plan.files))
+    if record.activation != section:  # the verdict was about the settings this fix replaced
+        record = replace(record, probe=None, healthy=None)
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    write_record(plan.prefix, replace(record, activation=section, updated=now, envkit_version=__version__))
     return changed

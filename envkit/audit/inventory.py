@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from envkit.activation import FILE_PREFIX
 from envkit.activation.startup import carried_name, site_dir
 from envkit.core.fsutil import read_exact
+from envkit.prefix.envrecord import EnvRecord
 from envkit.prefix.installed import (
     STATE,
     CondaPackage,
@@ -45,10 +46,11 @@ class NativeLib:
     """A BLAS or OpenMP library file in the env, with the package that put it there."""
 
     kind: str
-    api: str
+    api: str  # what the library is (real_api), whatever its file's name says
     path: str  # relative to the prefix
     realpath: str
     owner: str  # "conda:<package>" | "pip:<dist>" | "unknown"
+    named: str = ""  # what the file's name says, where that differs from `api`
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class Inventory:
     activation: dict[str, ActivationVar]
     activation_files: tuple[str, ...]
     numpy_imports_mkl: bool
-    record: dict[str, Any] | None
+    record: EnvRecord | None
     cpu_vendor: str | None
     cuda_driver: str | None
     # the lowest compute capability of the GPUs (__cuda_arch): this machine's for an env on it, the
@@ -169,6 +171,29 @@ def _owner(rel: str, pip: dict[str, PipDist], conda: dict[str, str]) -> str:
     return f"conda:{conda[rel]}" if rel in conda else "unknown"
 
 
+# The OpenMP runtimes' own version strings (kmp_version.cpp in LLVM's and Intel's sources): a copy
+# of LLVM's or Intel's runtime under GNU's name says what it is there.
+OPENMP_MARKERS = ((b"Intel(R) OMP", "libiomp5"), (b"LLVM OMP", "libomp"))
+MARKED_AT_MOST = 16 << 20  # a runtime is a few MiB; a larger file is not read through
+
+
+def real_api(kind: str, named: str, real: str) -> str:
+    """What a BLAS or OpenMP library file is: by the name of the file a link leads to (conda-forge's
+    _openmp_mutex *_llvm makes libgomp.so.1 a link to libomp.so), and for a file under GNU
+    OpenMP's name, by the version string it carries (LLVM's runtime copied as libgomp.so.1)."""
+    base = os.path.basename(real).lower()
+    found = next((api for k, api, pattern in NATIVE_PATTERNS if k == kind and pattern.match(base)), named)
+    if found != "libgomp":
+        return found
+    try:
+        if os.path.getsize(real) > MARKED_AT_MOST:
+            return found
+        data = Path(real).read_bytes()
+    except OSError:
+        return found
+    return next((api for marker, api in OPENMP_MARKERS if marker in data), found)
+
+
 def _read_libs(prefix: Path, pip: dict[str, PipDist], packages: dict[str, CondaPackage]) -> tuple[NativeLib, ...]:
     conda = {rel: pkg.name for pkg in packages.values() for rel in pkg.libraries}
     out = []
@@ -181,14 +206,16 @@ def _read_libs(prefix: Path, pip: dict[str, PipDist], packages: dict[str, CondaP
                 if rel in seen:
                     break
                 seen.add(rel)
-                out.append(NativeLib(kind, api, rel, os.path.realpath(path), _owner(rel, pip, conda)))
+                real = os.path.realpath(path)
+                what = real_api(kind, api, real)
+                out.append(NativeLib(kind, what, rel, real, _owner(rel, pip, conda), api if what != api else ""))
                 break
     return tuple(sorted(out, key=lambda lib: lib.path))
 
 
 # radon cc 21: conda's activation order has four sources (env_vars.d, state, activate.d, envkit's record); one branch each
 def _read_activation(
-    prefix: Path, record: dict[str, Any] | None, conda: dict[str, tuple[str, str]]
+    prefix: Path, record: EnvRecord | None, conda: dict[str, tuple[str, str]]
 ) -> tuple[dict[str, ActivationVar], tuple[str, ...], dict[str, str | None]]:
     """Variables the env's activation sets, in the order conda applies them: its env vars
     (`conda`: packages' env_vars.d, then conda-meta/state), then activate.d's scripts in name
@@ -205,8 +232,7 @@ def _read_activation(
         for op in recorded_activation(prefix, record).ops:
             if op.action in ("set", "unset"):
                 envkit[op.name] = op.value if op.action == "set" else None
-    recipe = (record or {}).get("recipe") or {}
-    own = f"{FILE_PREFIX}{recipe.get('name')}.sh" if isinstance(recipe, dict) else None
+    own = f"{FILE_PREFIX}{record.recipe.name}.sh" if record is not None and record.recipe is not None else None
     applied = False
     folder = prefix / "etc" / "conda" / "activate.d"
     for path in sorted(folder.glob("*.sh")) if folder.is_dir() else []:
@@ -227,7 +253,7 @@ def _read_activation(
     return out, tuple(files), envkit
 
 
-def read_activation(prefix: Path, record: dict[str, Any] | None) -> dict[str, ActivationVar]:
+def read_activation(prefix: Path, record: EnvRecord | None) -> dict[str, ActivationVar]:
     """What the env's activation sets, and where each value comes from, as the audit reads it."""
     return _read_activation(prefix, record, conda_activation_vars(prefix))[0]
 
@@ -288,21 +314,19 @@ def _detected(wanted: str) -> str | None:
     return None
 
 
-def _envkit_scripts(prefix: Path, record: dict[str, Any] | None) -> tuple[ScriptState, ...]:
+def _envkit_scripts(prefix: Path, record: EnvRecord | None) -> tuple[ScriptState, ...]:
     if record is None:
         return ()
     from envkit.activation.writer import recorded_activation, text_sha256  # renders scripts: envkit's envs only
 
-    activation = record.get("activation")
-    written = activation.get("sha256") if isinstance(activation, dict) else None
-    written = written if isinstance(written, dict) else {}
-    listed = activation.get("files") if isinstance(activation, dict) else None
+    written = (record.activation.sha256 if record.activation else None) or {}
+    listed = record.activation.files if record.activation else None
     out = []
     for f in recorded_activation(prefix, record).files(prefix):
         path = str(f.path.relative_to(prefix))
         current = read_exact(f.path)
         as_written = current is not None and written.get(path) == text_sha256(current)
-        out.append(ScriptState(path, f.text, current, as_written, not isinstance(listed, list) or path in listed))
+        out.append(ScriptState(path, f.text, current, as_written, listed is None or path in listed))
     return tuple(out)
 
 

@@ -78,7 +78,7 @@ def _requested(prefix: Path, inv: Inventory) -> list[str]:
     nothing else depends on."""
     names: list[str] = []
     if inv.record is not None:
-        names = [str(s).split()[0] for s in inv.record.get("specs", []) if isinstance(s, str) and s.split()]
+        names = [s.spec.split()[0] for s in inv.record.specs or () if s.spec.split()]
     if not names:
         names = requested_names(prefix)
     if not names:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +15,10 @@ from envkit.commands import Result
 from envkit.commands.arguments import channel_args, given, json_flag, lock_args, override_frozen_flag
 from envkit.core.errors import ExitCode, InstallError, UsageError
 from envkit.install.create import CreatedEnv, create_env, ensure_creatable, probe_and_keep
+from envkit.prefix.envrecord import LockRef, Provenance, RecipeRef
 from envkit.prefix.envs import target_prefix
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
-from envkit.recipe.digest import recipe_provenance, resolved_digest
+from envkit.recipe.digest import resolved_digest
 from envkit.recipe.loader import load_recipe
 from envkit.recipe.model import EnvOp, Recipe
 from envkit.recipe.platforms import known_platform
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # for annotations only
     from envkit.audit.toolchain import ToolchainMap
     from envkit.probe.model import ProbeReport
     from envkit.team.lock import Lock, LockedPlatform
+    from envkit.team.proofs import ProofNote
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class CreateOutcome:
     refused: bool = False  # error findings the recipe does not force: nothing was written
     toolchain: ToolchainMap | None = None  # a dry run shows the plan's toolchain map
     conda_here: bool = False  # a conda is installed for this user: `conda activate` works, else envkit's own activation
+    proof: ProofNote | None = None  # for --locked: what the lock's proofs say of this kind of machine
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -140,9 +143,10 @@ def create(
         if request.platform in (None, backend.native_platform()):  # a plan for elsewhere makes nothing here
             # as conda's dry run does: the plan all the same, and what the create itself would say
             warnings += (f"the create itself would stop here: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""),)
-    lock_info: dict[str, Any] | None = None
+    lock_info: LockRef | None = None
+    proven: ProofNote | None = None
     if request.locked or request.lock or request.frozen:
-        outcome, lock_info = plan_from_lock(request, recipe, compiled, prefix, warnings)
+        outcome, lock_info, proven = plan_from_lock(request, recipe, compiled, prefix, warnings)
     else:
         outcome = solve_recipe(
             compiled,
@@ -156,8 +160,8 @@ def create(
     plan = outcome.plan
     findings = tuple(audit_plan(plan, recipe.force))
     if stopped := _before_install(request, plan, findings, show_plan, confirm):
-        return stopped
-    provenance = {"recipe": recipe_provenance(recipe), "lock": lock_info}
+        return _noted(stopped, proven)
+    provenance = Provenance(RecipeRef.of(recipe), lock_info)
     try:
         created = create_env(
             plan,
@@ -171,8 +175,13 @@ def create(
     except InstallError as exc:
         raise _withdrawn_hint(exc, outcome.records, request, recipe) if lock_info else exc from None
     if not request.probe:
-        return Result("create", CreateOutcome(plan, False, created, None, findings=findings, conda_here=_conda_here()), view=create_view)
-    return _probed(plan, created, findings, recipe, prefix)
+        made = CreateOutcome(plan, False, created, None, findings=findings, conda_here=_conda_here())
+        return _noted(Result("create", made, view=create_view), proven)
+    return _noted(_probed(plan, created, findings, recipe, prefix), proven)
+
+
+def _noted(result: Result[CreateOutcome], proven: ProofNote | None) -> Result[CreateOutcome]:
+    return result if proven is None else replace(result, data=replace(result.data, proof=proven))
 
 
 def _check_request(request: CreateRequest) -> None:
@@ -239,6 +248,8 @@ def create_view(c: Out, out: CreateOutcome) -> None:
         return
     if out.dry_run:
         plan_view(c, out.plan, out.findings)
+        if out.proof is not None:
+            c.print(f"lock: {escape(out.proof.line)}")
         if out.toolchain is not None:
             toolchain_view(c, out.toolchain)
         c.print("[dim]dry run: nothing was written[/dim]")
@@ -258,6 +269,16 @@ def create_view(c: Out, out: CreateOutcome) -> None:
                 f'activate with: envkit shell -p {pasted} (or eval "$(envkit shell-hook -p {pasted})")   or run: envkit run -p {pasted} -- CMD'
             )
         kernels_view(c, out.created)
+    if out.proof is not None:
+        if out.proof.proven:
+            c.print(f"[green]lock:[/green] {escape(out.proof.line)}")
+        else:
+            then = (
+                "the probe will tell"
+                if out.probe is not None
+                else f"'envkit probe --attest -p {escape(shlex.quote(str(out.plan.prefix)))}' proves it"
+            )
+            c.print(f"[yellow]lock:[/yellow] {escape(out.proof.line)}; {then}")
     if out.probe is not None:
         probe_view(c, out.probe)
 
@@ -323,9 +344,11 @@ def _add_platform(request: CreateRequest, recipe: Recipe, path: Path, lock: Lock
 
 def plan_from_lock(
     request: CreateRequest, recipe: Recipe, compiled: CompiledRecipe, prefix: Path, warnings: tuple[str, ...]
-) -> tuple[SolveOutcome, dict[str, Any]]:
-    """No solve: the lock's records for this machine's platform, if the lock has them and is fresh."""
+) -> tuple[SolveOutcome, LockRef, ProofNote]:
+    """No solve: the lock's records for this machine's platform, if the lock has them and is fresh;
+    with what its proofs say of this kind of machine."""
     from envkit.team.lock import lock_digest, moved, read_lock
+    from envkit.team.proofs import MachineKind, proof_note
 
     path = lock_file_for(request.lock, recipe)
     if path.is_dir():
@@ -348,6 +371,7 @@ def plan_from_lock(
         )
     detected = backend.virtual_packages(platform)
     goal = Target(platform, tuple(detected), machine_gaps(locked.virtual_packages, detected))
+    proven = proof_note(lock, locked, MachineKind.of(platform, map(backend.describe_virtual, detected)))  # before the records move
     # the lock keeps the URLs channel names have everywhere: this machine reaches them through its mirrors
     named = [url.removeprefix(f"{DEFAULT_ALIAS}/") for url in lock.channels if url.startswith(f"{DEFAULT_ALIAS}/")]
     here = resolve_channels(named, dict(request.mirrors)) if named else []  # no name, no mirror (nor config to read)
@@ -365,12 +389,8 @@ def plan_from_lock(
         pip_specs=tuple(p.requirement for p in locked.pip),
         pip_locked=True,
     )
-    return SolveOutcome(plan, list(records)), {
-        "path": str(path),
-        "digest": lock_digest(path),
-        "frozen": request.frozen,
-        "stale": stale,  # `envkit list` says so: the env is not what its recipe asks for
-    }
+    # stale: `envkit list` says so: the env is not what its recipe asks for
+    return SolveOutcome(plan, list(records)), LockRef(str(path), lock_digest(path), frozen=request.frozen, stale=stale), proven
 
 
 def machine_gaps(locked: tuple[str, ...], detected: list[Any]) -> tuple[str, ...]:

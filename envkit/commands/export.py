@@ -25,12 +25,13 @@ from envkit.core.errors import UsageError
 from envkit.core.fsutil import STDOUT, output_path, write_output
 from envkit.core.names import CONDA_NAME_REFUSES, CONDA_RESERVED_NAMES
 from envkit.pip.pinned import LockedPip
+from envkit.prefix.envrecord import EnvRecord, InstalledWheel, RecipeRef
 from envkit.prefix.envs import select_env
 from envkit.prefix.installed import LEGACY_RECORD, PipDist, channel_name, conda_env_vars, pip_dists, read_conda_meta
-from envkit.prefix.record import read_record, recipe_name
+from envkit.prefix.record import read_record
 from envkit.recipe.model import EnvOp
 from envkit.solve import backend
-from envkit.solve.channels import rebase, recorded_channels, to_canonical
+from envkit.solve.channels import ResolvedChannel, rebase, to_canonical
 from envkit.team import export
 from envkit.team.lock import Lock, LockedPlatform, moved, read_lock, write_lock
 from envkit.ui.console import Out, data_stream, escape
@@ -126,7 +127,7 @@ def _conda_meta(prefix: Path) -> list[dict[str, Any]]:
     return sorted(out, key=lambda d: d["name"])
 
 
-# radon cc 28: gathers an env's packages, pip wheels, variables and channels, each with the fallbacks of envs envkit did not make
+# radon cc 27: gathers an env's packages, pip wheels, variables and channels, each with the fallbacks of envs envkit did not make
 def snapshot(prefix: Path) -> export.EnvSnapshot:
     record = read_record(prefix)
     packages = []
@@ -151,19 +152,19 @@ def snapshot(prefix: Path) -> export.EnvSnapshot:
                 _dependencies(data.get("depends") or ()),
             )
         )
-    channels = [c.url for c in recorded_channels((record or {}).get("channels"))] or channels
-    installed = {str(p["name"]): p for p in (record or {}).get("pip_installed", []) if isinstance(p, dict)}
+    channels = [c.url for c in record.channels] if record and record.channels else channels
+    installed = {w.name: w for w in record.pip_installed} if record else {}
     dists = sorted(pip_dists(prefix).values(), key=lambda d: d.name)
-    pip = [export.ExportedPip(d.name, d.version, _reinstall_url(d, installed.get(d.name, {}))) for d in dists if d.managed]
+    pip = [export.ExportedPip(d.name, d.version, _reinstall_url(d, installed.get(d.name))) for d in dists if d.managed]
     editable = [export.ExportedPip(d.name, d.version, d.editable_from) for d in dists if d.editable_from is not None]
     ops: list[EnvOp] = list(recorded_activation(prefix, record).ops) if record else []
     taken = {op.name for op in ops}
     ops += [EnvOp(name, "set", value=value) for name, value in conda_env_vars(prefix).items() if name not in taken]
-    recipe = recipe_name(record or {})
+    recipe = record.recipe_name if record else None
     return export.EnvSnapshot(
         name=conda_env_name(prefix.name, recipe),
         prefix=str(prefix),
-        platform=str((record or {}).get("platform") or backend.native_platform()),
+        platform=(record.platform if record else None) or backend.native_platform(),
         recipe=recipe,
         channels=tuple(channel_name(c) if c.startswith("https://conda.anaconda.org/") else c for c in channels),
         packages=tuple(packages),
@@ -189,10 +190,10 @@ def _dependencies(depends: Iterable[str]) -> tuple[tuple[str, str], ...]:
     return tuple((name, ",".join(versions)) for name, versions in sorted(specs.items()))
 
 
-def _reinstall_url(dist: PipDist, recorded: dict[str, Any]) -> str | None:
+def _reinstall_url(dist: PipDist, recorded: InstalledWheel | None) -> str | None:
     """The wheel the env has now, not the one envkit installed: one pip moved since from an index is
     named by its version."""
-    return dist.reinstall_url(str(recorded.get("url") or ""), str(recorded.get("version"))) or None
+    return dist.reinstall_url(recorded.url if recorded else "", recorded.version if recorded else "") or None
 
 
 def conda_env_name(folder: str, recipe: str | None) -> str:
@@ -215,9 +216,9 @@ def _prefix_record(path: Path) -> Any:
 
 
 def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
-    record = read_record(prefix)
+    record = read_record(prefix) or EnvRecord()
     # a channel the env reached through a mirror is locked by the URL its name has everywhere, as envkit lock does
-    moves = to_canonical(recorded_channels((record or {}).get("channels")))
+    moves = to_canonical([ResolvedChannel(c.name, c.url, "record") for c in record.channels])
     records = moved([_prefix_record(p) for p in sorted((prefix / "conda-meta").glob("*.json")) if p.name != LEGACY_RECORD], moves)
     for package in records:  # the installing machine brings its own credentials
         package.url = without_credentials(str(package.url))
@@ -235,10 +236,9 @@ def _lock_text(prefix: Path, env: export.EnvSnapshot) -> str:
         }
         for op in env.activation
     )
-    recipe = (record or {}).get("recipe") or {}
     lock = Lock(
-        recipe_name(record or {}) or env.name,
-        str(recipe.get("resolved_digest") or ""),
+        record.recipe_name or env.name,
+        (record.recipe or RecipeRef()).resolved_digest or "",
         tuple(rebase(c, moves) for c in env.channels),
         (
             LockedPlatform(

@@ -10,12 +10,13 @@ from envkit.audit.drift import drift
 from envkit.commands import Result
 from envkit.commands.arguments import json_flag
 from envkit.core.errors import EnvkitError
+from envkit.prefix.envrecord import FIX_SOURCE, RecipeRef
 from envkit.prefix.envs import all_envs
 from envkit.prefix.health import health_of
 from envkit.prefix.history import created_at, not_an_env
 from envkit.prefix.installed import pip_dists, read_conda_meta
 from envkit.prefix.protect import frozen_env
-from envkit.prefix.record import FIX_SOURCE, read_record, recipe_name
+from envkit.prefix.record import read_record
 from envkit.team.sync import lock_file, recipe_files
 from envkit.ui.console import Out, TextTable, escape
 from envkit.ui.terminal import UI
@@ -61,25 +62,23 @@ def describe(prefix: Path) -> ListedEnv:
         return ListedEnv(str(prefix), prefix.name, record is not None, error=f"not a conda env: {why}", frozen=frozen)
     if record is None:
         return ListedEnv(str(prefix), prefix.name, False, created=created_at(prefix), frozen=frozen)
-    recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
-    assert isinstance(recipe, dict)
+    recipe = record.recipe or RecipeRef()
     health = health_of(record)
     packages, _ = read_conda_meta(prefix)
-    lock = record.get("lock") if isinstance(record.get("lock"), dict) else {}
-    assert isinstance(lock, dict)
+    lock = record.lock
     return ListedEnv(
         str(prefix),
         prefix.name,
         True,
-        recipe=recipe_name(record),
-        source=recipe.get("source"),
-        commit=recipe.get("commit"),
-        created=record.get("created"),
+        recipe=record.recipe_name,
+        source=recipe.source,
+        commit=recipe.commit,
+        created=record.created,
         health=health.state,
         health_basis=health.line(),
         drift=tuple(drift(record, packages, pip_dists(prefix))),
-        recipe_files=recipe_files(recipe),
-        stale_lock=str(lock["path"]) if lock.get("stale") and lock.get("path") else None,
+        recipe_files=recipe_files(record.recipe),
+        stale_lock=lock.path if lock and lock.stale and lock.path else None,
         lock_file=lock_file(record),
         frozen=frozen,
     )

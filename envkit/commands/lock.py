@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from envkit.audit.engine import Finding, audit_plan
@@ -25,7 +25,7 @@ from envkit.commands import Result
 from envkit.commands.arguments import channel_args, given, json_flag, update_args
 from envkit.core.changes import MARKS, change_text, differences
 from envkit.core.errors import EnvkitError, ExitCode, UsageError
-from envkit.core.fsutil import STDOUT, is_stdout, output_path
+from envkit.core.fsutil import STDOUT, is_stdout, output_path, scratch_file
 from envkit.core.notices import notify
 from envkit.pip.pinned import LockedPip
 from envkit.recipe.compile import CompiledRecipe, compile_recipe
@@ -38,9 +38,13 @@ from envkit.solve import backend
 from envkit.solve.channels import ResolvedChannel, check_local_channel, from_canonical, resolve_channels, to_canonical
 from envkit.solve.plan import choose_channels, plan_from_records, solve_keeping, solve_or_explain, target
 from envkit.team.lock import Lock, LockedPlatform, NewerLock, default_lock_path, moved, pins, read_lock, write_lock
+from envkit.team.proofs import Proof, slice_digest
 from envkit.ui.console import Out, escape
 from envkit.ui.terminal import UI
 from envkit.ui.views import findings_view
+
+if TYPE_CHECKING:
+    from envkit.commands.lock_show import ShownLock
 
 
 @dataclass(frozen=True)
@@ -86,12 +90,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     update_args(p, kept="the lock's other pins are kept where they still fit", afresh="keep none of the lock's pins")
     p.add_argument("--dry-run", action="store_true", help="solve and show what the lock would change; write nothing")
+    p.add_argument(
+        "--show",
+        action="store_true",
+        help="solve nothing: list the lock's platform slices and the proofs of each (RECIPE may be the lock file itself)",
+    )
     channel_args(p)
     json_flag(p)
 
 
-def invoke(args: argparse.Namespace, ui: UI) -> Result[LockOutcome]:
+def invoke(args: argparse.Namespace, ui: UI) -> Result[LockOutcome] | Result[ShownLock]:
     from envkit.solve.channels import parse_mirror_flags
+
+    if args.show:
+        from envkit.commands.lock_show import show_lock, show_view
+
+        return Result("lock", show_lock(args.output or args.recipe), view=show_view)
 
     return lock(
         args.recipe,
@@ -217,8 +231,22 @@ def lock(
         return Result("lock", replace(outcome, refused=True), int(ExitCode.FINDINGS), why, tuple(blocking), view=lock_view)
     if dry_run:
         return Result("lock", outcome, messages=("dry run: the lock was not written",), view=lock_view)
-    write_lock(path, Lock(recipe.name, digest, tuple(c.canonical for c in channels), tuple(locked)))
+    made = Lock(recipe.name, digest, tuple(c.canonical for c in channels), tuple(locked))
+    write_lock(path, replace(made, proofs=still_proven(previous, made, path)))
     return Result("lock", outcome, view=lock_view)
+
+
+def still_proven(previous: Lock | None, made: Lock, path: Path) -> tuple[Proof, ...]:
+    """The proofs of the lock replaced whose slice this one holds unchanged (envkit.team.proofs):
+    a slice the update moved loses its proofs, the others keep theirs. The digests are taken from
+    the lock as written and read back, as a later attestation reads it."""
+    if previous is None or not previous.proofs or is_stdout(str(path)):
+        return ()
+    with scratch_file(path) as draft:
+        write_lock(draft, made)
+        written = read_lock(draft)
+    digests = {(p.platform, slice_digest(written, p)) for p in written.platforms}
+    return tuple(p for p in previous.proofs if (p.platform, p.slice_digest) in digests)
 
 
 def _say_unpinned_folders(pip: set[LockedPip]) -> None:

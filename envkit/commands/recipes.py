@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlparse
 from envkit.audit.recipe_rules import ConsistencyFinding, check_recipe, require_consistent
 from envkit.commands import Result
 from envkit.commands.arguments import given, json_flag
-from envkit.commands.recipes_check import CheckedRecipe, check, recipe_files_in
+from envkit.commands.recipes_check import CheckedRecipe, check, recipe_files_in, required_kinds
 from envkit.core.errors import EnvkitError, ExitCode, SourceError
 from envkit.prefix.envs import all_envs
 from envkit.prefix.record import read_record
@@ -45,6 +45,12 @@ def add_arguments(recipes: argparse.ArgumentParser) -> None:
     json_flag(p)
     p = rsub.add_parser("check", help="for a recipe repo's CI: every recipe valid, its lock present and fresh, each platform solvable")
     p.add_argument("paths", nargs="*", metavar="PATH", help="recipe files or directories of them (default: .)")
+    p.add_argument(
+        "--require-proof",
+        metavar="KINDS",
+        default="",
+        help="fail unless each lock has a passing proof (envkit probe --attest) for each kind: e.g. linux-64,linux-64+cuda,linux-64+cuda_arch=9.0",
+    )
     json_flag(p)
     p = rsub.add_parser("add-source", help="add a git repository of recipes, pinned to a commit")
     p.add_argument("url", type=given, help="git URL (https, ssh, file://) or a local path")
@@ -69,7 +75,7 @@ def invoke(args: argparse.Namespace, ui: UI) -> RecipesResult:
     if args.action == "validate":
         return validate(args.paths)
     if args.action == "check":
-        return check(args.paths)
+        return check(args.paths, required_kinds(args.require_proof))
     if args.action == "add-source":
         return add(args.url, args.name, args.ref)
     if args.action == "remove-source":
@@ -190,8 +196,9 @@ def envs_from(source: str, recipes: set[str] | None = None) -> tuple[str, ...]:
     """The envs conda knows that were made from `source` (from these of its recipes)."""
     out = []
     for prefix in all_envs():
-        recipe = (read_record(prefix) or {}).get("recipe")
-        if isinstance(recipe, dict) and recipe.get("source") == source and (recipes is None or recipe.get("name") in recipes):
+        record = read_record(prefix)
+        recipe = record.recipe if record else None
+        if recipe is not None and recipe.source == source and (recipes is None or recipe.name in recipes):
             out.append(str(prefix))
     return tuple(out)
 

@@ -22,6 +22,7 @@ from envkit.recipe.sources import (
 from envkit.solve.backend import still_offered
 from envkit.solve.channels import ResolvedChannel, from_canonical, resolve_channels
 from envkit.team.lock import Lock, pins, read_lock
+from envkit.team.proofs import RequiredKind, missing_kinds
 from envkit.ui.console import Out, escape
 
 
@@ -80,7 +81,15 @@ def _solver_reason(message: str, where: str) -> str:
     return reason + (f" ... ('envkit lock {where}' shows all {len(rest)} more lines)" if rest else "")
 
 
-def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, ...]) -> CheckedRecipe:
+def required_kinds(text: str) -> tuple[RequiredKind, ...]:
+    """--require-proof's comma-separated kinds (envkit.team.proofs.RequiredKind)."""
+    return tuple(RequiredKind.parse(part) for part in text.split(",") if part.strip())
+
+
+# radon cc 21: a recipe's checks, in the order CI reads them (valid, locked, fresh, complete, offered, proven, solvable)
+def check_one(
+    path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, ...], required: tuple[RequiredKind, ...] = ()
+) -> CheckedRecipe:
     """`extended_by`: the checked recipes that extend this one. A parent that is there only to be
     extended needs no lock of its own; one that has a lock must keep it fresh all the same."""
     where = str(path)
@@ -108,6 +117,10 @@ def check_one(path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, 
                 problems.append(f"{lock_path}: lacks {', '.join(missing)}, which the recipe declares; re-lock with 'envkit lock {where}'")
             problems += _withdrawn(lock, lock_path, channels, where)
             problems += _wheels_gone(lock, lock_path, where)
+            problems += [
+                f"{lock_path}: {gap}; prove it: envkit create {where} --locked, then 'envkit probe --attest' on such a machine, and commit the lock"
+                for gap in missing_kinds(lock, required)
+            ]
     try:
         solve_for_lock(recipe, platforms, channels)
     except EnvkitError as exc:
@@ -223,10 +236,10 @@ def _status(url: str, auth: tuple[str, str] | None = None) -> int:
     return status
 
 
-def check(paths: list[str]) -> Result[list[CheckedRecipe]]:
+def check(paths: list[str], required: tuple[RequiredKind, ...] = ()) -> Result[list[CheckedRecipe]]:
     """For a recipe repo's CI: every recipe valid, each lock present (a parent the others extend
-    needs none), fresh and covering the declared platforms, each platform still solvable. Nothing
-    is created."""
+    needs none), fresh and covering the declared platforms, proven on each `required` kind of
+    machine, each platform still solvable. Nothing is created."""
     files = recipe_files_in(paths)
     loaded = {path: _load_checked(path) for path in files}
     extenders: dict[Path, set[str]] = {}
@@ -234,7 +247,7 @@ def check(paths: list[str]) -> Result[list[CheckedRecipe]]:
         if not isinstance(recipe, EnvkitError):
             for parent in recipe.chain[1:]:  # the files it was made from, itself first
                 extenders.setdefault(Path(parent).resolve(), set()).add(recipe.name)
-    checked = [check_one(path, loaded[path], tuple(sorted(extenders.get(path.resolve(), ())))) for path in files]
+    checked = [check_one(path, loaded[path], tuple(sorted(extenders.get(path.resolve(), ()))), required) for path in files]
     problems = tuple(p for c in checked for p in c.problems)
     code = ExitCode.FINDINGS if problems else ExitCode.OK
     return Result("recipes check", checked, int(code), errors=problems, view=check_view)

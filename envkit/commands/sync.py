@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envkit.commands import Result
 from envkit.commands.arguments import env_args, json_flag, lock_args, override_frozen_flag, update_args
@@ -27,9 +27,10 @@ from envkit.core.fsutil import owner_name
 from envkit.install.inplace import Installer
 from envkit.install.journal import draft_path
 from envkit.install.transaction import env_lock, recover, settle_before_change
+from envkit.prefix.envrecord import EnvRecord
 from envkit.prefix.envs import select_env
 from envkit.prefix.protect import must_not_be_frozen
-from envkit.prefix.record import only_fixed, read_record
+from envkit.prefix.record import read_record
 from envkit.recipe.sources import is_git_source_name, read_git_sources
 from envkit.team.sync import SyncOutcome
 from envkit.ui.console import Out, escape
@@ -106,29 +107,29 @@ def must_be_a_conda_env(prefix: Path) -> None:
         )
 
 
-def _record_or_fail(prefix: Path) -> dict[str, Any]:
+def _record_or_fail(prefix: Path) -> EnvRecord:
     must_be_a_conda_env(prefix)
     record = read_record(prefix)
-    if record is None or only_fixed(record):
+    if record is None or record.only_fixed:
         fixed = " (audit --fix only added its activation settings)" if record else ""
         raise UsageError(
             f"{prefix} was not made by envkit{fixed}: there is no recipe to sync it to",
             hint=f"create it with envkit create RECIPE -p {prefix} --force",
         )
-    origin = record.get("recipe") or {}
-    if not isinstance(origin, dict) or not origin.get("path"):
+    origin = record.recipe
+    if origin is None or not origin.path:
         raise UsageError(f"{prefix}: its record names no recipe file", hint="recreate it with envkit create RECIPE --force")
-    made_from = Path(str(origin["path"]))
+    made_from = Path(origin.path)
     if not made_from.exists() and not made_from.is_symlink():
-        source = str(origin.get("source") or "file")
+        source = origin.source or "file"
         remake = f"make the env from the new one: envkit create NEW -p {prefix} --force"
         if is_git_source_name(source) and all(entry.name != source for entry in read_git_sources()):
             raise UsageError(
-                f"{prefix} was made from recipe '{origin.get('name')}' of the '{source}' recipe repo, which was removed from envkit's sources",
+                f"{prefix} was made from recipe '{origin.name}' of the '{source}' recipe repo, which was removed from envkit's sources",
                 hint=f"add the repo again (envkit recipes add-source URL --name {source}), or {remake}",
             )
         raise UsageError(
-            f"{prefix} was made from recipe '{origin.get('name')}' at {made_from}, which is gone"
+            f"{prefix} was made from recipe '{origin.name}' at {made_from}, which is gone"
             + (f" from the '{source}' recipe repo" if is_git_source_name(source) else ""),
             hint=f"if it was renamed or moved, {remake}",
         )
@@ -227,7 +228,7 @@ def _refused(seen: Look) -> Result[SyncOutcome] | None:
 
 def _sync_locked(
     prefix: Path,
-    record: dict[str, Any],
+    record: EnvRecord,
     installer: Installer,
     *,
     locked: bool,

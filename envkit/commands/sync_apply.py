@@ -4,14 +4,13 @@ conda packages through the installer child, then pip, then the activation, the h
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from envkit.activation.writer import (
     RecordedActivation,
-    activation_json,
+    activation_section,
     carried_beside,
     own_tag,
     recorded_activation,
@@ -24,7 +23,7 @@ from envkit.core.fsutil import read_exact
 from envkit.core.notices import notify
 from envkit.install import pkgcache
 from envkit.install.changescope import ChangeScope
-from envkit.install.create import specs_json
+from envkit.install.create import recorded_specs
 from envkit.install.inplace import Installer
 from envkit.install.journal import rollback, stash, write_journal
 from envkit.install.linkscope import change_folders, site_packages_of
@@ -32,6 +31,7 @@ from envkit.pip.install import pip_install, pip_put_back
 from envkit.pip.repair import PipRepair, pip_state
 from envkit.prefix import envs
 from envkit.prefix.condameta import stamp
+from envkit.prefix.envrecord import EnvRecord, InstalledWheel
 from envkit.prefix.history import Linked, append_block, block, linked_in, requested_specs, spec_name, unmet
 from envkit.prefix.installed import dist_files, pip_dists
 from envkit.prefix.record import sync_journal_path, write_record
@@ -39,7 +39,7 @@ from envkit.solve.plan import Plan
 from envkit.team.sync import SyncOutcome
 
 
-def remember(prefix: Path, record: dict[str, Any], seen: Look) -> tuple[Path, ...]:
+def remember(prefix: Path, record: EnvRecord, seen: Look) -> tuple[Path, ...]:
     """Nothing differs: keep the new fingerprints, so that next time is quick, and write anew the
     activation scripts that are not as this envkit writes them (an older envkit's, or edited):
     same settings, this envkit's text. Returns the scripts written."""
@@ -49,8 +49,16 @@ def remember(prefix: Path, record: dict[str, Any], seen: Look) -> tuple[Path, ..
     write_files(stale)
     # the env still holds what the lock it was installed from installed: a sync to the recipe that
     # changed nothing keeps that link (envkit list tells when that lock moves on)
-    provenance = {**seen.provenance, "lock": seen.provenance.get("lock") or record.get("lock")}
-    write_record(prefix, {**record, **provenance, "activation": activation_json(activation, prefix, files), "conda_meta": stamp(prefix)})
+    write_record(
+        prefix,
+        replace(
+            record,
+            recipe=seen.provenance.recipe,
+            lock=seen.provenance.lock or record.lock,
+            activation=activation_section(activation, prefix, files),
+            conda_meta=stamp(prefix),
+        ),
+    )
     return tuple(f.path for f in stale)
 
 
@@ -68,7 +76,7 @@ def _roll_back(prefix: Path, cache: Path) -> None:
 
 
 # radon cc 21: the steps of an all-or-nothing change under the journal, each with its rollback
-def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Installer) -> SyncOutcome:
+def apply(prefix: Path, record: EnvRecord, seen: Look, *, installer: Installer) -> SyncOutcome:
     """All or nothing under a journal, with the installer child started ahead. The caller holds the
     env's lock and has settled what earlier runs left (envkit.install.transaction.recover)."""
     plan, cache = seen.plan, envs.pkgs_dir()
@@ -98,7 +106,7 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         pip_installed = (
             _pip_for_new_python(prefix, plan, record) if seen.python_move else _sync_pip(prefix, plan, record, repair, seen.wheel_moves)
         )
-        ours = {str(s.get("spec")) for s in record.get("specs") or [] if isinstance(s, dict)}
+        ours = {s.spec for s in record.specs or ()}
         _write_history(prefix, plan, linked_before, asked_before, ours)
         # the values the startup files carry stay until the audit finds them changed (EK037)
         recorded = recorded_activation(prefix, record)
@@ -109,21 +117,22 @@ def apply(prefix: Path, record: dict[str, Any], seen: Look, *, installer: Instal
         remove_stale(prefix, files)
         write_record(
             prefix,
-            {
-                **record,
-                **seen.provenance,
-                "updated": datetime.now(UTC).isoformat(timespec="seconds"),
-                "packages": [asdict(p) for p in plan.packages],
-                "activation": activation_json(activation, prefix, files),
-                "specs": specs_json(plan),
-                "pip": list(plan.pip_specs),
-                "pip_installed": pip_installed,
-                "conda_meta": stamp(prefix),
-                "virtual_packages": list(plan.virtual_packages),
-                "assumed": list(plan.assumed),
-                "probe": None,
-                "healthy": None,
-            },
+            replace(
+                record,
+                recipe=seen.provenance.recipe,
+                lock=seen.provenance.lock,
+                updated=datetime.now(UTC).isoformat(timespec="seconds"),
+                packages=plan.packages,
+                activation=activation_section(activation, prefix, files),
+                specs=recorded_specs(plan),
+                pip=plan.pip_specs,
+                pip_installed=tuple(InstalledWheel.from_report(w) for w in pip_installed),
+                conda_meta=stamp(prefix),
+                virtual_packages=tuple(plan.virtual_packages),
+                assumed=tuple(plan.assumed),
+                probe=None,
+                healthy=None,
+            ),
         )
         shutil.rmtree(sync_journal_path(prefix), ignore_errors=True)
     except BaseException as exc:
@@ -179,7 +188,7 @@ def _scope(seen: Look) -> ChangeScope:
     return ChangeScope(dists, site_packages_of(seen.records), tuple(sorted(wheels)))
 
 
-def _journal_folders(prefix: Path, cache: Path, record: dict[str, Any], seen: Look, installer: Installer) -> tuple[str, ...] | None:
+def _journal_folders(prefix: Path, cache: Path, record: EnvRecord, seen: Look, installer: Installer) -> tuple[str, ...] | None:
     """The folders the change can add entries to (envkit.install.linkscope), for the journal to list; None
     (list every path) when pip changes too, since pip writes where its wheels say."""
     installed, sha256 = installer.installed(), installer.installed_sha256()
@@ -195,12 +204,12 @@ def _journal_folders(prefix: Path, cache: Path, record: dict[str, Any], seen: Lo
     return change_folders(prefix, cache, installed, sha256, seen.records)
 
 
-# radon cc 24: pip's part of a sync: put back, move, install anew for a new python; one branch each
-def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepair, moves: WheelMoves | None) -> list[dict[str, str]]:
+# radon cc 23: pip's part of a sync: put back, move, install anew for a new python; one branch each
+def _sync_pip(prefix: Path, plan: Plan, record: EnvRecord, repair: PipRepair, moves: WheelMoves | None) -> list[dict[str, str]]:
     """pip back to the record first (the wheels pip-installed since are stashed by then), then the
     recipe's pip changes from there: wheels it no longer names are stashed too, so a rollback puts
     them back without an index; then the wheels `--update` moves, the very files the look chose."""
-    old = [p for p in record.get("pip_installed", []) if isinstance(p, dict)]
+    old = [w.as_report() for w in record.pip_installed]
     old += [{"name": name, "version": version, "url": ""} for name, version in repair.adopt]
     if repair.missing:
         # the URL each came from this time (the recorded one, or this machine's index by hash)
@@ -226,12 +235,12 @@ def _sync_pip(prefix: Path, plan: Plan, record: dict[str, Any], repair: PipRepai
     return sorted((p for p in kept.values() if (str(p["name"]), str(p["version"])) in have), key=lambda p: str(p["name"]))
 
 
-def _pip_for_new_python(prefix: Path, plan: Plan, record: dict[str, Any]) -> list[dict[str, str]]:
+def _pip_for_new_python(prefix: Path, plan: Plan, record: EnvRecord) -> list[dict[str, str]]:
     """The pip list installed anew into a python of another minor version (the old one's wheels
     are in the journal by now): at the versions the record has where pip offers them for this
     python, else as pip resolves them afresh; a lock's exact files as the lock has them."""
-    recorded = {str(p["name"]): p for p in record.get("pip_installed", []) if isinstance(p, dict) and p.get("name")}
-    keep = tuple((name, str(p.get("version"))) for name, p in recorded.items())
+    recorded = {w.name: w.as_report() for w in record.pip_installed}
+    keep = tuple((name, p["version"]) for name, p in recorded.items())
     # pip reports only what it installed: a wheel the new python already had (a move back to a
     # python whose site-packages conda left) stays recorded as it was
     recorded.update({p["name"]: p for p in pip_install(prefix, plan.pip_specs, locked=plan.pip_locked, keep=keep)})
@@ -239,14 +248,14 @@ def _pip_for_new_python(prefix: Path, plan: Plan, record: dict[str, Any]) -> lis
     return sorted((p for p in recorded.values() if (str(p["name"]), str(p.get("version"))) in have), key=lambda p: str(p["name"]))
 
 
-def _pip_resourced(record: dict[str, Any], plan: Plan) -> set[str]:
+def _pip_resourced(record: EnvRecord, plan: Plan) -> set[str]:
     """The wheels the pip list still names but takes from elsewhere now: to or from a URL
     (`proj==0.1` -> `proj @ git+URL@main`), or another commit or file (a lock that moved a git
     wheel's commit). pip takes an installed wheel of a fitting version for the new one, whatever it
     came from, so these go into the journal first and pip installs them from their new source."""
     from envkit.pip.resolve import direct_references  # packaging: loaded where pip runs
 
-    old_specs = tuple(str(s) for s in record.get("pip") or [])
+    old_specs = record.pip
 
     def sources(specs: tuple[str, ...]) -> dict[str, str]:
         # a file pinned by hash is the same file wherever its URL says it is (another mirror)

@@ -20,14 +20,13 @@ from envkit.core.notices import notify
 from envkit.install.inplace import Installer
 from envkit.pip.install import pip_file, pip_newest, pip_refs, pip_upgrades
 from envkit.pip.repair import PipRepair, needed_wheels, pip_repair
+from envkit.prefix.envrecord import EnvRecord, LockRef, Provenance, RecipeRef
 from envkit.prefix.installed import PipDist, pip_dists, read_conda_meta
 from envkit.prefix.pipurls import commit_shown, pip_shown, url_commit
 from envkit.recipe.compile import compile_recipe
-from envkit.recipe.digest import recipe_provenance
 from envkit.recipe.loader import load_recorded
 from envkit.recipe.model import Recipe
 from envkit.solve import backend
-from envkit.solve.channels import recorded_channels
 from envkit.solve.plan import Plan, solve_recipe
 from envkit.team.sync import SyncOutcome, diff_variables
 
@@ -40,7 +39,7 @@ class Look:
     plan: Plan
     records: list[Any]  # rattler's, for the installer
     changes: SyncOutcome
-    provenance: dict[str, Any]  # the record's "recipe" and "lock" entries after the sync
+    provenance: Provenance  # the record's recipe and lock entries after the sync
     pip_repair: PipRepair  # pip's changes since the record, undone before the recipe's own
     wheel_moves: WheelMoves | None = None  # what --update does to pip's wheels
     python_move: tuple[str, str] | None = None  # (old X.Y, new X.Y) where the change moves python and pip has wheels
@@ -55,13 +54,13 @@ class Moving:
     names: tuple[str, ...] = ()
     everything: bool = False
 
-    def preferred(self, record: dict[str, Any]) -> list[backend.Preferred]:
+    def preferred(self, record: EnvRecord) -> list[backend.Preferred]:
         """The recorded packages a solve keeps; a name to move that the env has neither as a conda
         package nor as a pip wheel is a typo."""
         if self.everything:
             return []
-        recorded = [p for p in record.get("packages", []) if isinstance(p, dict) and p.get("url")]
-        names = {str(p["name"]) for p in recorded}
+        recorded = [p for p in record.packages or () if p.url]
+        names = {p.name for p in recorded}
         wheels = set(recorded_wheel_names(record))
         unknown = [n for n in self.names if n.lower() not in names and _canonical(n) not in wheels]
         if unknown:
@@ -70,9 +69,9 @@ class Moving:
                 hint="give conda's names as 'conda list' shows them and pip's as 'pip list' does, or --update-all",
             )
         moving = {n.lower() for n in self.names}
-        return [(str(p["name"]), str(p["version"]), str(p["build"]), str(p["url"])) for p in recorded if str(p["name"]) not in moving]
+        return [(p.name, p.version, p.build, p.url) for p in recorded if p.name not in moving]
 
-    def wheels(self, record: dict[str, Any]) -> tuple[str, ...]:
+    def wheels(self, record: EnvRecord) -> tuple[str, ...]:
         """The recorded pip wheels this sync moves (their canonical names)."""
         recorded = recorded_wheel_names(record)
         if self.everything:
@@ -81,9 +80,9 @@ class Moving:
         return tuple(n for n in recorded if n in named)
 
 
-def recorded_wheel_names(record: dict[str, Any]) -> tuple[str, ...]:
+def recorded_wheel_names(record: EnvRecord) -> tuple[str, ...]:
     """The wheels envkit installed, by their canonical names (as the record keeps them)."""
-    return tuple(sorted({str(p.get("name")) for p in record.get("pip_installed", []) if isinstance(p, dict) and p.get("name")}))
+    return tuple(sorted({w.name for w in record.pip_installed}))
 
 
 def _canonical(name: str) -> str:
@@ -105,10 +104,10 @@ class WheelMoves:
     required: frozenset[str] = frozenset()  # what the installed files require
 
 
-# radon cc 24: the sync's sources (recipe, lock, frozen lock) and what each moves; one look so that the difference shown is the one applied
+# radon cc 26: the sync's sources (recipe, lock, frozen lock) and what each moves; one look so that the difference shown is the one applied
 def look(
     prefix: Path,
-    record: dict[str, Any],
+    record: EnvRecord,
     *,
     locked: bool,
     lock: str | None,
@@ -119,21 +118,26 @@ def look(
 ) -> Look:
     """The plan from the recorded recipe (or its lock) and its difference from the env; `installer`
     (when one was started) has read the env's records already."""
-    origin = record["recipe"]
-    recipe = load_recorded(str(origin.get("source") or "file"), str(origin["path"]))
+    origin = record.recipe
+    if origin is None or origin.path is None:
+        raise UsageError(
+            f"{prefix}: its record names no recipe file to sync to",
+            hint=f"make the env again with 'envkit create RECIPE -p {prefix} --force'",
+        )
+    recipe = load_recorded(origin.source or "file", origin.path)
     warnings = plan_warnings(recipe, backend.native_platform())
     compiled = compile_recipe(recipe)
     lock_path = recorded_lock(record, lock) if (locked or lock or frozen) else None
-    lock_info: dict[str, Any] | None = None
+    lock_info: LockRef | None = None
     # the channels the env was made from, mirrors included
-    recorded = {c.name: c.url for c in recorded_channels(record.get("channels")) if c.name != c.url}
+    recorded = {c.name: c.url for c in record.channels if c.name != c.url}
     if lock_path is not None:
         from envkit.commands.create import CreateRequest, plan_from_lock  # create's machinery: for a lock only
 
         request = CreateRequest(
-            str(origin["path"]), prefix=str(prefix), mirrors=tuple(recorded.items()), locked=True, lock=str(lock_path), frozen=frozen
+            origin.path, prefix=str(prefix), mirrors=tuple(recorded.items()), locked=True, lock=str(lock_path), frozen=frozen
         )
-        outcome, lock_info = plan_from_lock(request, recipe, compiled, prefix, warnings)
+        outcome, lock_info, _ = plan_from_lock(request, recipe, compiled, prefix, warnings)
     else:
         # a changed recipe moves what it must: the rest stays as envkit installed it (not at the
         # channel's newest), as conda install keeps what is installed
@@ -166,7 +170,7 @@ def look(
         lock_set_aside=None if lock_path else _lock_made_from(record),
         warnings=warnings,
     )
-    provenance = {"recipe": recipe_provenance(recipe), "lock": lock_info}
+    provenance = Provenance(RecipeRef.of(recipe), lock_info)
     return Look(recipe, plan, outcome.records, changes, provenance, repair, moves, python_move)
 
 
@@ -177,14 +181,14 @@ def _python_move(installed: dict[str, str], planned: dict[str, str]) -> tuple[st
     return (old, new) if old and new and old != new else None
 
 
-def _python_move_lines(record: dict[str, Any], move: tuple[str, str] | None) -> tuple[str, ...]:
+def _python_move_lines(record: EnvRecord, move: tuple[str, str] | None) -> tuple[str, ...]:
     if move is None:
         return ()
-    wheels = ", ".join(f"{p.get('name')} {p.get('version')}" for p in record.get("pip_installed", []) if isinstance(p, dict))
+    wheels = ", ".join(f"{w.name} {w.version}" for w in record.pip_installed)
     return (f"~ installed anew for python {move[1]} (the versions kept where pip has them for it): {wheels}",)
 
 
-def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Moving, dropped: set[str]) -> WheelMoves:
+def _wheel_moves(prefix: Path, plan: Plan, record: EnvRecord, moving: Moving, dropped: set[str]) -> WheelMoves:
     """The wheels `--update` moves, and what they need: pip's own choice in the env, with conda's
     python packages and every other wheel held where they are (the recipe's pip list still met).
     What a changed pip list no longer names (`dropped`) goes, and is not moved first."""
@@ -193,7 +197,7 @@ def _wheel_moves(prefix: Path, plan: Plan, record: dict[str, Any], moving: Movin
     if not wheels or not (plan.pip_specs or named):
         return WheelMoves()
     dists = pip_dists(prefix)
-    recorded = {str(p.get("name")): p for p in record.get("pip_installed", []) if isinstance(p, dict)}
+    recorded = {w.name: w.as_report() for w in record.pip_installed}
     install, required, plain = _pip_choices(prefix, plan, moving, wheels=wheels, named=named, dists=dists, recorded=recorded)
     ends = _ends(prefix, wheels, install, dists, recorded)
     newest = pip_newest(prefix, plain) if plain else {}  # an index that does not answer is said, not taken for "nothing newer"
@@ -278,7 +282,7 @@ def _repair_leaving(prefix: Path, repair: PipRepair, moves: WheelMoves) -> PipRe
 
 
 def _say_what_holds_back(
-    prefix: Path, plan: Plan, *, record: dict[str, Any], wheels: tuple[str, ...], named: tuple[str, ...], ends: dict[str, dict[str, str]]
+    prefix: Path, plan: Plan, *, record: EnvRecord, wheels: tuple[str, ...], named: tuple[str, ...], ends: dict[str, dict[str, str]]
 ) -> None:
     """A named wheel whose newer version needs other wheels moved stays where the held ones allow,
     as a re-lock's does; pip would not say why, so the same move with only conda's packages held
@@ -297,17 +301,13 @@ def _say_what_holds_back(
 
 
 def _move_lines(
-    record: dict[str, Any], plan: Plan, dists: dict[str, Any], wheels: tuple[str, ...], ends: dict[str, dict[str, str]]
+    record: EnvRecord, plan: Plan, dists: dict[str, Any], wheels: tuple[str, ...], ends: dict[str, dict[str, str]]
 ) -> tuple[str, ...]:
     """Against the record: `~ name old -> new` for a wheel moved (the env may have it already, by
     hand), the put-back of one that stays but was changed by hand, `+ name version` for one the
     moved ones now need (not for a new requirement of the recipe's: its own `+ spec` line shows it)."""
-    old = {
-        str(p.get("name")): pip_shown(str(p.get("version")), str(p.get("url") or ""))
-        for p in record.get("pip_installed", [])
-        if isinstance(p, dict)
-    }
-    asked = spec_names(tuple(s for s in plan.pip_specs if s not in set(record.get("pip") or [])))
+    old = {w.name: pip_shown(w.version, w.url) for w in record.pip_installed}
+    asked = spec_names(tuple(s for s in plan.pip_specs if s not in set(record.pip)))
     lines = []
     for name in sorted(ends):
         new, have = ends[name]["version"], dists[name].version if name in dists else None
@@ -324,9 +324,8 @@ def _move_lines(
     return tuple(lines)
 
 
-def _lock_made_from(record: dict[str, Any]) -> str | None:
-    path = (record.get("lock") or {}).get("path")
-    return path if isinstance(path, str) else None
+def _lock_made_from(record: EnvRecord) -> str | None:
+    return record.lock.path if record.lock else None
 
 
 def _installed(prefix: Path, installer: Installer | None) -> dict[str, str]:
@@ -345,21 +344,17 @@ def _installed(prefix: Path, installer: Installer | None) -> dict[str, str]:
     return {name: f"{p.version} {p.build}" for name, p in packages.items()}
 
 
-def pip_change(record: dict[str, Any], plan: Plan) -> tuple[str, ...]:
+def pip_change(record: EnvRecord, plan: Plan) -> tuple[str, ...]:
     if plan.pip_locked:
         # a locked wheel is its file: the one the env has may have come from another URL (this
         # machine's index, envkit.pip.install), and is the same while its name and hash are
-        before = {
-            _locked_file(str(p.get("name")), str(p.get("url"))): str(p.get("url"))
-            for p in record.get("pip_installed", [])
-            if isinstance(p, dict)
-        }
+        before = {_locked_file(w.name, w.url): w.url for w in record.pip_installed}
         after = {_locked_file(*spec.split(" @ ", 1)): spec.partition(" @ ")[2] for spec in plan.pip_specs}
         return tuple(
             [f"+ {after[k]}" for k in sorted(after.keys() - before.keys())]
             + [f"- {before[k]}" for k in sorted(before.keys() - after.keys())]
         )
-    old, new = set(record.get("pip") or []), set(plan.pip_specs)
+    old, new = set(record.pip), set(plan.pip_specs)
     return tuple([f"+ {s}" for s in sorted(new - old)] + [f"- {s}" for s in sorted(old - new)])
 
 
@@ -370,12 +365,12 @@ def _locked_file(name: str, url: str) -> tuple[str, str]:
     return canonicalize_name(name.strip()), sha256 or url.strip()
 
 
-def pip_dropped(record: dict[str, Any], plan: Plan) -> set[str]:
+def pip_dropped(record: EnvRecord, plan: Plan) -> set[str]:
     """The recorded wheels a changed pip list no longer names (pip installs again any that a
     remaining one depends on)."""
     if pip_change(record, plan) == ():
         return set()
-    return {str(p["name"]) for p in record.get("pip_installed", []) if isinstance(p, dict)} - names_in(plan)
+    return {w.name for w in record.pip_installed} - names_in(plan)
 
 
 def names_in(plan: Plan) -> set[str]:

@@ -3,28 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from envkit.commands import Result
 from envkit.core import paths
+from envkit.prefix.envrecord import EnvRecord
 from envkit.prefix.protect import must_not_be_frozen
 from envkit.prefix.record import read_record
 from envkit.team.sync import SyncOutcome, in_sync, lock_file
 
 
-def recorded_lock(record: dict[str, Any], lock: str | None) -> Path | None:
+def recorded_lock(record: EnvRecord, lock: str | None) -> Path | None:
     """The lock a locked sync uses: the one given, else the one the env was made from, else where
     `envkit lock` puts it for the env's recipe."""
     if lock:
         return Path(lock).expanduser().absolute()
-    path = (record.get("lock") or {}).get("path")
-    if isinstance(path, str):
-        return Path(path)
-    recipe = record.get("recipe") or {}
-    name, where = recipe.get("name"), recipe.get("path")
-    if not isinstance(name, str) or not isinstance(where, str):
+    if record.lock is not None and record.lock.path is not None:
+        return Path(record.lock.path)
+    recipe = record.recipe
+    if recipe is None or recipe.name is None or recipe.path is None:
         return None
-    return paths.lock_beside(name, str(recipe.get("source")), where)
+    return paths.lock_beside(recipe.name, str(recipe.source), recipe.path)
 
 
 def quick(
@@ -48,8 +46,10 @@ def quick(
     if not in_sync(prefix, lock_path=lock_path):
         return None
     source = "lock" if lock_path else "recipe"
-    what = f"its lock {lock_path}" if lock_path else f"recipe '{(record.get('recipe') or {}).get('name')}'"
+    what = f"its lock {lock_path}" if lock_path else f"recipe '{record.recipe.name if record.recipe else None}'"
     said = [f"{prefix} is in sync with {what}: nothing to do"]
     if lock_path is None and lock_file(record) == "changed":  # the recipe's sync is not the lock's
-        said.append(f"the lock it was installed from ({record['lock']['path']}) changed since: 'envkit sync --locked' installs it")
+        said.append(
+            f"the lock it was installed from ({record.lock.path if record.lock else None}) changed since: 'envkit sync --locked' installs it"
+        )
     return Result("sync", SyncOutcome(str(prefix), source, noop=True, dry_run=False), messages=tuple(said))

@@ -78,12 +78,11 @@ def stale_request_moves(prefix: str, unlink: tuple[Any, ...], link: tuple[Any, .
         record = read_record(path)
     except Exception:  # a record the user may not read: the audit says so
         return []
-    if not isinstance(record, dict):
+    if record is None:
         return []
     stale = {spec_name(asked): asked for asked, _ in stale_requests(path, record)}
-    installed = {str(p.get("name")): str(p.get("version")) for p in record.get("packages") or [] if isinstance(p, dict)}
-    recipe = record.get("recipe")
-    recipe_name = recipe.get("name") if isinstance(recipe, dict) else None
+    installed = {p.name: p.version for p in record.packages or ()}
+    recipe_name = record.recipe.name if record.recipe else None
     out = []
     for rec in link:
         name, version = str(rec.name), str(rec.version)
@@ -105,7 +104,7 @@ def export_variables(prefix: Path) -> tuple[dict[str, str], list[str]]:
 
     try:
         record = read_record(prefix)
-        ops = recorded_activation(prefix, record).ops if isinstance(record, dict) else ()
+        ops = recorded_activation(prefix, record).ops if record is not None else ()
     except Exception:  # an unreadable record: conda's export goes on without envkit's settings
         return {}, []
     plain = {op.name: op.value for op in ops if op.action == "set" and op.value is not None}

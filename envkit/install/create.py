@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,15 @@ from envkit.core.notices import notify
 from envkit.install import pkgcache
 from envkit.install.transaction import env_lock, recover, remove_tree, swap_in
 from envkit.prefix import envs
+from envkit.prefix.envrecord import (
+    EnvRecord,
+    InstalledWheel,
+    JSONObject,
+    Provenance,
+    RecipeRef,
+    RecordedChannel,
+    RecordedSpec,
+)
 from envkit.prefix.leftovers import work_dir
 from envkit.prefix.protect import FROZEN_MARKER, frozen_env, frozen_marker, must_be_an_env_alone, must_not_be_frozen
 from envkit.prefix.record import read_record, record_digest, write_record
@@ -122,7 +131,7 @@ def _ahead(prefix: Path, activation: tuple[EnvOp, ...], replaced: dict[str, str 
 
 
 def _finish(
-    staging: Path, plan: Plan, records: list[Any], origin: RecipeOrigin, *, marker: bytes | None, provenance: dict[str, Any] | None
+    staging: Path, plan: Plan, records: list[Any], origin: RecipeOrigin, *, marker: bytes | None, provenance: Provenance | None
 ) -> list[ActivationFile]:
     """Make the freshly linked staging env complete: conda-meta as conda writes it, history, pip
     packages, activation scripts and, last, the record; returns the activation files as they will
@@ -144,23 +153,23 @@ def _finish(
     write_files(staged, staged=True)
     # the same files at the final place: the staging env's python says where its site-packages is
     files = [ActivationFile(prefix / f.path.relative_to(staging), f.text) for f in staged]
-    record = {
-        **build_record(plan, origin, activation, files),
-        "pip_installed": pip_installed,
-        "conda_meta": condameta.stamp(staging),  # kept by the rename into place
-        **(provenance or {}),
-    }
+    record = replace(
+        build_record(plan, origin, activation, files, provenance),
+        pip_installed=pip_installed,
+        conda_meta=condameta.stamp(staging),  # kept by the rename into place
+    )
     write_record(staging, record, staged=True)  # last: the staging env is complete
     return files
 
 
-def _pip_install(staging: Path, plan: Plan, prefix: Path) -> list[dict[str, str]]:
+def _pip_install(staging: Path, plan: Plan, prefix: Path) -> tuple[InstalledWheel, ...]:
     """The plan's pip list into the staging env; pip's machinery is loaded only for a recipe with one."""
     if not plan.pip_specs:
-        return []
+        return ()
     from envkit.pip.install import pip_install
 
-    return pip_install(staging, plan.pip_specs, final_prefix=prefix, locked=plan.pip_locked)
+    installed = pip_install(staging, plan.pip_specs, final_prefix=prefix, locked=plan.pip_locked)
+    return tuple(InstalledWheel.from_report(w) for w in installed)
 
 
 def create_env(
@@ -171,7 +180,7 @@ def create_env(
     force: bool,
     override_frozen: bool = False,
     reporter: Any | None = None,
-    provenance: dict[str, Any] | None = None,
+    provenance: Provenance | None = None,
 ) -> CreatedEnv:
     prefix = plan.prefix
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -220,34 +229,35 @@ def create_env(
     return CreatedEnv(prefix, tuple(f.path for f in files), old is not None, given.written, given.failed)
 
 
-def specs_json(plan: Plan) -> list[dict[str, str | None]]:
+def recorded_specs(plan: Plan) -> tuple[RecordedSpec, ...]:
     """The specs a plan was solved for, as the record keeps them (the env's requests to conda)."""
-    return [{"spec": s.spec, "reason": s.reason, "origin": str(s.origin) if s.origin else None} for s in plan.specs]
+    return tuple(RecordedSpec(s.spec, s.reason, str(s.origin) if s.origin else None) for s in plan.specs)
 
 
-def build_record(plan: Plan, origin: RecipeOrigin, activation: RecordedActivation, files: list[ActivationFile]) -> dict[str, Any]:
-    from envkit.activation.writer import activation_json
+def build_record(
+    plan: Plan, origin: RecipeOrigin, activation: RecordedActivation, files: list[ActivationFile], provenance: Provenance | None = None
+) -> EnvRecord:
+    from envkit.activation.writer import activation_section
 
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    return {
-        "envkit_version": __version__,
-        "created": now,
-        "updated": now,
-        "recipe": {"name": plan.recipe, "source": origin.source, "path": origin.path, "commit": origin.commit},
-        "platform": plan.platform,
-        "channels": [{"name": c.name, "url": c.url} for c in plan.channels],
-        "specs": specs_json(plan),
-        "pip": list(plan.pip_specs),
-        "virtual_packages": list(plan.virtual_packages),
-        "assumed": list(plan.assumed),
-        "packages": [asdict(p) for p in plan.packages],
-        "activation": activation_json(activation, plan.prefix, files),
-        "probe": None,
-        "healthy": None,
-    }
+    return EnvRecord(
+        envkit_version=__version__,
+        created=now,
+        updated=now,
+        recipe=provenance.recipe if provenance else RecipeRef(plan.recipe, origin.source, origin.path, origin.commit),
+        platform=plan.platform,
+        channels=tuple(RecordedChannel(c.name, c.url) for c in plan.channels),
+        specs=recorded_specs(plan),
+        pip=tuple(plan.pip_specs),
+        virtual_packages=tuple(plan.virtual_packages),
+        assumed=tuple(plan.assumed),
+        packages=plan.packages,
+        activation=activation_section(activation, plan.prefix, files),
+        lock=provenance.lock if provenance else None,
+    )
 
 
-def keep_verdict(prefix: Path, summary: dict[str, Any], healthy: bool, basis: str | None) -> str | None:
+def keep_verdict(prefix: Path, summary: JSONObject, healthy: bool, basis: str | None) -> str | None:
     """Keep a probe's verdict in the record the probe started from (`basis`, its record_digest);
     returns why it was not kept. A sync, a fix or another probe that changed the record while this
     one ran made the verdict about an env that is no longer there."""
@@ -263,10 +273,7 @@ def keep_verdict(prefix: Path, summary: dict[str, Any], healthy: bool, basis: st
             if record is None:
                 return None
             now = datetime.now(UTC).isoformat(timespec="seconds")
-            record["probe"] = {**summary, "at": now}
-            record["healthy"] = healthy
-            record["updated"] = now
-            write_record(prefix, record)
+            write_record(prefix, record.with_verdict({**summary, "at": now}, healthy, now))
     except LockBusy:
         return "another envkit was changing the env: its record keeps no verdict from this probe"
     except OSError as exc:

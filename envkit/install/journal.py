@@ -26,10 +26,10 @@ import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from envkit.install.changescope import CHANGE, Accounted, ChangeScope
 from envkit.prefix.condameta import RecordsState, records_state
+from envkit.prefix.envrecord import EnvRecord
 from envkit.prefix.record import record_path, sync_journal_path, write_record
 
 PATHS = "paths"  # the listing of every path, one a line
@@ -134,7 +134,8 @@ def _pip_before(prefix: Path) -> list[dict[str, str]]:
     from envkit.prefix.installed import pip_dists
     from envkit.prefix.record import read_record
 
-    urls = recorded_wheels(read_record(prefix) or {})
+    record = read_record(prefix)
+    urls = recorded_wheels(record.pip_installed if record else ())
     dists = pip_dists(prefix)
     return [
         {"name": name, "version": version, "url": dists[name].reinstall_url(urls.get((name, version), ""), version)}
@@ -244,9 +245,10 @@ def rollback(prefix: Path, cache: Path) -> list[str]:
     _unstash(prefix)
     saved = journal / "record.json"
     if saved.is_file():
-        record = json.loads(saved.read_text(encoding="utf-8"))
+        record = EnvRecord.from_json(json.loads(saved.read_text(encoding="utf-8")))
         if (journal / PIP_BEFORE).is_file():
-            _restore_pip(prefix, {"pip_installed": json.loads((journal / PIP_BEFORE).read_text(encoding="utf-8"))})
+            before = json.loads((journal / PIP_BEFORE).read_text(encoding="utf-8"))
+            _restore_pip(prefix, EnvRecord.from_json({"pip_installed": before}))
         elif listed.is_file():  # a journal an older envkit wrote, which kept no pip list: the recorded wheels
             _restore_pip(prefix, record)
         files = recorded_activation(prefix, record).files(prefix)
@@ -257,8 +259,8 @@ def rollback(prefix: Path, cache: Path) -> list[str]:
     return kept
 
 
-def _restore_pip(prefix: Path, wanted: dict[str, Any]) -> None:
-    """pip wheels back to `wanted["pip_installed"]` (envkit.team.sync.pip_repair): drop what the sync
+def _restore_pip(prefix: Path, wanted: EnvRecord) -> None:
+    """pip wheels back to `wanted.pip_installed` (envkit.team.sync.pip_repair): drop what the sync
     added, reinstall what it removed or changed and the stash did not bring back, by the exact URLs
     (and hashes) kept, or the same files by hash from this machine's pip settings. A rollback goes
     on when pip cannot: the conda side and the record are still put back."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from envkit.prefix.envrecord import EnvRecord, InstalledWheel
 from envkit.prefix.installed import dist_files, pip_dists, requires
 from envkit.prefix.pipurls import commit_shown, url_commit
 
@@ -24,23 +25,21 @@ def pip_state(prefix: Path) -> set[tuple[str, str]]:
     return pip_wheels(pip_dists(prefix))
 
 
-def recorded_wheels(record: dict[str, Any]) -> dict[tuple[str, str], str]:
+def recorded_wheels(wheels: tuple[InstalledWheel, ...]) -> dict[tuple[str, str], str]:
     """(name, version) -> the file URL envkit installed it from ("" where unknown)."""
-    return {
-        (str(p.get("name")), str(p.get("version"))): str(p.get("url") or "") for p in record.get("pip_installed", []) if isinstance(p, dict)
-    }
+    return {(w.name, w.version): w.url for w in wheels}
 
 
-def recorded_pip(record: dict[str, Any]) -> set[tuple[str, str]]:
-    return set(recorded_wheels(record))
+def recorded_pip(record: EnvRecord) -> set[tuple[str, str]]:
+    return set(recorded_wheels(record.pip_installed))
 
 
-def moved_commits(record: dict[str, Any], dists: dict[str, PipDist]) -> tuple[tuple[str, str, str, str | None], ...]:
+def moved_commits(record: EnvRecord, dists: dict[str, PipDist]) -> tuple[tuple[str, str, str, str | None], ...]:
     """(name, version, recorded URL, the commit there now; None for a wheel not from git): the
     recorded git wheels pip put at another commit since, the version the same (`pip install
     git+URL@OTHER`). A branch moves without a new version, so name and version cannot show it."""
     out = []
-    for (name, version), url in sorted(recorded_wheels(record).items()):
+    for (name, version), url in sorted(recorded_wheels(record.pip_installed).items()):
         dist, commit = dists.get(name), url_commit(url)
         if commit and dist is not None and dist.managed and dist.version == version and dist.commit != commit:
             out.append((name, version, url, dist.commit))
@@ -94,12 +93,12 @@ class PipRepair:
         )
 
 
-def pip_repair(prefix: Path, record: dict[str, Any], named: Callable[[], set[str]] | None = None) -> PipRepair:
+def pip_repair(prefix: Path, record: EnvRecord, named: Callable[[], set[str]] | None = None) -> PipRepair:
     """From the env's dists and the record's `pip_installed`: recorded wheels come back from their
     exact URLs (hash included), or by name and version where the record kept no URL. `named`: the
     names the recipe's pip list gives (asked only when a wheel is unrecorded); an unrecorded wheel
     they need, by name or as a dependency, is the recipe's, not one pip-installed since."""
-    wanted = recorded_wheels(record)
+    wanted = recorded_wheels(record.pip_installed)
     recorded = {name for name, _ in wanted}
     dists = pip_dists(prefix)
     unrecorded = sorted((d.name, d.version) for d in dists.values() if d.managed and (d.name, d.version) not in wanted)

@@ -131,7 +131,7 @@ def records_state(prefix: Path) -> RecordsState:
     return tuple(sorted(out))
 
 
-def stamp(prefix: Path) -> dict[str, list[int]]:
+def stamp(prefix: Path) -> dict[str, tuple[int, int]]:
     """Each package record's size and mtime, as kept in envkit's record: a record rewritten since
     (by hand, by another tool, by a damaged disk) under the same name is then no longer taken for
     the one envkit installed, at the cost of a stat per package (make's and git's index's test)."""
@@ -139,5 +139,5 @@ def stamp(prefix: Path) -> dict[str, list[int]]:
     for path in (prefix / "conda-meta").glob("*.json"):
         with contextlib.suppress(OSError):
             status = path.stat()
-            out[path.name] = [status.st_size, status.st_mtime_ns]
+            out[path.name] = (status.st_size, status.st_mtime_ns)
     return out

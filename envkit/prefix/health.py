@@ -10,9 +10,12 @@ about the nodes a job gets."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from envkit.core.errors import one_line
+
+if TYPE_CHECKING:
+    from envkit.prefix.envrecord import EnvRecord
 
 HealthState = Literal["healthy", "warn", "unhealthy", "not probed"]
 
@@ -48,10 +51,10 @@ class Health:
 
 
 # radon cc 22: reads a record that may be old or hand-edited: each missing or odd part is a branch, never a crash
-def health_of(record: object) -> Health:
+def health_of(record: EnvRecord | None) -> Health:
     """The verdict an env's record keeps (envkit.install.create.keep_verdict), as a Health."""
-    probe = record.get("probe") if isinstance(record, dict) else None
-    if not isinstance(probe, dict):
+    probe = record.probe if record is not None else None
+    if probe is None:
         return Health("not probed", "not probed: the static audit alone", None)
     checks = probe.get("checks") if isinstance(probe.get("checks"), dict) else {}
     assert isinstance(checks, dict)
@@ -67,9 +70,10 @@ def health_of(record: object) -> Health:
     gpu_line = None
     if isinstance(gpu, dict):
         gpu_line = ("proven on a GPU" + (f" on {node}" if node else "")) if gpu.get("proven") else "not yet proven on a GPU"
+    libs = probe.get("loaded")
     loaded = tuple(
         LoadedLibrary(str(lib.get("kind", "")), str(lib.get("api", "")), str(lib.get("path", "")))
-        for lib in probe.get("loaded") or []
+        for lib in (libs if isinstance(libs, list) else [])
         if isinstance(lib, dict)
     )
     return Health(state, basis, gpu_line, warned, failed, loaded)

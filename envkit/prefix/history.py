@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envkit import __version__
+from envkit.prefix.envrecord import EnvRecord
 
 DEFAULT_ALIAS = "https://conda.anaconda.org/"
 
@@ -167,12 +168,11 @@ def unmet(asked: dict[str, str], specs: Iterable[str]) -> list[tuple[str, str | 
     return [(spec, wanted.get(name)) for name, spec in sorted(asked.items()) if spec != wanted.get(name)]
 
 
-def stale_requests(prefix: Path, record: dict[str, object]) -> list[tuple[str, str | None]]:
+def stale_requests(prefix: Path, record: EnvRecord) -> list[tuple[str, str | None]]:
     """unmet for the requests the history holds against the recipe's specs as the record keeps them."""
-    specs = record.get("specs")
-    if not isinstance(specs, list):
+    if record.specs is None:
         return []
-    return unmet(requested_specs(prefix), [str(s["spec"]) for s in specs if isinstance(s, dict) and "spec" in s])
+    return unmet(requested_specs(prefix), [s.spec for s in record.specs])
 
 
 def not_an_env(prefix: Path) -> str | None:

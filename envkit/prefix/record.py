@@ -22,33 +22,14 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from envkit.core.digests import file_sha256
 from envkit.core.errors import UsageError
 from envkit.core.fsutil import atomic_write_text, created_mode, write_staged
+from envkit.prefix.envrecord import READABLE_VERSIONS, EnvRecord, JSONObject
 
-RECORD_VERSION = 2
-READABLE_VERSIONS = (1, 2)
 RECORD_REL = "etc/envkit/record.json"
 LEGACY_RECORD_REL = "conda-meta/envkit.json"
-# the source of a record `audit --fix` wrote for an env envkit did not make: activation settings
-# alone, no recipe and no package list
-FIX_SOURCE = "audit --fix"
-
-
-def only_fixed(record: dict[str, Any]) -> bool:
-    """An env envkit did not make, whose activation `audit --fix` wrote."""
-    recipe = record.get("recipe")
-    return isinstance(recipe, dict) and recipe.get("source") == FIX_SOURCE
-
-
-def recipe_name(record: dict[str, Any]) -> str | None:
-    """The recipe the env was made from; None for an env envkit only fixed."""
-    recipe = record.get("recipe")
-    if not isinstance(recipe, dict) or only_fixed(record) or not isinstance(recipe.get("name"), str):
-        return None
-    return str(recipe["name"])
 
 
 def record_path(prefix: Path) -> Path:
@@ -75,11 +56,11 @@ def legacy_record_path(prefix: Path) -> Path:
     return prefix / LEGACY_RECORD_REL
 
 
-def write_record(prefix: Path, record: dict[str, Any], *, staged: bool = False) -> None:
-    """Write atomically at the current location; a record at the old location is then removed.
-    `staged`: the prefix is a staging env that a rename puts in place (envkit.core.fsutil.write_staged)."""
-    # The version is this writer's, whatever a record read back earlier carried.
-    data = {**record, "envkit_record_version": RECORD_VERSION}
+def write_record(prefix: Path, record: EnvRecord, *, staged: bool = False) -> None:
+    """Write atomically at the current location, in this envkit's version; a record at the old
+    location is then removed. `staged`: the prefix is a staging env that a rename puts in place
+    (envkit.core.fsutil.write_staged)."""
+    data = record.to_json()
     path = record_path(prefix)
     try:  # never narrowed; a record an older envkit wrote 0600 gets the bits open() gives (EK030)
         mode: int | None = (path.stat().st_mode & 0o7777) | created_mode()
@@ -126,7 +107,15 @@ class RecordDenied(UsageError):
 _REMAKE = "make the env again with 'envkit create RECIPE -p {prefix} --force', or delete the file to keep it as a plain conda env"
 
 
-def read_record(prefix: Path) -> dict[str, Any] | None:
+def read_record(prefix: Path) -> EnvRecord | None:
+    """The env's record; None where envkit keeps none. Refused in one line: a file that is not JSON
+    or not an envkit record, one this user may not read, one of a newer version."""
+    data = read_record_json(prefix)
+    return EnvRecord.from_json(data) if data is not None else None
+
+
+def read_record_json(prefix: Path) -> JSONObject | None:
+    """The record as JSON, its version checked: for the audit's rules on the file itself."""
     path = existing_record_path(prefix)
     if path is None:
         return None

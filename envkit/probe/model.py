@@ -39,6 +39,8 @@ class ProbeReport:
     checks: tuple[CheckResult, ...]
     node: str = ""
     slurm_job: str = ""
+    platform: str = ""  # where it ran (a Slurm job's node, for --slurm)
+    machine: tuple[str, ...] = ()  # the virtual packages there (__glibc=2.36, __cuda=12.4, __cuda_arch=9.0)
 
     @property
     def status(self) -> Status:
@@ -96,5 +98,7 @@ def parse_report(text: str) -> ProbeReport:
         checks.append(
             CheckResult(c["id"], c["title"], status, c.get("evidence", ""), c.get("remedy", ""), c.get("data", {}), c.get("seconds"))
         )
-    where = {key: doc[key] for key in ("node", "slurm_job") if isinstance(doc.get(key), str)}
-    return ProbeReport(doc["prefix"], doc["python"], doc["seconds"], tuple(checks), **where)
+    where = {key: doc[key] for key in ("node", "slurm_job", "platform") if isinstance(doc.get(key), str)}
+    machine = doc.get("machine")
+    seen = tuple(str(v) for v in machine) if isinstance(machine, list) else ()
+    return ProbeReport(doc["prefix"], doc["python"], doc["seconds"], tuple(checks), **where, machine=seen)

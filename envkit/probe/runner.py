@@ -82,16 +82,14 @@ def spec_for(prefix: Path, recipe: Recipe | None, platform: str | None = None) -
 def spec_for_env(prefix: Path) -> ProbeSpec:
     """The checks for an existing env: its recipe's, when envkit made it and the recipe still loads."""
     record = read_record(prefix)
-    origin = record.get("recipe") if record else None
-    path = origin.get("path") if isinstance(origin, dict) else None
+    path = record.recipe.path if record and record.recipe else None
     recipe = None
-    if isinstance(path, str) and path:
+    if path:
         try:
             recipe = load_recipe(path)
         except EnvkitError:  # a moved or edited recipe must not stop the probe: fall back to defaults
             recipe = None
-    platform = record.get("platform") if record else None
-    return spec_for(prefix, recipe, platform if isinstance(platform, str) else None)
+    return spec_for(prefix, recipe, record.platform if record else None)
 
 
 def probe_config(spec: ProbeSpec, threading: dict[str, str], workdir: str | None = None) -> dict[str, object]:
@@ -116,7 +114,8 @@ def expected_threading(prefix: Path) -> dict[str, str]:
     record = read_record(prefix)
     if not record:
         return {}
-    return {op.name: op.value for op in ops_from_json((record.get("activation") or {}).get("ops", [])) if op.action == "set"}
+    ops = record.activation.ops if record.activation else None
+    return {op.name: op.value for op in ops_from_json(ops if ops is not None else []) if op.action == "set"}
 
 
 def unactivated_expected(prefix: Path) -> dict[str, str]:
@@ -202,7 +201,28 @@ def run_probe(prefix: Path, spec: ProbeSpec | None = None) -> ProbeReport:
         raise ProbeError(f"the probe crashed in {prefix}: {(stderr.strip().splitlines() or ['no output'])[-1]}")
     report = parse_report(stdout)
     unactivated = check_unactivated(python, unactivated_expected(prefix))
-    return replace(report, checks=(*report.checks, unactivated), node=this_node(), slurm_job=os.environ.get("SLURM_JOB_ID", ""))
+    platform, machine = machine_here()
+    return replace(
+        report,
+        checks=(*report.checks, unactivated),
+        node=this_node(),
+        slurm_job=os.environ.get("SLURM_JOB_ID", ""),
+        platform=platform,
+        machine=machine,
+    )
+
+
+def machine_here() -> tuple[str, tuple[str, ...]]:
+    """This machine's platform and the virtual packages rattler detects on it (CONDA_OVERRIDE_*
+    honoured): the kind of machine a probe's verdict holds for."""
+    from envkit.solve import backend  # rattler: once the probe has run
+
+    platform = backend.native_platform()
+    try:
+        detected = backend.virtual_packages(platform)
+    except Exception:  # detection must never cost the verdict
+        return platform, ()
+    return platform, tuple(sorted(backend.describe_virtual(v) for v in detected))
 
 
 def this_node() -> str:

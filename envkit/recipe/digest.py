@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envkit.core.digests import sha256
 
@@ -49,17 +49,3 @@ def sources_digest(chain: Sequence[str]) -> str | None:
             return None
         digest.update(path.encode() + b"\0" + sha256(data).digest())
     return digest.hexdigest()
-
-
-def recipe_provenance(recipe: Recipe) -> dict[str, Any]:
-    """The env record's recipe section: where the recipe came from, and the fingerprints sync
-    compares."""
-    return {
-        "name": recipe.name,
-        "source": recipe.origin.source,
-        "path": recipe.origin.path,
-        "commit": recipe.origin.commit,
-        "chain": list(recipe.chain),
-        "sources_digest": sources_digest(recipe.chain),
-        "resolved_digest": resolved_digest(recipe),
-    }

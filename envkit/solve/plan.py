@@ -19,6 +19,7 @@ from envkit.recipe.model import EnvOp
 from envkit.recipe.settings import resolve
 from envkit.solve import backend
 from envkit.solve.channels import ResolvedChannel, check_local_channel, resolve_channels
+from envkit.solve.packages import PlannedPackage
 
 # Packages whose presence or build decides BLAS, OpenMP or torch behaviour: shown highlighted.
 TOOLCHAIN_ROLES: dict[str, str] = {
@@ -45,21 +46,6 @@ TOOLCHAIN_ROLES: dict[str, str] = {
     "pytorch-cpu": "pytorch",
     "pytorch-gpu": "pytorch",
 }
-
-
-@dataclass(frozen=True)
-class PlannedPackage:
-    """A package the solve chose, with the toolchain role the plan shows for it."""
-
-    name: str
-    version: str
-    build: str
-    channel: str
-    subdir: str
-    url: str
-    sha256: str | None
-    role: str | None
-    depends: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,11 @@ from rattler.lock import LockChannel, LockPlatform
 
 from envkit.activation.validate import op_problem
 from envkit.core import paths
-from envkit.core.digests import file_sha256
 from envkit.core.errors import UsageError, os_errno
 from envkit.core.fsutil import scratch_file, write_output
 from envkit.pip.pinned import LockedPip
 from envkit.solve.channels import rebase
+from envkit.team.proofs import Proof, lock_content_digest, proofs_from_section
 
 if TYPE_CHECKING:
     from envkit.recipe.model import Recipe
@@ -59,6 +59,7 @@ class Lock:
     recipe_digest: str
     channels: tuple[str, ...]
     platforms: tuple[LockedPlatform, ...]
+    proofs: tuple[Proof, ...] = ()  # envkit.team.proofs: where its envs were probed
 
     def for_platform(self, platform: str) -> LockedPlatform | None:
         return next((p for p in self.platforms if p.platform == platform), None)
@@ -125,6 +126,8 @@ def write_lock(path: Path, lock: Lock) -> None:
             },
         }
     }
+    if lock.proofs:
+        meta["envkit"]["proofs"] = [p.to_json() for p in lock.proofs]
     # JSON is YAML: one line, stable, no dependency on a YAML emitter's choices
     write_output(path, f"{first}\nenvkit: {json.dumps(meta['envkit'], sort_keys=True)}\n{rest}", f"{lock.recipe}.lock")
 
@@ -228,7 +231,7 @@ def read_lock(path: Path) -> Lock:
                 raise UsageError(f"{path}: {name}: activation: {problem}", hint="re-lock it from its recipe")
         platforms.append(LockedPlatform(name, tuple(platform.virtual_packages), records, pip, activation))
     channels = tuple(str(getattr(c, "url", c)) for c in env.channels())
-    return Lock(str(meta["recipe"]), str(meta["recipe_digest"]), channels, tuple(platforms))
+    return Lock(str(meta["recipe"]), str(meta["recipe_digest"]), channels, tuple(platforms), proofs_from_section(meta))
 
 
 def _locked_pip(path: Path, platform: str, entry: Any) -> LockedPip:
@@ -253,4 +256,5 @@ def _locked_pip(path: Path, platform: str, entry: Any) -> LockedPip:
 
 
 def lock_digest(path: Path) -> str:
-    return file_sha256(path)
+    """What env records keep of the lock they were installed from (its proofs left out)."""
+    return lock_content_digest(path)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envkit.activation import SCRIPTS_FORMAT
 from envkit.core.changes import PackageChange
@@ -23,9 +23,11 @@ from envkit.core.digests import file_sha256
 from envkit.core.fsutil import read_exact
 from envkit.pip.repair import moved_commits, pip_wheels, recorded_pip
 from envkit.prefix.condameta import stamp
+from envkit.prefix.envrecord import EnvRecord, LockRef, RecipeRef
 from envkit.prefix.installed import pip_dists
 from envkit.prefix.record import read_record, sync_journal_path
 from envkit.recipe.digest import sources_digest
+from envkit.team.proofs import lock_content_digest
 
 if TYPE_CHECKING:
     from envkit.audit.engine import Finding
@@ -77,17 +79,17 @@ def installed_names(prefix: Path) -> set[str]:
     return {p.name for p in (prefix / "conda-meta").glob("*.json")}
 
 
-def recorded_names(record: dict[str, Any]) -> set[str]:
-    return {f"{p['name']}-{p['version']}-{p['build']}.json" for p in record.get("packages", []) if isinstance(p, dict)}
+def recorded_names(record: EnvRecord) -> set[str]:
+    return {f"{p.name}-{p.version}-{p.build}.json" for p in record.packages or ()}
 
 
-def scripts_match(prefix: Path, record: dict[str, Any]) -> bool:
+def scripts_match(prefix: Path, record: EnvRecord) -> bool:
     """The activation files hold what this envkit would write: by the digests in the record when
     they are of this envkit's scripts format (no rendering), else by rendering them again."""
-    activation = record.get("activation") or {}
-    digests = activation.get("sha256") if isinstance(activation, dict) else None
-    if isinstance(digests, dict) and digests and activation.get("format") == SCRIPTS_FORMAT:
-        if sorted(digests) != sorted(activation.get("files") or []):
+    activation = record.activation
+    digests = activation.sha256 if activation else None
+    if activation and digests and activation.format == SCRIPTS_FORMAT:
+        if sorted(digests) != sorted(activation.files or ()):
             return False
         return all(_sha256(prefix / rel) == digest for rel, digest in digests.items())
     from envkit.activation.writer import recorded_activation
@@ -102,24 +104,30 @@ def _sha256(path: Path) -> str | None:
         return None
 
 
-def recipe_files(recipe: dict[str, Any]) -> str | None:
+def recipe_files(recipe: RecipeRef | None) -> str | None:
     """The recipe's files since the env was made or synced, from the digest of them its record keeps
     (no recipe loaded): unchanged | changed (an edit, or a `recipes update` of its source) | missing
     (nothing to sync to); None for a record that keeps no digest."""
-    recorded, chain = recipe.get("sources_digest"), recipe.get("chain")
-    if not isinstance(recorded, str) or not isinstance(chain, list) or not chain:
+    if recipe is None or recipe.sources_digest is None or not recipe.chain:
         return None
-    return _since(recorded, sources_digest([str(path) for path in chain]))
+    return _since(recipe.sources_digest, sources_digest(recipe.chain))
 
 
-def lock_file(record: dict[str, Any]) -> str | None:
+def lock_file(record: EnvRecord) -> str | None:
     """The lock the env was installed from, since: unchanged | changed (a re-lock, or a `recipes
     update` that brought the team's) | missing; None for an env not installed from a lock."""
-    lock = record.get("lock") or {}
-    path, recorded = lock.get("path"), lock.get("digest")
-    if not isinstance(path, str) or not isinstance(recorded, str):
+    lock = record.lock
+    if lock is None or lock.path is None or lock.digest is None:
         return None
-    return _since(recorded, _sha256(Path(path)))
+    return _since(lock.digest, _lock_digest(Path(lock.path)))
+
+
+def _lock_digest(path: Path) -> str | None:
+    """The lock's digest as records keep it (its proofs left out); None where it cannot be read."""
+    try:
+        return lock_content_digest(path)
+    except OSError:
+        return None
 
 
 def _since(recorded: str, now: str | None) -> str:
@@ -132,15 +140,14 @@ def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
     record = read_record(prefix)
     if record is None or sync_journal_path(prefix).exists():
         return False
-    recipe = record.get("recipe") or {}
-    lock = record.get("lock") or {}
+    lock = record.lock or LockRef(None, None)
     if lock_path is not None:
-        if lock.get("path") != str(lock_path) or _sha256(lock_path) != lock.get("digest"):
+        if lock.path != str(lock_path) or _lock_digest(lock_path) != lock.digest:
             return False
-    elif lock.get("frozen"):  # the env holds a lock taken as it was, maybe stale: the recipe's files say nothing of it
+    elif lock.frozen:  # the env holds a lock taken as it was, maybe stale: the recipe's files say nothing of it
         return False
     # with a lock too: an edited recipe may have made the lock stale, which only the full look can tell
-    if recipe_files(recipe) != "unchanged":
+    if recipe_files(record.recipe) != "unchanged":
         return False
     if not packages_as_recorded(prefix, record):
         return False
@@ -153,22 +160,22 @@ def in_sync(prefix: Path, *, lock_path: Path | None = None) -> bool:
     )
 
 
-def computed_values_hold(record: dict[str, Any]) -> bool:
+def computed_values_hold(record: EnvRecord) -> bool:
     """Each value worked out where the scripts were written (physical-cores) comes out the same
     here: a sync run in a job given fewer CPUs, or on another node of an env on shared storage,
     writes this one's (the full look's difference shows it)."""
-    computed = [op for op in (record.get("activation") or {}).get("ops") or () if isinstance(op, dict) and op.get("computed")]
+    computed = record.activation.computed() if record.activation else []
     if not computed:
         return True
     here = str(physical_cores())
-    return all(op.get("computed") == PHYSICAL_CORES and op.get("value") == here for op in computed)
+    return all(how == PHYSICAL_CORES and value == here for _, how, value in computed)
 
 
-def packages_as_recorded(prefix: Path, record: dict[str, Any]) -> bool:
+def packages_as_recorded(prefix: Path, record: EnvRecord) -> bool:
     """conda-meta holds the recorded packages' records, each as envkit left it (a record written
     before envkit kept their stamps: the names alone)."""
-    kept = record.get("conda_meta")
-    if not isinstance(kept, dict):
+    kept = record.conda_meta
+    if kept is None:
         return installed_names(prefix) == recorded_names(record)
     return set(kept) == recorded_names(record) and stamp(prefix) == kept
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from envkit.activation.runenv import activated_environment
 from envkit.activation.writer import ops_to_json, render_files, write_files
+from envkit.prefix.envrecord import ActivationSection, EnvRecord, RecipeRef
 from envkit.prefix.record import write_record
 from envkit.recipe.model import EnvOp
 from tests.conftest import run_envkit
@@ -24,7 +25,7 @@ def fake_prefix(tmp_path: Path) -> Path:
     ops = (EnvOp("MKL_THREADING_LAYER", "set", value="GNU"), EnvOp("ENVKIT_X", "set", value="a 'b' $c"))
     write_files(render_files(prefix, "demo", ops))
     (prefix / "etc" / "conda" / "activate.d" / "zz-other.sh").write_text("export OTHER_TOOL=1\n")
-    write_record(prefix, {"recipe": {"name": "demo"}, "activation": {"ops": ops_to_json(ops)}})
+    write_record(prefix, EnvRecord(recipe=RecipeRef("demo"), activation=ActivationSection(ops=ops_to_json(ops))))
     return prefix
 
 

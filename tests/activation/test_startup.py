@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from envkit.activation.startup import MODULE, NAMES
-from envkit.prefix.record import read_record
 from tests.conftest import payload_recipe, python_env, run_envkit, write_recipe
+from tests.support.records import record_json
 from tests.support.seed import SEED_SCENARIO
 from tests.support.wheelchannel import PY_VER
 
@@ -168,7 +168,7 @@ def test_the_files_follow_the_settings_through_audit_fix_and_sync(tmp_path: Path
     synced = run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe")
     assert synced.returncode == 0, synced.stderr
     assert _run(prefix, "-c", SHOW, "MKL_THREADING_LAYER").stdout == "SEQUENTIAL\n"
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None and f"{SITE}/{MODULE}.start" in record["activation"]["files"]
 
     recipe.write_text(recipe.read_text().replace("{mkl_threading_layer: sequential}", "{env: {KMP_DUPLICATE_LIB_OK: {unset: true}}}"))
@@ -250,7 +250,7 @@ def test_a_threading_value_from_another_activate_script_is_carried_until_envkit_
     recipe.write_text(recipe.read_text().replace("{mkl_threading_layer: sequential}", "{mkl_threading_layer: gnu, omp_num_threads: 2}"))
     assert run_envkit("sync", "-p", str(prefix), "--yes", "--no-probe").returncode == 0
     assert _run(prefix, "-c", SHOW, "OMP_NUM_THREADS").stdout == "2\n"
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None and "carried" not in record["activation"]
     assert not {"EK014", "EK031", "EK037"} & set(_findings(prefix))
 

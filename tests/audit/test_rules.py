@@ -19,10 +19,12 @@ import pytest
 from envkit.audit.engine import findings_for
 from envkit.audit.inventory import read_inventory
 from envkit.audit.rules import RULES
+from envkit.prefix.envrecord import JSON, EnvRecord
 from envkit.solve import backend
 from tests.conftest import run_envkit
 from tests.support.conda import Conda, conda_exe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
+from tests.support.natives import system_library
 from tests.support.wheelchannel import cache_root, download_wheels
 
 LINUX = "linux-64"
@@ -182,7 +184,8 @@ def test_pip_numpy_over_conda_with_torch(layouts: dict[str, Path]) -> None:
     # by hand on an env envkit did not install; where it did, `envkit sync` does both steps
     fix = next(f.fix for f in findings_for(inv) if f.rule_id == "EK006")
     assert fix.startswith("pip uninstall numpy, then conda install --force-reinstall numpy")
-    ours = replace(inv, record={"packages": [{"name": n, "version": p.version, "build": p.build} for n, p in inv.packages.items()]})
+    packages: list[JSON] = [{"name": n, "version": p.version, "build": p.build} for n, p in inv.packages.items()]
+    ours = replace(inv, record=EnvRecord.from_json({"packages": packages}))
     fix = next(f.fix for f in findings_for(ours) if f.rule_id == "EK006")
     assert fix.startswith("envkit sync does both steps") and "conda install --force-reinstall numpy" in fix
 
@@ -239,11 +242,7 @@ def test_clean_envs_have_no_errors_or_warnings(layouts: dict[str, Path], seed_en
 
 
 def _libomp() -> str:
-    proc = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True)
-    found = [line.rsplit("=> ", 1)[1] for line in proc.stdout.splitlines() if line.strip().startswith("libomp.so.5 ")]
-    if not found:
-        pytest.fail("LLVM's libomp.so.5 is not installed (tools/test.sh installs Debian's libomp5-14)")
-    return found[0]
+    return system_library("libomp.so.5")
 
 
 @pytest.mark.parametrize(("layer", "code"), [("INTEL", 1), ("GNU", 0)])

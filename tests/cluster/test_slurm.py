@@ -11,9 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from envkit.prefix.record import read_record
+from envkit.team.lock import read_lock
 from tests.cluster.conftest import active_jobs, wait_for_state
 from tests.conftest import python_env, run_envkit
+from tests.support.records import record_json
+from tests.team.test_proofs import made_from_lock, proof_channel, python_recipe
 
 # The trainer's parent imports the MKL side first (mkl-service sets MKL_THREADING_LAYER=INTEL for
 # its children), then starts torch.distributed.run, whose workers import torch first.
@@ -101,7 +103,7 @@ def test_probe_on_slurm_runs_the_ddp_check_on_the_job_s_ranks_and_records_the_no
     assert len(str(gloo["evidence"]).splitlines()) == 2  # one line per rank srun started
     assert _check(report, "ddp-seed")["status"] == "pass"
 
-    record = read_record(cluster_env)
+    record = record_json(cluster_env)
     assert record is not None and record["probe"]["node"] == slurm and record["probe"]["slurm_job"] == report["slurm_job"]
     shown = run_envkit("toolchain", "-p", str(cluster_env))
     assert f"on {slurm} (Slurm job {report['slurm_job']})" in shown.stdout, shown.stdout
@@ -142,13 +144,13 @@ def test_ctrl_c_while_the_job_waits_in_the_queue_cancels_it(slurm: str, cluster_
 
 
 def test_ctrl_c_while_the_probe_runs_on_the_node_cancels_the_job_and_leaves_nothing_running(slurm: str, cluster_env: Path) -> None:
-    before = read_record(cluster_env)
+    before = record_json(cluster_env)
     job, done = _interrupted_probe(cluster_env, "-n", "1", running=True)
     assert done.returncode == 130 and f"cancelled Slurm job {job}" in done.stderr, done.stderr
     assert job not in active_jobs()
     left = subprocess.run(["pgrep", "-f", "envkit.cluster.jobprobe|envkit_probe"], capture_output=True, text=True, check=False)
     assert left.stdout == "", left.stdout
-    assert read_record(cluster_env) == before  # no verdict from a probe that did not finish
+    assert record_json(cluster_env) == before  # no verdict from a probe that did not finish
 
 
 def test_envkit_run_inside_a_job_gives_the_env_s_settings(slurm: str, cluster_env: Path, tmp_path: Path) -> None:
@@ -203,3 +205,18 @@ def test_sbatch_options_envkit_sets_or_that_leave_no_job_to_wait_for_are_refused
 def test_without_slurm_s_commands_the_probe_says_where_to_run_it(cluster_env: Path, tmp_path: Path) -> None:
     done = run_envkit("probe", "-p", str(cluster_env), "--slurm", "-p", "gpu", env={**os.environ, "PATH": str(tmp_path)})
     assert done.returncode == 2 and "--slurm: sbatch is not on PATH" in done.stderr and "login node" in done.stderr, done.stderr
+
+
+def test_a_proof_attested_under_slurm_names_the_node_s_machine_kind(slurm: str, tmp_path: Path) -> None:
+    """`probe --attest --slurm`: the probe runs on the node, and the proof it keeps in the lock names
+    that node, its job and the machine kind seen there (the virtual packages detected on the node)."""
+    recipe = python_recipe(tmp_path, proof_channel(tmp_path))
+    assert run_envkit("lock", str(recipe)).returncode == 0
+    prefix = tmp_path / "env"
+    made_from_lock(recipe, prefix)
+    proc = run_envkit("probe", "-p", str(prefix), "--attest", "--slurm", "-n", "1", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proofs = read_lock(recipe.parent / "proven.lock").proofs
+    assert len(proofs) == 1 and proofs[0].node == slurm and proofs[0].slurm_job.isdigit(), proofs
+    assert proofs[0].machine.platform == "linux-64" and proofs[0].machine.glibc, proofs[0].machine
+    assert f"on {slurm}, pass" in proc.stdout

@@ -13,10 +13,11 @@ import pytest
 
 from envkit.activation.writer import prefix_tag
 from envkit.install.transaction import env_lock
-from envkit.prefix.record import legacy_record_path, read_record, record_path
+from envkit.prefix.record import legacy_record_path, record_path
 from tests.conftest import run_envkit, write_recipe
 from tests.support.conda import Conda
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_tar_bz2
+from tests.support.records import record_json
 from tests.support.tiny import tiny_channel
 
 
@@ -72,7 +73,7 @@ def test_rename_carries_the_record_and_remove_all_deletes_it(conda: Conda, repli
     assert lock_file(prefix).is_file()  # the create's
     conda.ok("rename", "-p", str(prefix), str(renamed))
     assert not prefix.exists() and not lock_file(prefix).exists()
-    record = read_record(renamed)
+    record = record_json(renamed)
     assert record is not None and record["recipe"]["name"] == "mklenv"
     audit = json.loads(run_envkit("audit", "-p", str(renamed), "--json").stdout)
     assert audit["data"]["audits"][0]["envkit_managed"] is True and audit["exit_code"] == 0, audit
@@ -421,15 +422,15 @@ def test_a_sync_that_changes_a_clone_gives_its_activation_a_tag_of_its_own(conda
     prefix = envkit_env(tmp_path, replica)
     clone = tmp_path / "envs" / "clone"
     conda.ok("create", "-y", "-q", "--offline", "--clone", str(prefix), "-p", str(clone))
-    assert (read_record(clone) or {})["activation"]["tag"] == prefix_tag(prefix)  # what conda copied
+    assert record_json(clone)["activation"]["tag"] == prefix_tag(prefix)  # what conda copied
     assert _stacked(conda, prefix, clone) == ["mine GNU", "mine unset"]  # same settings: conda's reactivation covers it
-    recipe = Path((read_record(clone) or {})["recipe"]["path"])
+    recipe = Path(record_json(clone)["recipe"]["path"])
     recipe.write_text(recipe.read_text() + "threading:\n  env:\n    ENVKIT_EXTRA: '1'\n")
     synced = run_envkit("sync", "-p", str(clone), "--yes", "--no-probe")
     assert synced.returncode == 0, synced.stdout + synced.stderr
     assert _stacked(conda, prefix, clone) == ["mine GNU", "mine unset"]
-    assert (read_record(clone) or {})["activation"]["tag"] == prefix_tag(clone)
-    assert (read_record(prefix) or {})["activation"]["tag"] == prefix_tag(prefix)
+    assert record_json(clone)["activation"]["tag"] == prefix_tag(clone)
+    assert record_json(prefix)["activation"]["tag"] == prefix_tag(prefix)
     assert run_envkit("audit", "-p", str(clone), "--min-severity", "warning").returncode == 0
     # an env moved with conda rename shares its tag with nobody: a sync keeps it (a shell where it is
     # active still deactivates it)
@@ -437,7 +438,7 @@ def test_a_sync_that_changes_a_clone_gives_its_activation_a_tag_of_its_own(conda
     conda.ok("rename", "-p", str(clone), str(renamed))
     recipe.write_text(recipe.read_text().replace("ENVKIT_EXTRA: '1'", "ENVKIT_EXTRA: '2'"))
     assert run_envkit("sync", "-p", str(renamed), "--yes", "--no-probe").returncode == 0
-    assert (read_record(renamed) or {})["activation"]["tag"] == prefix_tag(clone)
+    assert record_json(renamed)["activation"]["tag"] == prefix_tag(clone)
 
 
 def test_conda_moving_the_python_of_an_envkit_env_is_named_and_the_fix_moves_the_startup_files(conda: Conda, tmp_path: Path) -> None:

@@ -400,3 +400,25 @@ def test_condas_own_export_keeps_envkits_settings(conda: Conda, tmp_path: Path) 
     env.pop("MKL_THREADING_LAYER", None)
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120, check=False)
     assert proc.returncode == 0 and proc.stdout.splitlines() == ["GNU"], proc.stderr
+
+
+def test_a_lock_s_proofs_are_invisible_to_its_other_readers(conda: Conda, replica: dict[str, Path], tmp_path: Path) -> None:
+    """Proofs live in envkit's own line of the lock (envkit.team.proofs), which rattler's readers
+    skip: pixi-sbom gives the same document for a proven lock as for the same lock unproven, and
+    conda's conda-lockfiles refuses it as it refuses any envkit lock (the format's version)."""
+    from envkit.team.attest import attest
+    from envkit.team.proofs import MachineKind, Proof, slice_digest
+
+    recipe, lock = team_lock(replica, tmp_path)
+    path = recipe.with_suffix(".lock")
+    unproven = path.read_bytes()
+    before = {platform: _sbom("--lockfile", str(path), "--platform", platform) for platform in PLATFORMS}
+    for platform in PLATFORMS:
+        locked = lock.for_platform(platform)
+        assert locked is not None
+        machine = MachineKind.of(platform, ["__cuda=12.4", "__cuda_arch=9.0"] if platform != "osx-arm64" else [])
+        attest(Proof(platform, slice_digest(lock, locked), "pass", "2026-12-07T10:00:00+00:00", "0.1.0", machine, "n1"), path)
+    assert path.read_bytes() != unproven and len(read_lock(path).proofs) == 3
+    assert {platform: _sbom("--lockfile", str(path), "--platform", platform) for platform in PLATFORMS} == before
+    refused = conda.run("env", "create", "-q", "-y", "-p", str(tmp_path / "c"), "--file", str(path), "--format", "rattler-lock-v6")
+    assert refused.returncode != 0 and "field 'version': Input should be less than or equal to 6" in refused.stderr, refused.stderr

@@ -246,6 +246,8 @@ def test_a_probe_s_verdict_is_kept_only_for_the_record_it_started_from(tmp_path:
     """The probe runs outside the env's lock (seconds, a torch import, a DDP job). A sync or a fix
     that changes the env meanwhile makes its verdict about an env that is gone: it is not written
     over theirs. A short holder of the lock is waited for."""
+    from dataclasses import replace
+
     from envkit.install.create import keep_verdict
     from envkit.prefix.record import read_record, record_digest, write_record
 
@@ -261,21 +263,17 @@ def test_a_probe_s_verdict_is_kept_only_for_the_record_it_started_from(tmp_path:
     assert keep_verdict(prefix, {"status": "pass"}, True, basis) is None  # waited for the holder
     holder.wait()
     record = read_record(prefix)
-    assert (
-        record is not None
-        and record["healthy"] is True
-        and {k: v for k, v in record["probe"].items() if k != "at"} == {"status": "pass"}
-        and "T" in record["probe"]["at"]
-    )
+    assert record is not None and record.healthy is True and record.probe is not None
+    assert {k: v for k, v in record.probe.items() if k != "at"} == {"status": "pass"} and "T" in str(record.probe["at"])
 
     basis = record_digest(prefix)
-    write_record(prefix, {**record, "activation": {**record["activation"], "note": "a sync ran meanwhile"}})
+    write_record(prefix, replace(record, updated="a sync ran meanwhile"))
     changed = record_digest(prefix)
     assert keep_verdict(prefix, {"status": "fail"}, False, basis) == (
         "the env changed while it was probed: its record keeps no verdict from this probe"
     )
     after = read_record(prefix)
-    assert record_digest(prefix) == changed and after is not None and after["healthy"] is True
+    assert record_digest(prefix) == changed and after is not None and after.healthy is True
 
 
 @pytest.mark.parametrize("cache", ["cold", "warm"])

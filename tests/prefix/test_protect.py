@@ -11,8 +11,9 @@ import pytest
 from envkit.core.errors import UsageError
 from envkit.install.create import keep_verdict
 from envkit.prefix.protect import frozen_env, more_than_an_env, must_not_be_frozen
-from envkit.prefix.record import read_record, record_digest
+from envkit.prefix.record import record_digest
 from tests.conftest import run_envkit
+from tests.support.records import record_json
 from tests.support.tiny import tiny_channel, tiny_recipe
 
 
@@ -98,5 +99,5 @@ def test_a_probe_keeps_no_verdict_in_a_frozen_env(tmp_path: Path) -> None:
     why = keep_verdict(prefix, {"checks": []}, True, record_digest(prefix))
     assert why == "the env is frozen (conda-meta/frozen): its record keeps no verdict from this probe"
     assert (prefix / "etc" / "envkit" / "record.json").read_bytes() == before
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None and record["healthy"] is None

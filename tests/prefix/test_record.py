@@ -7,9 +7,12 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
+from envkit.prefix.envrecord import EnvRecord, RecipeRef
 from envkit.prefix.record import legacy_record_path, read_record, record_path, write_record
 from tests.conftest import run_envkit
+from tests.support.records import record_json
 from tests.support.tiny import tiny_channel, tiny_recipe
 
 
@@ -42,15 +45,15 @@ def test_record_is_no_conda_package_record(tmp_path: Path) -> None:
     prefix = make_tiny(tmp_path)
     assert record_path(prefix) == prefix / "etc" / "envkit" / "record.json" and record_path(prefix).is_file()
     assert not any(p.name.startswith("envkit") for p in (prefix / "conda-meta").glob("*.json"))
-    record = read_record(prefix)
-    assert record is not None and record["envkit_record_version"] == 2 and len(record["activation"]["tag"]) == 8
+    record = record_json(prefix)
+    assert record["envkit_record_version"] == 2 and len(record["activation"]["tag"]) == 8
 
 
 def test_old_location_is_read_and_moved_by_the_next_write(tmp_path: Path) -> None:
     prefix = make_tiny(tmp_path)
     as_legacy(prefix)
     record = read_record(prefix)
-    assert record is not None and record["recipe"]["name"] == "tiny"
+    assert record is not None and record.recipe is not None and record.recipe.name == "tiny"
     write_record(prefix, record)
     assert record_path(prefix).is_file() and not legacy_record_path(prefix).exists()
 
@@ -97,13 +100,13 @@ def test_a_write_opens_a_record_an_older_envkit_kept_private(tmp_path: Path) -> 
     prefix = tmp_path / "env"
     old = os.umask(0o022)
     try:
-        write_record(prefix, {"recipe": {"name": "x"}})
+        write_record(prefix, EnvRecord(recipe=RecipeRef("x")))
         assert record_path(prefix).stat().st_mode & 0o777 == 0o644
         record_path(prefix).chmod(0o600)
-        write_record(prefix, {"recipe": {"name": "x"}})
+        write_record(prefix, EnvRecord(recipe=RecipeRef("x")))
         assert record_path(prefix).stat().st_mode & 0o777 == 0o644
         record_path(prefix).chmod(0o664)
-        write_record(prefix, {"recipe": {"name": "y"}})
+        write_record(prefix, EnvRecord(recipe=RecipeRef("y")))
         assert record_path(prefix).stat().st_mode & 0o777 == 0o664
     finally:
         os.umask(old)
@@ -139,11 +142,11 @@ def test_a_staging_envs_record_is_the_same_file_written_straight(tmp_path: Path,
     """create writes the record of its staging env with `staged`: the bytes and mode an atomic
     write gives, without its temporary file and fsync (the rename of the staging env into place is
     what makes it appear whole)."""
-    record: dict[str, object] = {"recipe": {"name": "demo"}, "packages": [], "probe": None}
+    record: dict[str, Any] = {"recipe": {"name": "demo"}, "packages": [], "probe": None}
     written = {}
     for staged in (False, True):
         prefix = tmp_path / str(staged)
-        write_record(prefix, record, staged=staged)
+        write_record(prefix, EnvRecord.from_json(record), staged=staged)
         path = record_path(prefix)
         written[staged] = (path.read_bytes(), path.stat().st_mode & 0o777, sorted(p.name for p in path.parent.iterdir()))
     assert written[True] == written[False] and read_record(tmp_path / "True") == read_record(tmp_path / "False")

@@ -18,6 +18,7 @@ from envkit.probe.inenv.gpu import classify_gpu
 from envkit.probe.runner import IN_ENV_PACKAGE, stage_probe
 from tests.conftest import run_envkit
 from tests.support.inenv import run_with_probe_package
+from tests.support.natives import system_library
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = json.loads((Path(__file__).parent / "data" / "h200-gpu.json").read_text())["visible"]["data"]
@@ -202,3 +203,27 @@ def test_staged_package_holds_only_the_probe(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "None", proc.stderr
+
+
+def test_a_runtime_is_known_by_what_it_is_not_by_its_file_s_name(tmp_path: Path) -> None:
+    """LLVM's OpenMP runtime under GNU's name (what conda-forge's _openmp_mutex *_llvm does with a
+    link; here a copy, which no link resolves) is LLVM's to the probe: the library's own entry
+    points and version string say so. Real libraries, loaded in a real process."""
+    disguised = tmp_path / "libgomp.so.1"
+    shutil.copy(system_library("libomp.so.5"), disguised)
+    gnu = system_library("libgomp.so.1")
+    script = (
+        "import ctypes, json, sys\n"
+        f"ctypes.CDLL({str(disguised)!r}, mode=ctypes.RTLD_GLOBAL)\n"
+        f"ctypes.CDLL({gnu!r}, mode=ctypes.RTLD_GLOBAL)\n"
+        "from envkit.probe.inenv import inventory\n"
+        "print(json.dumps(inventory.collect([])))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    libs = {lib["path"]: lib for lib in json.loads(proc.stdout)["libraries"]}
+    assert libs[str(disguised)]["api"] == "libgomp" and libs[str(disguised)]["identity"] == "llvm-openmp"
+    assert [lib["identity"] for path, lib in libs.items() if path != str(disguised) and lib["kind"] == "openmp"] == ["gnu-openmp"]
+    verdict = inventory.check_runtimes({"returncode": 0, "seconds": 0.1, "data": {"libraries": list(libs.values())}}, [])
+    assert verdict["status"] == "warn" and verdict["data"]["openmp_identities"] == ["gnu-openmp", "llvm-openmp"]
+    assert f"openmp {disguised.name} (is llvm-openmp)" in verdict["evidence"]

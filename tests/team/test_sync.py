@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from envkit.install import inplace
-from envkit.prefix.record import read_record, record_path, sync_journal_path
+from envkit.prefix.record import record_path, sync_journal_path
 from envkit.team.sync import in_sync
 from tests.conftest import payload_recipe, run_envkit, write_recipe
 from tests.support.condapkg import PkgFile, PkgMeta, index_channel, write_conda, write_tar_bz2
@@ -34,6 +34,7 @@ from tests.support.pipchannel import (
     two_pythons_pip_channel,
 )
 from tests.support.procs import MARK, new_mark, none_left
+from tests.support.records import record_json
 from tests.support.terminal import converse
 from tests.support.tiny import python_builds_channel, tiny_channel, tiny_recipe
 
@@ -204,7 +205,7 @@ def test_add_change_remove_and_variables(tmp_path: Path, monkeypatch: pytest.Mon
     assert removed.returncode == 0, removed.stderr
     assert "- extra 2.0 0" in removed.stdout
     assert not list((prefix / "conda-meta").glob("extra-*.json")) and not (prefix / "share" / "extra").exists()
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None and sorted(p["name"] for p in record["packages"]) == ["helper", "tool"]
 
     # the recipe's warnings show above a change, as create shows them above a plan
@@ -223,7 +224,7 @@ def test_sync_to_the_lock(tmp_path: Path) -> None:
     locked = run_envkit("sync", "-n", "tiny", "--locked", "--yes", "--no-probe")
     assert locked.returncode == 0, locked.stderr
     assert (prefix / "conda-meta" / "extra-2.0-0.json").is_file()  # the lock's, not the channel's newest
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None and record["lock"]["path"] == str(recipe.parent / "tiny.lock")
     again = run_envkit("sync", "-n", "tiny", "--locked")
     assert again.returncode == 0 and "nothing to do" in again.stdout
@@ -253,7 +254,7 @@ def test_sync_to_the_lock(tmp_path: Path) -> None:
     ], solved.stdout
     assert json.loads(run_envkit("sync", "-n", "tiny", "--dry-run", "--json").stdout)["data"]["lock_set_aside"] == str(lock)
     assert run_envkit("sync", "-n", "tiny", "--yes", "--no-probe").returncode == 0
-    assert read_record(prefix)["lock"] is None  # type: ignore[index]
+    assert record_json(prefix)["lock"] is None
     edit(recipe, "omp_num_threads: 1", "omp_num_threads: 2")
     assert "made from the lock" not in run_envkit("sync", "-n", "tiny", "--dry-run").stdout  # no longer so
 
@@ -437,7 +438,7 @@ def test_a_recipe_given_by_a_relative_path_is_synced_from_any_directory(tmp_path
     assert run_envkit("lock", "recipes/tiny.yaml", cwd=tmp_path).returncode == 0
     assert run_envkit("create", "recipes/tiny.yaml", "--locked", "--yes", "--no-probe", cwd=tmp_path).returncode == 0
     prefix = tmp_path / "envs" / "tiny"
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None and record["recipe"]["path"] == str(recipe) and record["lock"]["path"] == str(recipe.with_suffix(".lock"))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -566,7 +567,7 @@ def test_a_team_recipe_keeps_its_source_and_moves_to_the_new_commit(tmp_path: Pa
     assert run_envkit("recipes", "add-source", repo.as_uri(), "--name", "team").returncode == 0
     assert run_envkit("create", "train", "--yes", "--no-probe").returncode == 0
     prefix = tmp_path / "envs" / "train"
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None and (record["recipe"]["source"], record["recipe"]["commit"]) == ("team", git("rev-parse", "HEAD"))
 
     (repo / "base.yaml").write_text(f"envkit: 1\nname: base\nchannels: [{channel.as_uri()}]\npackages: [tool, extra]\n")
@@ -574,7 +575,7 @@ def test_a_team_recipe_keeps_its_source_and_moves_to_the_new_commit(tmp_path: Pa
     assert run_envkit("recipes", "update").returncode == 0
     synced = run_envkit("sync", "-n", "train", "--yes", "--no-probe")
     assert synced.returncode == 0 and "+ extra 1.0 0" in synced.stdout, synced.stderr
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None and (record["recipe"]["source"], record["recipe"]["commit"]) == ("team", git("rev-parse", "HEAD"))
     listed = {e["prefix"]: e for e in json.loads(run_envkit("list", "--json").stdout)["data"]}
     assert listed[str(prefix)]["commit"] == git("rev-parse", "HEAD")
@@ -632,7 +633,7 @@ def test_a_synced_env_is_probed_and_its_record_says_how_it_went(tmp_path: Path, 
     data = json.loads(out)["data"]
     assert data["applied"] is True and data["variables"] == [{"name": "OMP_NUM_THREADS", "old": "= '2'", "new": "= '1'"}]
     assert data["probe"]["status"] != "fail", data["probe"]
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None and record["healthy"] is True and record["probe"]["status"] == data["probe"]["status"]
     assert record["probe"]["checks"]["ddp-seed"] == "pass"
 
@@ -704,7 +705,7 @@ def made_git_env(tmp_path: Path, name: str) -> tuple[Commit, str, str, Path, dic
 
 def recorded_pip(prefix: Path) -> dict[str, str]:
     """The wheels the env's record names, with the URL each came from."""
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None
     return {str(p["name"]): str(p["url"]) for p in record["pip_installed"]}
 
@@ -740,7 +741,7 @@ def test_update_moves_a_pip_wheel_and_only_that_one(tmp_path: Path) -> None:
     assert moved.returncode == 0, moved.stderr
     assert "pip ~ mpmath 1.3.0 -> 9.9" in moved.stdout
     assert _wheels(prefix) == {"mpmath-9.9.dist-info", "gmpyhelper-1.0.dist-info", "threadpoolctl-3.8.0.dist-info"}
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None
     installed = {p["name"]: p for p in record["pip_installed"]}
     assert {n: p["version"] for n, p in installed.items()} == {"gmpyhelper": "1.0", "mpmath": "9.9", "threadpoolctl": "3.8.0"}
@@ -803,7 +804,7 @@ def test_update_keeps_a_wheel_upgraded_by_hand_and_what_it_needs(tmp_path: Path)
     kept = run_envkit("sync", "-n", "byhand", "--update", "mpmath", "--yes", "--no-probe", env=env)
     assert kept.returncode == 0, kept.stderr
     assert _wheels(prefix) == {"mpmath-9.9.dist-info", "helperlib-1.0.dist-info", "threadpoolctl-3.8.0.dist-info"}
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None
     assert {p["name"]: p["version"] for p in record["pip_installed"]} == {"helperlib": "1.0", "mpmath": "9.9", "threadpoolctl": "3.8.0"}
     # the file pip offers for the version kept, so that a put-back, an export or a lock has it
@@ -914,7 +915,7 @@ def test_a_python_move_installs_the_pip_list_anew_for_the_new_python(tmp_path: P
     started = subprocess.run([str(python), "-c", "import os; print(os.environ['MOVED_WITH'])"], capture_output=True, text=True, check=False)
     assert started.stdout == "python\n", started.stderr
     assert not (prefix / f"lib/python{host}").exists()
-    record = read_record(prefix)
+    record = record_json(prefix)
     assert record is not None and {p["name"]: p["version"] for p in record["pip_installed"]} == {
         "compiled": "2.0",
         "mpmath": "1.3.0",

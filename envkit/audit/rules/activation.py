@@ -69,9 +69,8 @@ def activation_from_older_envkit(inv: Inventory) -> list[str]:
     # a file the record does not name: envkit writes one more now, such as the startup files that
     # give a python started without activation the settings (envkit.activation.startup), or the
     # env's python moved since (`conda install python=3.12`), away from the site-packages they are in
-    activation = (inv.record or {}).get("activation")
-    listed = activation.get("files") if isinstance(activation, dict) else None
-    where = {PurePosixPath(str(f)).name: str(PurePosixPath(str(f)).parent) for f in listed} if isinstance(listed, list) else {}
+    listed = inv.record.activation.files if inv.record and inv.record.activation else None
+    where = {PurePosixPath(f).name: str(PurePosixPath(f).parent) for f in listed} if listed is not None else {}
     for s in inv.envkit_scripts:
         if s.current is None and not s.listed:
             name, folder = PurePosixPath(s.path).name, str(PurePosixPath(s.path).parent)

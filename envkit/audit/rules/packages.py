@@ -25,7 +25,7 @@ def pip_over_conda_advice(inv: Inventory) -> str:
         f"pip uninstall {pips}, then conda install --force-reinstall {condas}: the wheel overwrote the conda package's files, "
         "so removing it alone leaves the conda package broken."
     )
-    if inv.record is not None and isinstance(inv.record.get("packages"), list):
+    if inv.record is not None and inv.record.packages is not None:
         return f"envkit sync does both steps (it takes the wheel away and links the conda package again); by hand: {by_hand}"
     return by_hand
 
@@ -169,7 +169,7 @@ def pip_too_old(inv: Inventory) -> list[str]:
     # (an env conda made is not envkit's to sync, whatever its pip)
     pip = inv.packages.get("pip")
     wheels = [d for d in inv.pip.values() if d.managed]
-    if pip is None or not wheels or not (inv.planned or (inv.record is not None and inv.record.get("pip"))):
+    if pip is None or not wheels or not (inv.planned or (inv.record is not None and inv.record.pip)):
         return []
     have, needed = version_of(pip.version), version_of(PIP_REPORT)
     if have is None or needed is None or have >= needed:

@@ -47,7 +47,7 @@ def env_drift(inv: Inventory) -> list[str]:
     # only envs whose packages envkit installed (create, sync) have a package list to drift from;
     # `audit --fix` on an env conda made writes a record of activation settings alone. Records this
     # user may not read hide packages that are there: no drift can be told then (EK030 says so).
-    if inv.record is None or not isinstance(inv.record.get("packages"), list) or any(bad.denied for bad in inv.unreadable):
+    if inv.record is None or inv.record.packages is None or any(bad.denied for bad in inv.unreadable):
         return []
     from envkit.audit.drift import drift  # the sync module is not loaded for plans (lock, create)
 
@@ -123,7 +123,7 @@ def stale_requests(inv: Inventory) -> list[str]:
     at every later install or update, and can move the env away from its recipe with them."""
     from envkit.prefix.history import stale_requests as stale
 
-    if inv.planned or not isinstance(inv.record, dict):
+    if inv.planned or inv.record is None:
         return []
     return [
         f"conda-meta/history requests {asked}" + (f" where the recipe asks {ours}" if ours else ", which the recipe does not ask for")

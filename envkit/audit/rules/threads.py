@@ -141,8 +141,8 @@ def oversubscription(inv: Inventory) -> list[str]:
     if not inv.on_this_machine:  # a lock, or another platform's plan: this machine's CPUs say nothing
         return []
     cpus = usable_cpus()
-    ops = ((inv.record or {}).get("activation") or {}).get("ops") or ()
-    computed = {op.get("name") for op in ops if isinstance(op, dict) and op.get("computed")}
+    activation = inv.record.activation if inv.record else None
+    computed = {name for name, _, _ in activation.computed()} if activation else set()
     out = []
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         value = inv.setting(var)

@@ -21,6 +21,7 @@ KINDS = [
     ("openmp", "libgomp", r"^libgomp(-[0-9a-f]+)?\."),
     ("openmp", "libiomp5", r"^libiomp5(md)?\."),
     ("openmp", "libomp", r"^libomp\."),
+    ("blas", "libblas", r"^lib(c)?blas\.so"),  # the libblas build's: OpenBLAS, MKL or BLIS (its identity says)
 ]
 LAYERS = {0: "intel", 1: "sequential", 2: "pgi", 3: "gnu", 4: "tbb", -1: "not specified"}
 ENV_VARS = (
@@ -81,6 +82,62 @@ def _symbol(lib: Any, names: list[str]) -> Any:
     return None
 
 
+# A file name says what a library was called, not what it is: conda-forge's _openmp_mutex *_llvm
+# puts LLVM's libomp behind the name libgomp.so.1, and libblas.so.3 is OpenBLAS, MKL or BLIS by
+# the libblas build. What a library exports, and the version string it carries, say what it is.
+OPENMP_MARKERS = ((b"Intel(R) OMP", "intel-openmp"), (b"LLVM OMP", "llvm-openmp"))
+IDENTITY_OF_NAME = {
+    "libgomp": "gnu-openmp",
+    "libomp": "llvm-openmp",
+    "libiomp5": "intel-openmp",
+    "mkl": "mkl",
+    "openblas": "openblas",
+    "blis": "blis",
+    "flexiblas": "flexiblas",
+}
+BLAS_SYMBOLS = (
+    ("mkl", ["MKL_Get_Version_String"]),
+    ("openblas", ["openblas_get_config", "openblas_get_config64_", "scipy_openblas_get_config64_", "scipy_openblas_get_config"]),
+    ("blis", ["bli_info_get_version_str"]),
+    ("flexiblas", ["flexiblas_current_backend"]),
+)
+
+
+def _marked(path: str, markers: tuple[tuple[bytes, str], ...]) -> str | None:
+    """The first marker's name whose bytes the file holds (read in 1 MiB pieces, overlapping)."""
+    try:
+        with open(path, "rb") as fh:
+            tail = b""
+            while True:
+                chunk = fh.read(1 << 20)
+                if not chunk:
+                    return None
+                window = tail + chunk
+                for needle, name in markers:
+                    if needle in window:
+                        return name
+                tail = window[-32:]
+    except OSError:
+        return None
+
+
+def identity(kind: str, lib: Any, realpath: str) -> str:
+    """What a loaded BLAS or OpenMP library really is (see OPENMP_MARKERS)."""
+    if kind == "openmp":
+        if _symbol(lib, ["__kmpc_fork_call"]) is None:  # the KMP entry point LLVM's and Intel's runtimes share
+            return "gnu-openmp" if _symbol(lib, ["GOMP_parallel", "GOMP_parallel_start"]) is not None else "unknown"
+        return _marked(realpath, OPENMP_MARKERS) or "llvm-openmp"
+    for name, symbols in BLAS_SYMBOLS:
+        if _symbol(lib, symbols) is not None:
+            return name
+    return "reference" if _symbol(lib, ["dgemm_", "cblas_dgemm"]) is not None else "unknown"
+
+
+def what_it_is(lib: dict[str, Any]) -> str:
+    """A library's identity; its name's where it could not be asked (it failed to open)."""
+    return str(lib.get("identity") or IDENTITY_OF_NAME.get(lib["api"], lib["api"]))
+
+
 def describe(kind: str, api: str, path: str) -> dict[str, Any]:
     """Ask an already-loaded library for its threads and layer (RTLD_NOLOAD: never load it here)."""
     entry: dict[str, Any] = {"kind": kind, "api": api, "path": path, "realpath": os.path.realpath(path)}
@@ -89,6 +146,7 @@ def describe(kind: str, api: str, path: str) -> dict[str, Any]:
     except OSError as exc:
         entry["error"] = str(exc)
         return entry
+    entry["identity"] = identity(kind, lib, entry["realpath"])
     if api == "mkl":
         f = _symbol(lib, ["MKL_Get_Max_Threads"])
         if f:
@@ -122,10 +180,12 @@ def describe(kind: str, api: str, path: str) -> dict[str, Any]:
 
 
 def classify(path: str) -> tuple[str, str] | None:
-    base = os.path.basename(path).lower()
-    for kind, api, pattern in KINDS:
-        if re.match(pattern, base):
-            return kind, api
+    """By the name loaded, else by the file it links to (libblas.so.3 -> libopenblasp-r0.3.so)."""
+    for name in (path, os.path.realpath(path)):
+        base = os.path.basename(name).lower()
+        for kind, api, pattern in KINDS:
+            if re.match(pattern, base):
+                return kind, api
     return None
 
 
@@ -157,7 +217,7 @@ def collect(imported: list[str]) -> dict[str, Any]:
     return out
 
 
-# radon cc 21: one verdict per combination of OpenMP runtimes loaded, as kb.md lists them
+# radon cc 23: one verdict per combination of OpenMP runtimes loaded, as kb.md lists them
 def check_runtimes(inv: dict[str, Any], order: list[str]) -> Check:
     r = inv
     if r["returncode"] != 0 or not r.get("data"):
@@ -173,33 +233,37 @@ def check_runtimes(inv: dict[str, Any], order: list[str]) -> Check:
     for lib in libs:
         if lib["kind"] == "openmp":
             omp.setdefault(lib["realpath"], lib)
+    # judged by what each library is (identity), not by its file's name
     apis = sorted({lib["api"] for lib in omp.values()})
-    blas = sorted({lib["api"] for lib in libs if lib["kind"] == "blas"})
+    kinds = sorted({what_it_is(lib) for lib in omp.values()})
+    blas = sorted({what_it_is(lib) for lib in libs if lib["kind"] == "blas"})
     summary = {
         "imported": order,
         "libraries": libs,
         "openmp_runtimes": len(omp),
         "openmp_apis": apis,
+        "openmp_identities": kinds,
         "blas": blas,
         "torch_threads": data.get("torch_threads"),
         "env": data.get("env"),
         "sys_path": data.get("sys_path"),
         "foreign_importable": data.get("foreign_importable"),
     }
-    mkl = [lib for lib in libs if lib["api"] == "mkl"]
+    mkl = [lib for lib in libs if what_it_is(lib) == "mkl"]
     if mkl:
         summary["mkl_threading_layer"] = mkl[0].get("threading_layer")
     lines = [
-        "{} {} ({} threads){}".format(
+        "{} {}{} ({} threads){}".format(
             lib["kind"],
             os.path.basename(lib["path"]),
+            " (is {})".format(lib["identity"]) if lib.get("identity") not in (None, IDENTITY_OF_NAME.get(lib["api"])) else "",
             lib.get("num_threads", "?"),
             (", layer " + lib["threading_layer"]) if lib.get("threading_layer") else "",
         )
         for lib in libs
     ]
     evidence = "\n".join(lines) or "no BLAS or OpenMP library loaded"
-    if "libiomp5" in apis and "libomp" in apis:
+    if "intel-openmp" in kinds and "llvm-openmp" in kinds:
         remedy = "libiomp5 and libomp in one process crash or deadlock: keep one provider (conda-forge: _openmp_mutex=*=*_llvm and no intel-openmp)"
         return check("runtimes", TITLE, "fail", evidence, remedy, summary, r["seconds"])
     if len(omp) > 1:
