@@ -73,6 +73,7 @@ class CondaPackage:
     channel: str
     depends: tuple[str, ...]
     libraries: tuple[str, ...] = field(default=(), compare=False)  # the native libraries its record lists
+    sha256: str | None = field(default=None, compare=False)  # of the archive it was installed from, where its record says
 
     @property
     def channel_name(self) -> str:
@@ -151,7 +152,8 @@ def _record(data: object) -> tuple[CondaPackage | None, str]:
     if why:
         return None, why
     libraries = tuple(f for f in files if NATIVE_LIBRARY.search(f))
-    return CondaPackage(data["name"], data["version"], data["build"], channel, tuple(depends), libraries), ""
+    sha256 = data.get("sha256") if isinstance(data.get("sha256"), str) else None
+    return CondaPackage(data["name"], data["version"], data["build"], channel, tuple(depends), libraries, sha256), ""
 
 
 # radon cc 23: conda's PrefixRecord checked field by field, one line per field it refuses

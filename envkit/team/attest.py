@@ -8,7 +8,7 @@ into the lock's envkit line, atomically, if the slice is still the one probed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -70,6 +70,10 @@ def slice_differences(prefix: Path, locked: LockedPlatform) -> list[str]:
     have = {name: f"{p.version} {p.build}" for name, p in packages.items()}
     want = {str(r.name.normalized): f"{r.version} {r.build}" for r in locked.records}
     out = _compare(have, want, "")
+    for r in locked.records:  # the same name, version and build from another archive (a rebuild, another channel)
+        package = packages.get(str(r.name.normalized))
+        if package is not None and package.sha256 and r.sha256 and package.sha256 != bytes(r.sha256).hex():
+            out.append(f"~ {r.name.normalized} {r.version} {r.build}: another archive (sha256 {package.sha256[:12]}...)")
     wheels = {d.name: d.version for d in pip_dists(prefix).values() if d.managed}
     out += _compare(wheels, {q.name: q.version for q in locked.pip}, "pip ")
     return out
@@ -105,6 +109,9 @@ def proof_of(report: ProbeReport, attesting: Attesting) -> Proof:
     devices = gpu_data.get("devices")
     model = one_line(devices[0])[:80] if isinstance(devices, list) and devices and isinstance(devices[0], str) else None
     machine = MachineKind.of(report.platform or attesting.platform, report.machine, model)
+    capability = gpu_data.get("capability")
+    if machine.cuda and not machine.cuda_arch and isinstance(capability, list) and len(capability) == 2:  # what the probe's GPU said
+        machine = replace(machine, cuda_arch=f"{capability[0]}.{capability[1]}")
     runtimes = by_id.get("runtimes")
     libraries = (runtimes.data.get("libraries") if runtimes is not None else None) or []
     seen = tuple(

@@ -123,7 +123,12 @@ def test_only_an_env_that_is_the_lock_s_slice_is_attested(tmp_path: Path) -> Non
     assert refused.returncode == 2 and "was not installed from a lock" in refused.stderr and "Traceback" not in refused.stderr
     prefix = tmp_path / "env"
     made_from_lock(recipe, prefix)
-    (prefix / "conda-meta" / "tool-1.0-0.json").rename(prefix / "conda-meta" / "tool-1.0-0.json.gone")
+    meta = prefix / "conda-meta" / "tool-1.0-0.json"
+    record = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**record, "sha256": "f" * 64}))  # the same name, version and build from another archive
+    rebuilt = run_envkit("probe", "-p", str(prefix), "--attest")
+    assert rebuilt.returncode == 2 and "~ tool 1.0 0: another archive (sha256 ffffffffffff...)" in rebuilt.stderr, rebuilt.stderr
+    meta.rename(prefix / "conda-meta" / "tool-1.0-0.json.gone")
     differs = run_envkit("probe", "-p", str(prefix), "--attest")
     assert differs.returncode == 2 and f"is not the linux-64 slice of {recipe.parent / 'proven.lock'} (- tool 1.0 0)" in differs.stderr
     assert read_lock(recipe.parent / "proven.lock").proofs == ()
