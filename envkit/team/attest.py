@@ -101,17 +101,24 @@ def _refuse_team_checkout(path: Path) -> None:
         )
 
 
+def machine_of(report: ProbeReport, platform: str) -> MachineKind:
+    """The kind of machine the probe ran on: rattler's virtual packages there, the GPU model its
+    `gpu` check used, and that GPU's compute capability where rattler saw none."""
+    gpu = next((c for c in report.checks if c.id == "gpu"), None)
+    data = gpu.data if gpu is not None and gpu.status == "pass" else {}
+    devices = data.get("devices")
+    model = one_line(devices[0])[:80] if isinstance(devices, list) and devices and isinstance(devices[0], str) else None
+    machine = MachineKind.of(report.platform or platform, report.machine, model)
+    capability = data.get("capability")
+    if machine.cuda and not machine.cuda_arch and isinstance(capability, list) and len(capability) == 2:
+        machine = replace(machine, cuda_arch=f"{capability[0]}.{capability[1]}")
+    return machine
+
+
 def proof_of(report: ProbeReport, attesting: Attesting) -> Proof:
     """What the probe saw, as a proof of the slice on the machine it ran on."""
     by_id = {c.id: c for c in report.checks}
-    gpu = by_id.get("gpu")
-    gpu_data = gpu.data if gpu is not None and gpu.status == "pass" else {}
-    devices = gpu_data.get("devices")
-    model = one_line(devices[0])[:80] if isinstance(devices, list) and devices and isinstance(devices[0], str) else None
-    machine = MachineKind.of(report.platform or attesting.platform, report.machine, model)
-    capability = gpu_data.get("capability")
-    if machine.cuda and not machine.cuda_arch and isinstance(capability, list) and len(capability) == 2:  # what the probe's GPU said
-        machine = replace(machine, cuda_arch=f"{capability[0]}.{capability[1]}")
+    machine = machine_of(report, attesting.platform)
     runtimes = by_id.get("runtimes")
     libraries = (runtimes.data.get("libraries") if runtimes is not None else None) or []
     seen = tuple(
