@@ -6,8 +6,9 @@ builds it links, where noarch python lands, and the pip wheels it installs. At r
 entry that was not in the env before the sync is removed only when that description accounts for
 it: a path of a linked package as rattler links it (its extracted copy in the package cache says
 which), the bytecode Python compiled beside such a file, a noarch entry point, a clobber rename,
-anything new in conda-meta (the records and the installer's drafts of them), or a file of a wheel the sync installed (its RECORD, its
-dist-info folder, or the top-level folder named as the wheel). Everything else stays and is named.
+rattler's symlink and reflink probes, anything new in conda-meta (the records and the installer's
+drafts of them), or a file of a wheel the sync installed (its RECORD, its dist-info folder, or the
+top-level folder named as the wheel). Everything else stays and is named.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ class ChangeScope:
 # rattler's check that the prefix takes symlinks (can_create_symlinks): a link to "./" named
 # symtest_<uuid4> at the prefix's top, removed at once unless the installer is killed in between
 _SYMLINK_PROBE = re.compile(r"symtest_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+# rattler's check that the prefix takes reflinks (probe_reflink_support): a folder .refprobe-XXXXXX
+# at the prefix's top holding `src` (the bytes below, or fewer while being written) and its reflink
+# `dst`, removed at once unless the installer is killed in between
+_REFLINK_PROBE = re.compile(r"\.refprobe-[A-Za-z0-9]{6}/(src|dst)")
+_REFLINK_PROBE_BYTES = b"reflink probe"
 
 
 class Accounted:
@@ -79,6 +85,8 @@ class Accounted:
         if rel in self._paths or rel in self._records or CLOBBER_MARK in rel.rsplit("/", 1)[-1]:
             return True
         if _SYMLINK_PROBE.fullmatch(rel) and _links_to_itself(self._prefix / rel):
+            return True
+        if _REFLINK_PROBE.fullmatch(rel) and _is_reflink_probe(self._prefix / rel):
             return True
         if rel.startswith("conda-meta/") and "/" not in rel[len("conda-meta/") :]:
             return True  # the package manager's own folder: records and the installer's drafts of them, never a user's file
@@ -141,5 +149,15 @@ def _wheel_files(prefix: Path, site: str, wheels: set[str]) -> set[str]:
 def _links_to_itself(path: Path) -> bool:
     try:
         return os.readlink(path) == "./"
+    except OSError:
+        return False
+
+
+def _is_reflink_probe(path: Path) -> bool:
+    """A file of rattler's reflink probe: a plain file holding a start of its fixed bytes."""
+    try:
+        if path.is_symlink() or path.stat().st_size > len(_REFLINK_PROBE_BYTES):
+            return False
+        return _REFLINK_PROBE_BYTES.startswith(path.read_bytes())
     except OSError:
         return False
