@@ -49,7 +49,8 @@ def add_arguments(recipes: argparse.ArgumentParser) -> None:
         "--require-proof",
         metavar="KINDS",
         default="",
-        help="fail unless each lock has a passing proof (envkit probe --attest) for each kind: e.g. linux-64,linux-64+cuda,linux-64+cuda_arch=9.0",
+        help="fail unless each lock has a passing proof (envkit probe --attest) for each kind, besides the recipe's require_proof: "
+        "e.g. linux-64,linux-64+cuda,linux-64+cuda_arch=9.0",
     )
     json_flag(p)
     p = rsub.add_parser("add-source", help="add a git repository of recipes, pinned to a commit")

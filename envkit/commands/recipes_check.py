@@ -86,6 +86,12 @@ def required_kinds(text: str) -> tuple[RequiredKind, ...]:
     return tuple(RequiredKind.parse(part) for part in text.split(",") if part.strip())
 
 
+def _with_recipes_kinds(required: tuple[RequiredKind, ...], recipe: Recipe) -> tuple[RequiredKind, ...]:
+    """--require-proof's kinds, then those the recipe's require_proof adds (the schema checked them)."""
+    named = {str(kind) for kind in required}
+    return required + tuple(RequiredKind.parse(k) for k in recipe.require_proof if str(RequiredKind.parse(k)) not in named)
+
+
 # radon cc 21: a recipe's checks, in the order CI reads them (valid, locked, fresh, complete, offered, proven, solvable)
 def check_one(
     path: Path, recipe: Recipe | EnvkitError, extended_by: tuple[str, ...], required: tuple[RequiredKind, ...] = ()
@@ -119,7 +125,7 @@ def check_one(
             problems += _wheels_gone(lock, lock_path, where)
             problems += [
                 f"{lock_path}: {gap}; prove it: envkit create {where} --locked, then 'envkit probe --attest' on such a machine, and commit the lock"
-                for gap in missing_kinds(lock, required)
+                for gap in missing_kinds(lock, _with_recipes_kinds(required, recipe))
             ]
     try:
         solve_for_lock(recipe, platforms, channels)

@@ -72,6 +72,12 @@ TABLE: tuple[Field, ...] = (
     Field("probe.expect.mkl_threading_layer"),
     Field("probe.expect.torch_threads"),
     Field("probe.timeout", default=120, doc="seconds"),
+    Field(
+        "require_proof",
+        "parent first",
+        (),
+        doc="machine kinds the lock must hold a passing proof for, as `recipes check --require-proof` names them",
+    ),
     Field("force", "parent first", (), doc="rule ids whose risk the recipe accepts"),
     Field("per_platform", "per platform"),
 )

@@ -199,5 +199,6 @@ def _typed(layer: Layer, origin: RecipeOrigin, chain: tuple[str, ...]) -> Recipe
         threading=threading,
         probe=probe,
         force=tuple(layer.get("force", ())),
+        require_proof=tuple(layer.get("require_proof", ())),
         origins=dict(layer.get("origins", {})),
     )

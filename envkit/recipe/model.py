@@ -147,6 +147,8 @@ class Recipe:
     threading: Threading
     probe: ProbeSpec
     force: tuple[str, ...] = field(default=())
+    # machine kinds (linux-64, linux-64+cuda, linux-64+cuda_arch=9.0) `recipes check` requires proven
+    require_proof: tuple[str, ...] = field(default=())
     # where each scalar field was set, by dotted path ("python", "toolchain.mkl"), after extends
     origins: dict[str, Location] = field(default_factory=dict, compare=False)
     # the whole recipe as it is on a platform with a per_platform entry (that entry merged over it)

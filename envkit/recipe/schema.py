@@ -93,6 +93,10 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
     _platform_fields(c, root, layer)
     if "per_platform" in root:
         layer["per_platform"] = _per_platform(c, root["per_platform"])
+    if "require_proof" in root:
+        kinds = c.str_list(("require_proof",), root["require_proof"], lambda p, v: _machine_kind(c, p, v))
+        if kinds is not None:
+            layer["require_proof"] = kinds
     if "force" in root:
 
         def _rule(path: PathKey, value: object) -> str | None:
@@ -106,6 +110,20 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
             layer["force"] = forced
     layer["origins"] = _origins(doc, layer)
     return layer, c.problems
+
+
+# a machine kind as proofs name it: a platform, alone or with +cuda or +cuda_arch=X.Y
+_MACHINE_KIND = re.compile(r"(?P<platform>[a-z0-9]+-[a-z0-9]+)(\+cuda|\+cuda_arch=[0-9]+(\.[0-9]+)*)?")
+
+
+def _machine_kind(c: Checker, path: PathKey, value: object) -> str | None:
+    found_kind = _MACHINE_KIND.fullmatch(value) if isinstance(value, str) else None
+    if found_kind is None:
+        c.expect(path, "a machine kind such as linux-64, linux-64+cuda or linux-64+cuda_arch=9.0", value)
+        return None
+    if found_kind.group("platform") not in KNOWN_PLATFORMS:
+        return c.choice(path, found_kind.group("platform"), KNOWN_PLATFORMS)
+    return str(value)
 
 
 def _platform_fields(c: Checker, root: dict[str, Any], layer: Layer) -> None:

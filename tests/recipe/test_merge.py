@@ -24,6 +24,7 @@ threading:
   env: {A: base-a, B: base-b}
 probe: {imports: [numpy], import_orders: [[numpy, scipy]], expect: {blas: mkl, openmp_runtimes: 1}, ddp: {nproc: 4}}
 force: [RC013]
+require_proof: [linux-64]
 """
 
 CHILD = """envkit: 1
@@ -38,6 +39,7 @@ toolchain: {pytorch: {variant: cpu, cuda: null}}
 threading:
   env: {B: child-b, C: child-c}
 probe: {imports: [torch], expect: {openmp_runtimes: 2}}
+require_proof: [linux-64+cuda, linux-64]
 """
 
 
@@ -86,6 +88,7 @@ def test_probe_lists_union_and_expect_merges(recipes: Path) -> None:
     assert r.probe.import_orders == (("numpy", "scipy"),)
     assert dict(r.probe.expect) == {"blas": "mkl", "openmp_runtimes": 2}
     assert r.probe.nproc == 4 and r.force == ("RC013",)
+    assert r.require_proof == ("linux-64", "linux-64+cuda")  # the parent's, then the child's not yet named
 
 
 def test_multiple_parents_later_parent_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

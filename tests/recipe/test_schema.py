@@ -318,3 +318,15 @@ def test_a_backslash_separator_is_refused_where_it_is_written(tmp_path: Path) ->
     """tcsh's substitution reads a backslash as an escape: refused for every shell, at its line."""
     lines = problems(tmp_path, HEAD + 'threading: {env: {MY_PATH: {prepend: [/a], separator: "\\\\"}}}\n')
     assert len(lines) == 1 and "a backslash cannot separate entries" in lines[0] and ".yaml:" in lines[0], lines
+
+
+def test_require_proof_takes_machine_kinds_and_names_the_entry_that_is_not_one(tmp_path: Path) -> None:
+    body = "envkit: 1\nname: r\nchannels: [conda-forge]\nrequire_proof: [linux-64, linux-64+cuda, linux-aarch64+cuda_arch=9.0]\n"
+    recipe = load_recipe(str(write_recipe(tmp_path, "r", body)))
+    assert recipe.require_proof == ("linux-64", "linux-64+cuda", "linux-aarch64+cuda_arch=9.0")
+    bad = "envkit: 1\nname: r\nchannels: [conda-forge]\nrequire_proof: [linux-64+rocm, linx-64, 'linux-64; rm -rf ~']\n"
+    lines = problems(tmp_path, bad)
+    assert len(lines) == 3, lines
+    assert "require_proof[0]" in lines[0] and "a machine kind such as linux-64" in lines[0] and "linux-64+rocm" in lines[0]
+    assert "require_proof[1]" in lines[1] and "did you mean 'linux-64'" in lines[1]
+    assert "require_proof[2]" in lines[2]

@@ -62,6 +62,10 @@ def test_a_probe_with_attest_proves_the_lock_and_ci_can_require_it(tmp_path: Pat
     assert run_envkit("lock", str(recipe)).returncode == 0
     before = run_envkit("recipes", "check", str(recipe), "--require-proof", "linux-64")
     assert before.returncode == 1 and "linux-64: no passing proof" in before.stdout, before.stdout
+    text = recipe.read_text()
+    recipe.write_text(text + "require_proof: [linux-64]\n")  # the same kind as a field of the recipe
+    by_field = run_envkit("recipes", "check", str(recipe))
+    assert by_field.returncode == 1 and "linux-64: no passing proof" in by_field.stdout and "stale" not in by_field.stdout
     made = made_from_lock(recipe, tmp_path / "env")
     assert "lock: not proven on this kind of machine (linux-64); 'envkit probe --attest" in made
     digest_before = json.loads((tmp_path / "env" / "etc" / "envkit" / "record.json").read_text())["lock"]["digest"]
@@ -80,6 +84,11 @@ def test_a_probe_with_attest_proves_the_lock_and_ci_can_require_it(tmp_path: Pat
     assert after.returncode == 0, after.stdout
     still = run_envkit("recipes", "check", str(recipe), "--require-proof", "linux-64,linux-64+cuda")
     assert still.returncode == 1 and "linux-64+cuda: no passing proof" in still.stdout
+    assert run_envkit("recipes", "check", str(recipe)).returncode == 0  # the field's linux-64, now proven
+    recipe.write_text(text + "require_proof: [linux-64, linux-64+cuda]\n")
+    by_field = run_envkit("recipes", "check", str(recipe))
+    assert by_field.returncode == 1 and "linux-64+cuda: no passing proof" in by_field.stdout and "stale" not in by_field.stdout
+    recipe.write_text(text)
     again = made_from_lock(recipe, tmp_path / "again")
     assert "lock: proven on linux-64, " in again and ", pass" in again
 
