@@ -93,6 +93,13 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
     _platform_fields(c, root, layer)
     if "per_platform" in root:
         layer["per_platform"] = _per_platform(c, root["per_platform"])
+    _policy_fields(c, root, layer)
+    layer["origins"] = _origins(doc, layer)
+    return layer, c.problems
+
+
+def _policy_fields(c: Checker, root: dict[str, Any], layer: Layer) -> None:
+    """What the recipe asks of CI and accepts of the rules: require_proof, force."""
     if "require_proof" in root:
         kinds = c.str_list(("require_proof",), root["require_proof"], lambda p, v: _machine_kind(c, p, v))
         if kinds is not None:
@@ -108,8 +115,6 @@ def validate_layer(doc: YamlDocument) -> tuple[Layer, list[Problem]]:
         forced = c.str_list(("force",), root["force"], _rule)
         if forced is not None:
             layer["force"] = forced
-    layer["origins"] = _origins(doc, layer)
-    return layer, c.problems
 
 
 # a machine kind as proofs name it: a platform, alone or with +cuda or +cuda_arch=X.Y
