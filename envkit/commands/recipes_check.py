@@ -88,8 +88,7 @@ def required_kinds(text: str) -> tuple[RequiredKind, ...]:
 
 def _with_recipes_kinds(required: tuple[RequiredKind, ...], recipe: Recipe) -> tuple[RequiredKind, ...]:
     """--require-proof's kinds, then those the recipe's require_proof adds (the schema checked them)."""
-    named = {str(kind) for kind in required}
-    return required + tuple(RequiredKind.parse(k) for k in recipe.require_proof if str(RequiredKind.parse(k)) not in named)
+    return tuple(dict.fromkeys(required + tuple(RequiredKind.parse(k) for k in recipe.require_proof)))
 
 
 # radon cc 21: a recipe's checks, in the order CI reads them (valid, locked, fresh, complete, offered, proven, solvable)

@@ -3,6 +3,7 @@ defaults are the field table's (envkit.recipe.fields)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
@@ -40,6 +41,9 @@ KNOWN_PLATFORMS: tuple[str, ...] = (
     "osx-arm64",
     "win-64",
 )
+# a kind of machine a lock is proven on (a recipe's require_proof, --require-proof, a proof's key):
+# a platform, alone or with +cuda or +cuda_arch=X.Y
+MACHINE_KIND = re.compile(r"(?P<platform>[a-z0-9]+-[a-z0-9]+)(?P<cuda>\+cuda(?:_arch=(?P<arch>[0-9]+(?:\.[0-9]+)*))?)?")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from envkit.recipe.checker import Checker, Layer, conda_spec, first_line, found,
 from envkit.recipe.fields import FIELDS, PLATFORM_KEYS, TOP_KEYS
 from envkit.recipe.model import (
     KNOWN_PLATFORMS,
+    MACHINE_KIND,
     SCHEMA_VERSION,
     Spec,
 )
@@ -117,12 +118,8 @@ def _policy_fields(c: Checker, root: dict[str, Any], layer: Layer) -> None:
             layer["force"] = forced
 
 
-# a machine kind as proofs name it: a platform, alone or with +cuda or +cuda_arch=X.Y
-_MACHINE_KIND = re.compile(r"(?P<platform>[a-z0-9]+-[a-z0-9]+)(\+cuda|\+cuda_arch=[0-9]+(\.[0-9]+)*)?")
-
-
 def _machine_kind(c: Checker, path: PathKey, value: object) -> str | None:
-    found_kind = _MACHINE_KIND.fullmatch(value) if isinstance(value, str) else None
+    found_kind = MACHINE_KIND.fullmatch(value) if isinstance(value, str) else None
     if found_kind is None:
         c.expect(path, "a machine kind such as linux-64, linux-64+cuda or linux-64+cuda_arch=9.0", value)
         return None

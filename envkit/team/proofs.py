@@ -15,7 +15,6 @@ signs it. Treat a lock's proofs as you treat its review history, as trustworthy 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from envkit.core.digests import file_sha256, sha256
 from envkit.core.errors import UsageError, one_line
+from envkit.recipe.model import KNOWN_PLATFORMS, MACHINE_KIND
 
 if TYPE_CHECKING:
     from envkit.team.lock import Lock, LockedPlatform
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 SECTION_PREFIX = "envkit: "
 KEPT_PER_KIND = 3  # proofs kept per machine kind of a slice: the newest ones
 OUTCOMES = ("pass", "warn", "fail")
-KIND_RE = re.compile(r"^(?P<platform>[a-z0-9]+-[a-z0-9]+)(?P<rest>(\+[a-z_]+(=[0-9][0-9.]*)?)*)$")
 
 
 def _text(value: object, limit: int = 200) -> str:
@@ -96,22 +95,14 @@ class RequiredKind:
 
     @classmethod
     def parse(cls, text: str) -> RequiredKind:
-        found = KIND_RE.match(text.strip())
-        if found is None:
+        found = MACHINE_KIND.fullmatch(text.strip())
+        if found is None or found.group("platform") not in KNOWN_PLATFORMS:
             raise UsageError(
                 f"--require-proof: {one_line(text)!r} is not a machine kind",
-                hint="name kinds as PLATFORM, PLATFORM+cuda or PLATFORM+cuda_arch=X.Y, e.g. linux-64,linux-64+cuda",
+                hint=f"name kinds as PLATFORM, PLATFORM+cuda or PLATFORM+cuda_arch=X.Y, e.g. linux-64,linux-64+cuda; "
+                f"platforms: {', '.join(KNOWN_PLATFORMS)}",
             )
-        cuda, arch = False, None
-        for part in filter(None, found.group("rest").split("+")):
-            name, _, version = part.partition("=")
-            if name == "cuda" and not version:
-                cuda = True
-            elif name == "cuda_arch" and version:
-                cuda, arch = True, version
-            else:
-                raise UsageError(f"--require-proof: {part!r} in {one_line(text)!r} is not cuda or cuda_arch=X.Y")
-        return cls(found.group("platform"), cuda, arch)
+        return cls(found.group("platform"), found.group("cuda") is not None, found.group("arch"))
 
     def __str__(self) -> str:
         return f"{self.platform}+cuda_arch={self.cuda_arch}" if self.cuda_arch else f"{self.platform}+cuda" if self.cuda else self.platform

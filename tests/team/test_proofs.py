@@ -210,7 +210,7 @@ def test_a_proof_edited_to_hold_terminal_codes_is_shown_escaped(tmp_path: Path) 
 
 def test_machine_kinds_are_named_and_matched_as_documented() -> None:
     assert RequiredKind.parse("linux-64+cuda_arch=9.0") == RequiredKind("linux-64", True, "9.0")
-    for bad in ("linux-64+rocm", "linux 64", "linux-64+cuda_arch=", "osx-arm64+cuda=12"):
+    for bad in ("linux-64+rocm", "linux 64", "linux-64+cuda_arch=", "osx-arm64+cuda=12", "linx-64", "linux-64+cuda+cuda_arch=9.0"):
         with pytest.raises(UsageError):
             RequiredKind.parse(bad)
     hopper = MachineKind.of("linux-64", ["__glibc=2.36", "__cuda=12.4", "__cuda_arch=9.0"])
