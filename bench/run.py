@@ -291,7 +291,7 @@ def bench_teams(work: Path, rounds: int = TEAM_ROUNDS) -> list[Measurement]:
     # twice the rounds: the torch env's installs spread over 0.4-0.7 s within one run, so the
     # medians of 11 rounds a side moved the ratio by 0.05 between runs of the same code
     times, ours_cmd, a = _locked_create(work, env, recipe, 2 * rounds)
-    out.append(paired("create --locked --no-probe vs raw rattler install of the lock (warm cache)", times, 1.05))
+    out.append(paired("create --locked --no-probe vs raw rattler install of the lock (warm cache)", times, 1.10))
     # the same for a lock of two packages (python and threadpoolctl, 0.1 s to link): what envkit adds
     # to any locked create, where linking is a small part of the time; for reference, no target
     times, _, _ = _locked_create(work, env, small_recipe(work, channel), 2 * rounds)
