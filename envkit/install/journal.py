@@ -199,10 +199,10 @@ def _remove_new_entries(prefix: Path, folders: dict[str, list[str]], accounted: 
             new.add(rel)
             if (prefix / rel).is_dir() and not (prefix / rel).is_symlink():
                 new.update(f"{rel}/{inner}" for inner in _entries(prefix / rel, journal=None))
-    return _remove_accounted(prefix, new, accounted)
+    return remove_accounted(prefix, new, accounted)
 
 
-def _remove_accounted(prefix: Path, new: set[str], accounted: Accounted) -> list[str]:
+def remove_accounted(prefix: Path, new: set[str], accounted: Accounted) -> list[str]:
     """Delete, deepest first, the new entries the change accounts for, and the new folders that
     leaves empty. Returns the new files kept (a user's), for the rollback to name."""
     kept = []
@@ -241,7 +241,7 @@ def rollback(prefix: Path, cache: Path) -> list[str]:
     if scoped.is_file():
         kept = _remove_new_entries(prefix, json.loads(scoped.read_text(encoding="utf-8"))["folders"], accounted)
     elif listed.is_file():
-        kept = _remove_accounted(prefix, _entries(prefix) - set(listed.read_text(encoding="utf-8").splitlines()), accounted)
+        kept = remove_accounted(prefix, _entries(prefix) - set(listed.read_text(encoding="utf-8").splitlines()), accounted)
     _unstash(prefix)
     saved = journal / "record.json"
     if saved.is_file():

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 from envkit.install.changescope import Accounted
-from envkit.install.journal import _remove_accounted
+from envkit.install.journal import remove_accounted
 
 
 def test_rattlers_symlink_probe_left_by_a_killed_install_is_the_changes(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_rattlers_reflink_probe_left_by_a_killed_install_goes_with_the_rollback(
     (half / "src").write_bytes(b"reflink probe")
     (half / "dst").write_bytes(b"reflink probe")
     new = {probe.name, f"{probe.name}/src", half.name, f"{half.name}/src", f"{half.name}/dst"}
-    kept = _remove_accounted(prefix, new, Accounted(prefix, tmp_path / "cache", None))
+    kept = remove_accounted(prefix, new, Accounted(prefix, tmp_path / "cache", None))
     assert kept == [] and list(prefix.iterdir()) == []
 
 
@@ -55,5 +55,5 @@ def test_a_users_files_in_a_folder_of_that_name_stay(tmp_path: Path) -> None:
     (prefix / ".refprobe-toolong1").mkdir()
     (prefix / ".refprobe-toolong1" / "src").write_bytes(b"")  # seven characters: not tempfile's
     new = {str(p.relative_to(prefix)) for p in prefix.rglob("*")}
-    kept = _remove_accounted(prefix, new, Accounted(prefix, tmp_path / "cache", None))
+    kept = remove_accounted(prefix, new, Accounted(prefix, tmp_path / "cache", None))
     assert kept == sorted([".refprobe-Zz9Yy8/src", ".refprobe-Zz9Yy8/dst", ".refprobe-Zz9Yy8/other", ".refprobe-toolong1/src"])
